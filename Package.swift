@@ -1,0 +1,73 @@
+// swift-tools-version:6.0
+// Canopy: a peer-to-peer document replication agent. See README.md and Protocol/.
+//
+// Dependency direction (DESIGN.md §1): CanopyCore ← CanopyWire ← CanopyCrypto;
+// CanopyCore ← CanopyStore; {Core, Wire, Store} ← CanopyReplication ← CanopyAgent.
+// Only CSQLite/CSodium wrappers import the C libraries.
+import PackageDescription
+
+let package = Package(
+    name: "Canopy",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "Canopy", targets: ["Canopy"]),
+        .executable(name: "canopy-bench", targets: ["canopy-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
+    ],
+    targets: [
+        // System libraries (Debian packages; Tools/setup installs them).
+        .systemLibrary(
+            name: "CSQLite", pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(
+            name: "CSodium", pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]),
+
+        // Pure core: revision ids, trees, canonical JSON, conflict policies.
+        .target(name: "CanopyCore", dependencies: ["CSodium"]),
+        // Pure wire codec: frames, messages, limits.
+        .target(name: "CanopyWire", dependencies: ["CanopyCore"]),
+        // libsodium: identities, handshake, secure channel.
+        .target(name: "CanopyCrypto", dependencies: ["CSodium", "CanopyWire"]),
+        // SQLite document store.
+        .target(
+            name: "CanopyStore",
+            dependencies: [
+                "CSQLite", "CanopyCore",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        // Replication state machines over injected transport, clock, scheduler, randomness.
+        .target(
+            name: "CanopyReplication",
+            dependencies: [
+                "CanopyCore", "CanopyWire", "CanopyStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ]),
+        // The library an application embeds.
+        .target(
+            name: "Canopy",
+            dependencies: ["CanopyCore", "CanopyStore", "CanopyReplication"]),
+
+        .executableTarget(
+            name: "canopy-bench",
+            dependencies: [
+                "CanopyCore", "CanopyStore", "CanopyWire", "CanopyCrypto", "CSQLite", "CSodium",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/canopy-bench"),
+
+        .testTarget(name: "CanopyCoreTests", dependencies: ["CanopyCore"]),
+        .testTarget(name: "CanopyWireTests", dependencies: ["CanopyWire", "CanopyCore"]),
+        .testTarget(name: "CanopyCryptoTests", dependencies: ["CanopyCrypto", "CanopyWire"]),
+        .testTarget(name: "CanopyStoreTests", dependencies: ["CanopyStore", "CanopyCore", "CSQLite"]),
+        .testTarget(
+            name: "CanopyReplicationTests",
+            dependencies: ["CanopyReplication", "CanopyStore", "CanopyCore", "CanopyWire"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

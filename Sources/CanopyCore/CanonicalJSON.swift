@@ -1,0 +1,131 @@
+/// Canopy's canonical JSON form, the bytes that revision ids hash and that travel on the wire.
+/// Normative text and vectors: `Protocol/canonical-json.md`.
+///
+/// - Objects: members sorted by the UTF-8 bytes of their keys; no insignificant whitespace.
+/// - Strings: UTF-8, escaping only `"`, `\` and the control characters U+0000–U+001F
+///   (`\b \t \n \f \r` in short form, the rest as `\u00xx` with lowercase hex).
+/// - Numbers: an integer that fits in 64 bits (or a double with an integral value that does) is
+///   written in decimal with no exponent, fraction or `-0`; every other number in the shortest form
+///   that reads back as the same double, laid out as ECMAScript's `Number.prototype.toString` does
+///   (the rule of RFC 8785, JSON Canonicalization Scheme).
+public enum CanonicalJSON {
+    /// The canonical bytes of `value`.
+    public static func encode(_ value: JSONValue) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        write(value, into: &out)
+        return out
+    }
+
+    /// Appends the canonical bytes of `value` to `out`.
+    public static func write(_ value: JSONValue, into out: inout [UInt8]) {
+        switch value {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let flag): out.append(contentsOf: (flag ? "true" : "false").utf8)
+        case .int(let number): out.append(contentsOf: String(number).utf8)
+        case .double(let number): writeDouble(number, into: &out)
+        case .string(let text): writeString(text, into: &out)
+        case .array(let elements):
+            out.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                write(element, into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let members):
+            out.append(UInt8(ascii: "{"))
+            let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            for (index, key) in keys.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                writeString(key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                write(members[key]!, into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    static func writeString(_ text: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x08: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
+            case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0x0a: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0c: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
+            case 0x0d: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x00..<0x20:
+                out.append(contentsOf: "\\u00".utf8)
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0x0f)])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    static func writeDouble(_ number: Double, into out: inout [UInt8]) {
+        precondition(number.isFinite, "JSON numbers are finite")
+        if number.rounded(.towardZero) == number, abs(number) < 9.2e18 {
+            out.append(contentsOf: String(Int64(number)).utf8)
+            return
+        }
+        if number < 0 { out.append(UInt8(ascii: "-")) }
+        let (digits, pointPosition) = shortestDigits(abs(number))
+        let k = digits.count
+        let n = pointPosition
+        if k <= n && n <= 21 {
+            out.append(contentsOf: digits)
+            out.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: n - k))
+        } else if 0 < n && n <= 21 {
+            out.append(contentsOf: digits[..<n])
+            out.append(UInt8(ascii: "."))
+            out.append(contentsOf: digits[n...])
+        } else if -6 < n && n <= 0 {
+            out.append(contentsOf: "0.".utf8)
+            out.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: -n))
+            out.append(contentsOf: digits)
+        } else {
+            out.append(digits[0])
+            if k > 1 {
+                out.append(UInt8(ascii: "."))
+                out.append(contentsOf: digits[1...])
+            }
+            out.append(UInt8(ascii: "e"))
+            out.append(UInt8(ascii: n - 1 >= 0 ? "+" : "-"))
+            out.append(contentsOf: String(abs(n - 1)).utf8)
+        }
+    }
+
+    /// The shortest round-trip decimal digits of a positive finite double (no leading or trailing
+    /// zeros) and the position of the decimal point: value = 0.digits × 10^pointPosition.
+    /// Swift's `description` already prints the shortest round-trip digits; this only reads them.
+    static func shortestDigits(_ number: Double) -> (digits: [UInt8], pointPosition: Int) {
+        let text = Array(number.description.utf8)
+        var mantissa = text[...]
+        var exponent = 0
+        if let e = text.firstIndex(where: { $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }) {
+            mantissa = text[..<e]
+            exponent = Int(String(decoding: text[(e + 1)...], as: UTF8.self))!
+        }
+        var digits: [UInt8] = []
+        var point = 0
+        var seenPoint = false
+        for byte in mantissa {
+            if byte == UInt8(ascii: ".") { seenPoint = true; continue }
+            digits.append(byte)
+            if !seenPoint { point += 1 }
+        }
+        point += exponent
+        while let first = digits.first, first == UInt8(ascii: "0"), digits.count > 1 {
+            digits.removeFirst()
+            point -= 1
+        }
+        while let last = digits.last, last == UInt8(ascii: "0"), digits.count > 1 { digits.removeLast() }
+        return (digits, point)
+    }
+}

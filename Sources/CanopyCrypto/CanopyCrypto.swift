@@ -1,0 +1,1 @@
+// CanopyCrypto: see Package.swift for its role.

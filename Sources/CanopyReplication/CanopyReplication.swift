@@ -1,0 +1,1 @@
+// CanopyReplication: see Package.swift for its role.

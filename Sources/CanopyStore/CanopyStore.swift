@@ -1,0 +1,1 @@
+// CanopyStore: see Package.swift for its role.

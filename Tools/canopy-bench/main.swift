@@ -1,0 +1,11 @@
+import ArgumentParser
+
+/// canopy-bench: Canopy's benchmarks. Each figure is printed beside a ceiling measured in the
+/// same run on the same machine.
+@main
+struct CanopyBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "canopy-bench",
+        abstract: "Measure Canopy against ceilings measured in the same run.",
+        subcommands: [])
+}
