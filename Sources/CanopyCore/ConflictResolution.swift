@@ -1,0 +1,109 @@
+/// A revision that settling a conflict adds to a tree.
+public struct PlannedRevision: Sendable, Equatable {
+    /// The new revision's id (content-addressed: nodes that plan the same thing get the same id).
+    public let id: RevisionID
+    /// The leaf it is written under.
+    public let parent: RevisionID
+    /// `.closed` for a closing tombstone, `.resolvedLive` / `.resolvedDeleted` for the outcome.
+    public let kind: RevisionKind
+    /// Its body (`{}` for tombstones).
+    public let body: JSONValue
+}
+
+/// Turns resolution decisions into revisions. Pure: the store applies the plan in its transaction.
+///
+/// Shape of every plan: the outcome (when it is not simply "keep the automatic winner") is written
+/// as a child of the leaf the automatic rule picks, `W`; every other open leaf gets a closing
+/// tombstone as its child. Because all of these are content-addressed, two nodes that decide the
+/// same thing write identical revisions and converge with no new conflict; two nodes that decide
+/// differently write different children of the same `W`, which the automatic rule then settles
+/// (`needsResolver` returns false for a conflict among resolution outputs).
+public enum ConflictResolution {
+    /// The automatic rule (Couchbase Lite's): if any conflicting open leaf is a deletion, the
+    /// deletion wins (the highest such by generation, then digest); otherwise the highest live
+    /// leaf. Nil when the tree is not conflicted.
+    public static func automaticWinner(of tree: RevTree) -> RevTree.Node? {
+        let conflicting = tree.conflictingLeaves
+        guard !conflicting.isEmpty else { return nil }
+        let deletions = conflicting.filter { $0.kind.isDeleted }
+        let candidates = deletions.isEmpty ? conflicting : deletions
+        return candidates.max { $0.id < $1.id }
+    }
+
+    /// The automatic rule as a decision, or nil when the tree is not conflicted.
+    public static func automaticDecision(for tree: RevTree) -> ResolutionDecision? {
+        automaticWinner(of: tree).map { .keep($0.id) }
+    }
+
+    /// False when every conflicting leaf was itself written by a resolution: resolvers on two nodes
+    /// disagreed, asking again could disagree forever, so the automatic rule settles it.
+    public static func needsResolver(_ tree: RevTree) -> Bool {
+        !tree.conflictingLeaves.allSatisfy { $0.kind.isResolution }
+    }
+
+    /// Errors in a decision.
+    public enum PlanError: Error, Equatable, Sendable, CustomStringConvertible {
+        /// The decision keeps a revision that is not one of the conflicting leaves.
+        case notAConflictingLeaf(RevisionID)
+        /// The decision keeps a leaf whose body the store does not hold.
+        case bodyUnavailable(RevisionID)
+        /// The tree has no conflict to settle.
+        case notConflicted
+
+        public var description: String {
+            switch self {
+            case .notAConflictingLeaf(let id): return "revision \(id) is not a conflicting leaf of the document"
+            case .bodyUnavailable(let id): return "the body of revision \(id) is not available"
+            case .notConflicted: return "the document is not conflicted"
+            }
+        }
+    }
+
+    /// The revisions that carry out `decision` on `tree`. `bodies` holds the conflicting leaves'
+    /// bodies (needed only to keep a leaf other than the automatic winner).
+    public static func plan(_ decision: ResolutionDecision, tree: RevTree, bodies: [RevisionID: JSONValue]) throws(PlanError) -> [PlannedRevision] {
+        let conflicting = tree.conflictingLeaves
+        guard let winner = automaticWinner(of: tree) else { throw .notConflicted }
+        var outcome: (kind: RevisionKind, body: JSONValue)?
+        switch decision {
+        case .keep(let id):
+            guard let kept = conflicting.first(where: { $0.id == id }) else { throw .notAConflictingLeaf(id) }
+            if kept.id != winner.id {
+                if kept.kind.isDeleted {
+                    if !winner.kind.isDeleted { outcome = (.resolvedDeleted, .emptyObject) }
+                } else {
+                    guard let body = bodies[id] else { throw .bodyUnavailable(id) }
+                    outcome = (.resolvedLive, body)
+                }
+            }
+        case .merged(let body):
+            if winner.kind.isDeleted || bodies[winner.id] != body { outcome = (.resolvedLive, body) }
+        case .delete:
+            if !winner.kind.isDeleted { outcome = (.resolvedDeleted, .emptyObject) }
+        }
+        var planned: [PlannedRevision] = []
+        for leaf in conflicting where leaf.id != winner.id {
+            planned.append(closing(leaf.id))
+        }
+        if let outcome {
+            let id = RevisionHasher.revisionID(parent: winner.id, kind: outcome.kind, body: outcome.body)
+            planned.append(PlannedRevision(id: id, parent: winner.id, kind: outcome.kind, body: outcome.body))
+        }
+        return planned
+    }
+
+    /// The closing tombstone that ends the branch at `leaf`.
+    public static func closing(_ leaf: RevisionID) -> PlannedRevision {
+        let id = RevisionHasher.revisionID(parent: leaf, kind: .closed, body: .emptyObject)
+        return PlannedRevision(id: id, parent: leaf, kind: .closed, body: .emptyObject)
+    }
+}
+
+extension RevTree {
+    /// Adds the revisions of a resolution plan (each a child of a current leaf).
+    public mutating func apply(_ plan: [PlannedRevision]) throws(RevTreeError) {
+        for revision in plan {
+            try insertEdit(id: revision.id, parent: revision.parent, kind: revision.kind)
+        }
+    }
+}
