@@ -1,0 +1,96 @@
+/// Reads protocol fields from a complete message, front to back. Every read checks the bytes
+/// that remain and every length against the caller's limit before copying, and reports a
+/// `ProtocolError` naming the field; no input can make it trap or allocate more than the
+/// remaining input.
+public struct ByteReader: Sendable {
+    private let bytes: ArraySlice<UInt8>
+    /// The index of the next unread byte in `bytes`.
+    private var position: Int
+
+    /// A reader over `bytes`, starting at its first byte.
+    public init(_ bytes: ArraySlice<UInt8>) {
+        self.bytes = bytes
+        self.position = bytes.startIndex
+    }
+
+    /// A reader over a whole array.
+    public init(_ bytes: [UInt8]) {
+        self.init(bytes[...])
+    }
+
+    /// Bytes not yet read.
+    public var remainingCount: Int { bytes.endIndex - position }
+
+    /// True when every byte has been read.
+    public var isAtEnd: Bool { position == bytes.endIndex }
+
+    /// Reads one byte.
+    public mutating func readByte(_ field: String) throws(ProtocolError) -> UInt8 {
+        guard position < bytes.endIndex else { throw .truncated(field: field) }
+        defer { position += 1 }
+        return bytes[position]
+    }
+
+    /// Reads a big-endian u16.
+    public mutating func readUInt16(_ field: String) throws(ProtocolError) -> UInt16 {
+        let high = try readByte(field)
+        let low = try readByte(field)
+        return UInt16(high) << 8 | UInt16(low)
+    }
+
+    /// Reads exactly `count` bytes (a fixed-size field, or a length already checked).
+    public mutating func readRaw(_ count: Int, _ field: String) throws(ProtocolError) -> ArraySlice<UInt8> {
+        guard count >= 0, remainingCount >= count else { throw .truncated(field: field) }
+        defer { position += count }
+        return bytes[position..<(position + count)]
+    }
+
+    /// Reads an unsigned LEB128 varint of at most 64 bits. Refuses more than 10 bytes, bits
+    /// beyond 64, and non-minimal encodings (a final zero byte after the first), so each value has
+    /// exactly one encoding and vectors are byte-exact.
+    public mutating func readVarint(_ field: String) throws(ProtocolError) -> UInt64 {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        for index in 0..<10 {
+            guard position < bytes.endIndex else { throw .truncated(field: field) }
+            let byte = bytes[position]
+            position += 1
+            if index == 9, byte > 1 { throw .malformedVarint(field: field) }
+            value |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 == 0 {
+                if byte == 0, index > 0 { throw .malformedVarint(field: field) }
+                return value
+            }
+            shift += 7
+        }
+        throw .malformedVarint(field: field)
+    }
+
+    /// Reads a varint and checks it lies in `range`, returning it as an `Int`.
+    public mutating func readVarint(_ field: String, in range: ClosedRange<Int>) throws(ProtocolError) -> Int {
+        let value = try readVarint(field)
+        guard value >= UInt64(range.lowerBound), value <= UInt64(range.upperBound) else {
+            throw .outOfRange(field: field, value: value, min: UInt64(range.lowerBound), max: UInt64(range.upperBound))
+        }
+        return Int(value)
+    }
+
+    /// Reads `varint(length) ‖ bytes`, checking the length against `range` before copying.
+    public mutating func readLengthPrefixed(_ field: String, in range: ClosedRange<Int>) throws(ProtocolError) -> [UInt8] {
+        let count = try readVarint(field + " length", in: range)
+        return Array(try readRaw(count, field))
+    }
+
+    /// Reads a length-prefixed UTF-8 string whose byte count lies in `range`, refusing invalid UTF-8.
+    public mutating func readString(_ field: String, in range: ClosedRange<Int>) throws(ProtocolError) -> String {
+        let count = try readVarint(field + " length", in: range)
+        let raw = try readRaw(count, field)
+        guard let text = String(validating: raw, as: UTF8.self) else { throw .invalidUTF8(field: field) }
+        return text
+    }
+
+    /// Throws unless every byte has been read; `messageType` names the message for the error.
+    public func expectEnd(messageType: UInt8) throws(ProtocolError) {
+        guard isAtEnd else { throw .trailingBytes(messageType: messageType, count: remainingCount) }
+    }
+}
