@@ -1,1 +1,0 @@
-// CanopyReplication: see Package.swift for its role.

@@ -1,0 +1,49 @@
+/// The sources of nondeterminism a replicator uses, passed in through its initialiser (STYLE §2):
+/// the agent passes Dispatch-backed ones, the simulator passes simulated ones. Nothing in this
+/// module reads the system clock or the system random generator.
+
+/// A handle that cancels scheduled work.
+public protocol Cancellable: AnyObject, Sendable {
+    /// Cancels the work if it has not run yet. Safe to call more than once.
+    func cancel()
+}
+
+/// Runs work later on the replicator's serial context and tells the time.
+///
+/// Every callback a scheduler runs for one replicator runs on that replicator's serial context
+/// (a serial DispatchQueue in the agent, the single simulated thread in the simulator), so the
+/// replicator's state needs no further locking.
+public protocol ReplicationScheduler: AnyObject, Sendable {
+    /// Seconds on a monotonic clock (simulated time in the simulator).
+    var now: Double { get }
+    /// Runs `work` on the serial context after `seconds`.
+    @discardableResult
+    func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) -> any Cancellable
+    /// Runs `work` on the serial context as soon as possible, after the current work item.
+    func execute(_ work: @escaping @Sendable () -> Void)
+}
+
+/// Random numbers for session ids and backoff jitter.
+public protocol RandomSource: AnyObject, Sendable {
+    /// The next 64 random bits.
+    func next() -> UInt64
+}
+
+extension RandomSource {
+    /// A uniform double in [0, 1).
+    public func nextUnit() -> Double {
+        Double(next() >> 11) * 0x1p-53
+    }
+
+    /// 16 random bytes as 32 lowercase hex characters (a session id).
+    public func nextHexID() -> String {
+        let table = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for word in [next(), next()] {
+            for shift in stride(from: 60, through: 0, by: -4) {
+                out.append(table[Int((word >> UInt64(shift)) & 0xf)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

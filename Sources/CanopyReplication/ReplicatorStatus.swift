@@ -1,0 +1,81 @@
+import CanopyCore
+
+/// A replicator's activity (Couchbase Lite's levels, DESIGN.md §4).
+public enum ReplicatorState: String, Sendable, Codable, CaseIterable {
+    /// Not running: finished a one-shot replication, stopped, or failed permanently.
+    case stopped
+    /// The peer is unreachable; a retry is scheduled with backoff.
+    case offline
+    /// Dialling or handshaking.
+    case connecting
+    /// Caught up (continuous mode): waiting for new changes.
+    case idle
+    /// Transferring changes.
+    case busy
+    /// A non-retryable error (for example the peer violated the protocol); see `lastError`.
+    case error
+}
+
+/// Progress of a replication: revisions completed of those known so far. `total` grows as the
+/// changes feed reveals more work, as in Couchbase Lite.
+public struct ReplicationProgress: Sendable, Equatable, Codable {
+    /// Changes entries fully handled (written on the target, or found already there).
+    public var completed: UInt64 = 0
+    /// Changes entries seen so far.
+    public var total: UInt64 = 0
+
+    /// Creates a progress value.
+    public init(completed: UInt64 = 0, total: UInt64 = 0) {
+        self.completed = completed
+        self.total = total
+    }
+}
+
+/// Direction of a replication relative to this node.
+public enum ReplicationDirection: String, Sendable, Codable, CaseIterable {
+    /// This node sends its changes.
+    case push
+    /// This node receives the peer's changes.
+    case pull
+    /// Both.
+    case both
+
+    /// True if this node sends.
+    public var pushes: Bool { self != .pull }
+    /// True if this node receives.
+    public var pulls: Bool { self != .push }
+}
+
+/// What happened to one document during replication.
+public enum DocumentEventKind: String, Sendable, Codable {
+    /// A revision of the document arrived from the peer and was written.
+    case pulled
+    /// The peer acknowledged a revision of the document.
+    case pushed
+    /// A conflict the received revisions caused was settled by the node's policy.
+    case conflictResolved
+    /// The resolver threw (or timed out); the conflict is kept and retried.
+    case resolutionFailed
+    /// The peer sent something for the document that was rejected (bad id, bad body, lying hash).
+    case rejected
+}
+
+/// A document event.
+public struct DocumentEvent: Sendable, Equatable {
+    /// What happened.
+    public var kind: DocumentEventKind
+    /// The document.
+    public var documentID: String
+    /// The revision concerned, if any.
+    public var revision: RevisionID?
+    /// Details (the error for `resolutionFailed` and `rejected`).
+    public var detail: String?
+
+    /// Creates an event.
+    public init(kind: DocumentEventKind, documentID: String, revision: RevisionID? = nil, detail: String? = nil) {
+        self.kind = kind
+        self.documentID = documentID
+        self.revision = revision
+        self.detail = detail
+    }
+}
