@@ -1,0 +1,52 @@
+/// `hello` (§6.1): the first message each side sends after the handshake, and only then. It says
+/// which protocol version and features the sender speaks, which database it serves, how much
+/// history it keeps and how many `changes` requests it will accept in flight.
+///
+/// | field | type | meaning |
+/// | --- | --- | --- |
+/// | version | varint | highest protocol version the sender speaks (≥ 1) |
+/// | features | varint | feature bits; unknown bits are ignored; none defined in version 1 |
+/// | databaseID | 16 bytes | the sender's database id |
+/// | revsLimit | varint | 1...revsLimitMax: ancestry the sender keeps (and accepts) per revision |
+/// | window | varint | 1...inFlightBatchesMax: `changes` requests the sender accepts in flight |
+public struct Hello: WireMessageBody {
+    public static let messageType = MessageType.hello
+    /// Bytes of a database id.
+    public static let databaseIDBytes = 16
+
+    public var version: UInt64
+    public var features: UInt64
+    /// Exactly `databaseIDBytes` bytes.
+    public var databaseID: [UInt8]
+    public var revsLimit: Int
+    public var window: Int
+
+    public init(version: UInt64 = WireLimits.protocolVersion, features: UInt64 = 0, databaseID: [UInt8],
+                revsLimit: Int, window: Int) {
+        precondition(databaseID.count == Hello.databaseIDBytes, "database id must be 16 bytes")
+        precondition((1...WireLimits.revsLimitMax).contains(revsLimit), "revsLimit out of range")
+        precondition((1...WireLimits.inFlightBatchesMax).contains(window), "window out of range")
+        self.version = version
+        self.features = features
+        self.databaseID = databaseID
+        self.revsLimit = revsLimit
+        self.window = window
+    }
+
+    public func encode(into writer: inout ByteWriter) {
+        writer.writeVarint(version)
+        writer.writeVarint(features)
+        writer.writeRaw(databaseID)
+        writer.writeVarint(UInt64(revsLimit))
+        writer.writeVarint(UInt64(window))
+    }
+
+    public init(from reader: inout ByteReader) throws(ProtocolError) {
+        version = try reader.readVarint("hello.version")
+        guard version >= 1 else { throw .unsupportedVersion(offered: version) }
+        features = try reader.readVarint("hello.features")
+        databaseID = Array(try reader.readRaw(Hello.databaseIDBytes, "hello.databaseID"))
+        revsLimit = try reader.readVarint("hello.revsLimit", in: 1...WireLimits.revsLimitMax)
+        window = try reader.readVarint("hello.window", in: 1...WireLimits.inFlightBatchesMax)
+    }
+}

@@ -1,0 +1,93 @@
+/// One revision in a `revisions` message. It does not repeat the document id, revision id or kind:
+/// it names its place in the list of revisions the target asked for, and the target looks them up
+/// in the `changes` request it answered.
+public struct RevisionTransfer: Equatable, Sendable {
+    /// How many requested revisions the source skips before this one (0 normally; a source
+    /// that can no longer supply a revision skips it).
+    public var skip: Int
+    /// Digests of the revision's ancestors, parent first; generations are consecutive, so the
+    /// parent has the revision's generation − 1, and so on. At most revsLimit − 1 entries.
+    public var ancestry: [RevisionDigest]
+    /// 0: the ancestry ends at the root (its last element has generation 1) or was cut at
+    /// revsLimit. k ≥ 1: the parent of the last listed revision (or of the revision itself when
+    /// `ancestry` is empty) is known ancestor k − 1 of this entry's reply item.
+    public var knownAncestorTail: Int
+    /// The body: canonical JSON (§6.6 says what the target does with a body that is not).
+    public var body: [UInt8]
+
+    public init(skip: Int = 0, ancestry: [RevisionDigest], knownAncestorTail: Int, body: [UInt8]) {
+        self.skip = skip
+        self.ancestry = ancestry
+        self.knownAncestorTail = knownAncestorTail
+        self.body = body
+    }
+}
+
+/// `revisions` (§6.6): the source sends the revisions a `changesReply` asked for, with their
+/// ancestry and bodies. One request's revisions may span several `revisions` messages (so that no
+/// message exceeds messageBytesMax); the last has the `final` flag. Revisions are sent in the
+/// order of the reply (entries ascending, then revision indices ascending), each at most once.
+///
+/// | field | type | meaning |
+/// | --- | --- | --- |
+/// | requestID | varint | the `changes` request these revisions answer |
+/// | flags | u8 | bit 0 `final`: no more `revisions` for this request |
+/// | count | varint | 0...batchRevisionsMax |
+/// | revisions | revision × count | see below |
+///
+/// Revision: `varint skip ‖ varint ancestryCount ‖ 16 bytes × ancestryCount ‖ varint tail ‖
+/// bytes body`, with ancestryCount 0...revsLimitMax − 1, tail 0...knownAncestorsMax and the body
+/// 0...bodyBytesMax bytes. The position of a revision in the reply's flattened missing list is
+/// the previous revision's position + 1 + skip (the first of a request: skip).
+public struct Revisions: WireMessageBody {
+    public static let messageType = MessageType.revisions
+    static let finalFlag: UInt8 = 0x01
+
+    public var requestID: RequestID
+    public var final: Bool
+    public var revisions: [RevisionTransfer]
+
+    public init(requestID: RequestID, final: Bool, revisions: [RevisionTransfer]) {
+        self.requestID = requestID
+        self.final = final
+        self.revisions = revisions
+    }
+
+    public func encode(into writer: inout ByteWriter) {
+        precondition(revisions.count <= WireLimits.batchRevisionsMax, "too many revisions")
+        writer.writeVarint(requestID)
+        writer.writeByte(final ? Revisions.finalFlag : 0)
+        writer.writeVarint(UInt64(revisions.count))
+        for revision in revisions {
+            precondition(revision.skip >= 0 && revision.ancestry.count < WireLimits.revsLimitMax, "ancestry too long")
+            precondition((0...WireLimits.knownAncestorsMax).contains(revision.knownAncestorTail), "tail out of range")
+            writer.writeVarint(UInt64(revision.skip))
+            writer.writeVarint(UInt64(revision.ancestry.count))
+            for digest in revision.ancestry { writer.writeDigest(digest) }
+            writer.writeVarint(UInt64(revision.knownAncestorTail))
+            writer.writeLengthPrefixed(revision.body, maxBytes: WireLimits.bodyBytesMax)
+        }
+    }
+
+    public init(from reader: inout ByteReader) throws(ProtocolError) {
+        requestID = try reader.readRequestID("revisions.requestID")
+        let flags = try reader.readByte("revisions.flags")
+        guard flags & ~Revisions.finalFlag == 0 else { throw .invalidValue(field: "revisions.flags", value: UInt64(flags)) }
+        final = flags & Revisions.finalFlag != 0
+        let count = try reader.readVarint("revisions.count", in: 0...WireLimits.batchRevisionsMax)
+        revisions = []
+        revisions.reserveCapacity(count)
+        for _ in 0..<count {
+            let skip = try reader.readVarint("revisions.skip", in: 0...WireLimits.batchRevisionsMax)
+            let ancestryCount = try reader.readVarint("revisions.ancestryCount", in: 0...(WireLimits.revsLimitMax - 1))
+            // Check the bytes are there before reserving room for them.
+            guard reader.remainingCount >= ancestryCount * 16 else { throw .truncated(field: "revisions.ancestry") }
+            var ancestry: [RevisionDigest] = []
+            ancestry.reserveCapacity(ancestryCount)
+            for _ in 0..<ancestryCount { ancestry.append(try reader.readDigest("revisions.ancestry")) }
+            let tail = try reader.readVarint("revisions.tail", in: 0...WireLimits.knownAncestorsMax)
+            let body = try reader.readLengthPrefixed("revisions.body", in: 0...WireLimits.bodyBytesMax)
+            revisions.append(RevisionTransfer(skip: skip, ancestry: ancestry, knownAncestorTail: tail, body: body))
+        }
+    }
+}
