@@ -1,1 +1,0 @@
-// CanopyStore: see Package.swift for its role.

@@ -1,0 +1,133 @@
+import CSQLite
+
+/// One SQLite connection: the only place the store calls SQLite (STYLE §9).
+///
+/// Not thread-safe by itself; `DocumentStore` serialises every use behind its lock. The connection
+/// runs in WAL mode with `synchronous=NORMAL` (a commit survives a process crash; the last commits
+/// may be lost on power failure) or, with `durable: true`, `synchronous=FULL` (a commit survives
+/// power failure too). Prepared statements are cached by SQL text.
+public final class Database {
+    let connection: OpaquePointer
+    /// The file this connection opened.
+    public let path: String
+    private var statements: [String: Statement] = [:]
+
+    /// Opens (creating if needed) the database at `path` and applies the connection settings.
+    public init(path: String, durable: Bool = false) throws(SQLiteError) {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let result = sqlite3_open_v2(path, &handle, flags, nil)
+        guard result == SQLITE_OK, let handle else {
+            let error = SQLiteError(result: result, connection: handle, sql: nil)
+            sqlite3_close_v2(handle)
+            throw error
+        }
+        self.connection = handle
+        self.path = path
+        sqlite3_extended_result_codes(handle, 1)
+        sqlite3_busy_timeout(handle, StoreLimits.busyTimeoutMilliseconds)
+        try execute("PRAGMA journal_mode=WAL")
+        // FULL syncs the WAL on every commit; NORMAL only at checkpoints (still crash-safe in WAL).
+        try execute(durable ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
+        // The schema declares its references; enforcing them costs little and catches store bugs.
+        try execute("PRAGMA foreign_keys=ON")
+    }
+
+    deinit {
+        statements.removeAll()
+        sqlite3_close_v2(connection)
+    }
+
+    /// Runs one or more SQL statements that take no parameters (schema, pragmas).
+    public func execute(_ sql: String) throws(SQLiteError) {
+        let result = sqlite3_exec(connection, sql, nil, nil, nil)
+        guard result == SQLITE_OK else { throw SQLiteError(result: result, connection: connection, sql: sql) }
+    }
+
+    /// The cached prepared statement for `sql`, reset with its bindings cleared.
+    public func cached(_ sql: String) throws(SQLiteError) -> Statement {
+        if let statement = statements[sql] {
+            statement.reset()
+            return statement
+        }
+        let statement = try Statement(connection: connection, sql: sql)
+        if statements.count >= StoreLimits.statementCacheCountMax { statements.removeAll() }
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Runs `sql` with `values` bound, discarding any rows.
+    public func run(_ sql: String, _ values: SQLiteValue...) throws(SQLiteError) {
+        let statement = try cached(sql)
+        try statement.bind(values)
+        try statement.run()
+    }
+
+    /// Runs `sql` with `values` bound and maps every row with `row`.
+    public func query<T>(
+        _ sql: String, _ values: [SQLiteValue] = [], row: (Statement) throws -> T
+    ) throws -> [T] {
+        let statement = try cached(sql)
+        defer { statement.reset() }
+        try statement.bind(values)
+        var rows: [T] = []
+        while try statement.step() { rows.append(try row(statement)) }
+        return rows
+    }
+
+    /// The first row of `sql` mapped with `row`, or nil when there is none.
+    public func queryFirst<T>(
+        _ sql: String, _ values: [SQLiteValue] = [], row: (Statement) throws -> T
+    ) throws -> T? {
+        let statement = try cached(sql)
+        defer { statement.reset() }
+        try statement.bind(values)
+        return try statement.step() ? try row(statement) : nil
+    }
+
+    /// The integer in the first column of the first row of `sql`, or nil.
+    public func scalarInt(_ sql: String, _ values: SQLiteValue...) throws -> Int64? {
+        try queryFirst(sql, values) { $0.isNull(0) ? nil : $0.int64(0) } ?? nil
+    }
+
+    /// Whether a transaction is open on this connection.
+    public var inTransaction: Bool { sqlite3_get_autocommit(connection) == 0 }
+
+    /// Runs `body` in an immediate transaction: commits when it returns, rolls back when it throws
+    /// and rethrows that first error (a failing rollback never hides it). Not reentrant.
+    public func transaction<T>(_ body: (Database) throws -> T) throws -> T {
+        precondition(!inTransaction, "Database.transaction is not reentrant")
+        try execute("BEGIN IMMEDIATE")
+        let value: T
+        do {
+            value = try body(self)
+        } catch {
+            rollback()
+            throw error
+        }
+        do {
+            try execute("COMMIT")
+        } catch {
+            rollback()
+            throw error
+        }
+        return value
+    }
+
+    private func rollback() {
+        // The first error is what the caller needs; a rollback failure (e.g. the transaction was
+        // already rolled back by SQLite itself) adds nothing.
+        if inTransaction { _ = sqlite3_exec(connection, "ROLLBACK", nil, nil, nil) }
+    }
+
+    /// The value of an integer pragma, e.g. `synchronous` or `user_version`.
+    public func pragmaInt(_ name: String) throws -> Int64 {
+        try scalarInt("PRAGMA \(name)") ?? 0
+    }
+
+    /// Rows changed by the last INSERT, UPDATE or DELETE.
+    public var changes: Int { Int(sqlite3_changes(connection)) }
+
+    /// The rowid of the last successful INSERT.
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(connection) }
+}

@@ -1,0 +1,107 @@
+import CanopyCore
+
+/// Inserting revisions received from peers (the replication hot path) and imports.
+extension DocumentStore {
+    /// Merges foreign revisions, with their ancestry and no new edits, into their documents' trees;
+    /// then runs the node's `ConflictPolicy` on every document the batch touched. One transaction:
+    /// if any revision is invalid (id, body, history, hash) the whole batch fails with
+    /// `StoreError.invalidInput` naming the document, and nothing is written.
+    ///
+    /// Returns one result per document, in the order the documents first appear in `revisions`.
+    public func bulkInsertForeign(
+        _ revisions: [ForeignRevision], idCheck: RevisionIDCheck = .contentHash
+    ) throws(StoreError) -> [ForeignDocumentResult] {
+        guard revisions.count <= StoreLimits.foreignBatchCountMax else {
+            throw .invalidInput(.batchTooLarge(count: revisions.count, limit: StoreLimits.foreignBatchCountMax))
+        }
+        let checked: [CheckedRevision]
+        do {
+            checked = try revisions.map { revision throws(StoreInputError) in
+                try Self.check(revision, idCheck: idCheck, revsLimit: StoreLimits.revsLimitMax)
+            }
+        } catch {
+            throw .invalidInput(error)
+        }
+        // Group by document, keeping first-appearance order (input order is deterministic).
+        var order: [String] = []
+        var groups: [String: [CheckedRevision]] = [:]
+        for revision in checked {
+            if groups[revision.documentID] == nil { order.append(revision.documentID) }
+            groups[revision.documentID, default: []].append(revision)
+        }
+        let policy = configuration.conflictPolicy
+        return try write { context in
+            try order.map { id in try Self.mergeForeign(context, documentID: id, revisions: groups[id]!, policy: policy) }
+        }
+    }
+
+    /// A foreign revision whose input checks passed, with its canonical body bytes.
+    struct CheckedRevision {
+        let documentID: String
+        let path: RevisionPath
+        let body: [UInt8]
+    }
+
+    /// Checks one foreign revision before the transaction: id, body, history length, hash.
+    static func check(_ revision: ForeignRevision, idCheck: RevisionIDCheck, revsLimit: Int) throws(StoreInputError) -> CheckedRevision {
+        let id = revision.documentID
+        try InputValidation.checkDocumentID(id)
+        let body: [UInt8]
+        switch revision.body {
+        case .canonical(let bytes):
+            try InputValidation.checkCanonicalBody(bytes, documentID: id)
+            body = bytes
+        case .value(let value):
+            body = try InputValidation.canonicalBody(value, documentID: id)
+        }
+        guard revision.path.ancestors.count < revsLimit else {
+            throw .invalidHistory(documentID: id, detail: "\(revision.path.ancestors.count) ancestors exceed the limit of \(revsLimit)")
+        }
+        if case .contentHash = idCheck {
+            // The hash covers the parent, so a revision past generation 1 must name it.
+            guard revision.path.leaf.generation == 1 || !revision.path.ancestors.isEmpty else {
+                throw .invalidHistory(documentID: id, detail: "revision \(revision.path.leaf) sent without its parent")
+            }
+            let computed = RevisionHasher.revisionID(
+                parent: revision.path.ancestors.first, kind: revision.path.kind, canonicalBody: body)
+            guard computed == revision.path.leaf else {
+                throw .revisionHashMismatch(documentID: id, claimed: revision.path.leaf, computed: computed)
+            }
+        }
+        return CheckedRevision(documentID: id, path: revision.path, body: body)
+    }
+
+    /// Merges one document's foreign revisions, applies the policy, stems, and writes.
+    private static func mergeForeign(
+        _ context: WriteContext, documentID: String, revisions: [CheckedRevision], policy: ConflictPolicy
+    ) throws -> ForeignDocumentResult {
+        var document = try RevisionRows.loadForWrite(context.db, documentID: documentID)
+        let localRevision = document.tree.current?.id
+        var added: [RevisionID] = []
+        for revision in revisions {
+            let outcome: RevTree.MergeOutcome
+            do {
+                outcome = try document.tree.merge(revision.path)
+            } catch {
+                throw StoreError.invalidInput(.invalidHistory(documentID: documentID, detail: error.description))
+            }
+            for id in revision.path.revisions { document.touched.insert(id) }
+            if let root = revision.path.revisions.last, let parent = document.tree.node(root)?.parent {
+                document.touched.insert(parent)
+            }
+            if outcome.added.contains(revision.path.leaf) { document.newBodies[revision.path.leaf] = revision.body }
+            added.append(contentsOf: outcome.added)
+        }
+        let (resolution, planned) = try PolicyRunner.run(
+            policy, context.db, &document, localRevision: localRevision)
+        added.append(contentsOf: planned)
+        RevisionRows.stem(&document, limit: context.revsLimit)
+        // Touched with nothing new (a re-sent revision) still needs no write: compare first.
+        if added.isEmpty && document.tree == document.storedTree { document.touched = [] }
+        try RevisionRows.persist(context, &document)
+        guard let current = document.tree.current else { throw StoreError.corrupt(detail: "empty tree after merge") }
+        return ForeignDocumentResult(
+            documentID: documentID, added: added, resolution: resolution, current: current.id,
+            currentIsDeleted: current.kind.isDeleted)
+    }
+}

@@ -1,0 +1,52 @@
+import CanopyCore
+
+/// Local documents: JSON objects keyed by id that never replicate and never appear in the changes
+/// feed (replication checkpoints, settings). They have no revisions: a put replaces the body.
+extension DocumentStore {
+    /// The local document `id`, or nil.
+    public func localGet(_ id: String) throws(StoreError) -> JSONValue? {
+        try Self.checkLocalID(id)
+        let bytes = try read { db in
+            try db.queryFirst("SELECT body FROM local_documents WHERE local_id = ?", [.text(id)]) { $0.blob(0) ?? [] }
+        }
+        guard let bytes else { return nil }
+        do {
+            return try InputValidation.parseBody(bytes, documentID: id)
+        } catch {
+            throw .corrupt(detail: "local document \"\(id.prefix(80))\": \(error)")
+        }
+    }
+
+    /// Stores `body` (a JSON object) as the local document `id`, replacing any previous body.
+    public func localPut(_ id: String, body: JSONValue) throws(StoreError) {
+        try Self.checkLocalID(id)
+        guard case .object = body else { throw .invalidInput(.bodyNotObject(documentID: id)) }
+        let bytes = CanonicalJSON.encode(body)
+        guard bytes.count <= StoreLimits.localBodyBytesMax else {
+            throw .invalidInput(.bodyTooLarge(documentID: id, bytes: bytes.count, limit: StoreLimits.localBodyBytesMax))
+        }
+        try write { context in
+            try context.db.run(
+                "INSERT INTO local_documents(local_id, body) VALUES (?, ?) ON CONFLICT(local_id) DO UPDATE SET body = excluded.body",
+                .text(id), .blob(bytes))
+        }
+    }
+
+    /// Removes the local document `id`. Returns whether it existed.
+    @discardableResult
+    public func localDelete(_ id: String) throws(StoreError) -> Bool {
+        try Self.checkLocalID(id)
+        return try write { context in
+            try context.db.run("DELETE FROM local_documents WHERE local_id = ?", .text(id))
+            return context.db.changes > 0
+        }
+    }
+
+    private static func checkLocalID(_ id: String) throws(StoreError) {
+        let count = id.utf8.count
+        guard count > 0 else { throw .invalidInput(.emptyDocumentID) }
+        guard count <= StoreLimits.localIDBytesMax else {
+            throw .invalidInput(.documentIDTooLong(bytes: count, limit: StoreLimits.localIDBytesMax))
+        }
+    }
+}

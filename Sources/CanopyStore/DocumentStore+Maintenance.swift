@@ -1,0 +1,56 @@
+import CanopyCore
+
+extension RevisionRows {
+    /// Stems `document` to `limit` revisions per leaf, keeping the common ancestor of an open
+    /// conflict (and the path from it to each leaf) so a three-way merge can still use its body.
+    /// Removed revisions are marked touched; `persist` deletes their rows.
+    static func stem(_ document: inout StoredDocument, limit: Int) {
+        guard document.tree.count > limit else { return }
+        var keeping = Set<RevisionID>()
+        if let ancestor = conflictAncestor(document.tree) { keeping.insert(ancestor) }
+        let removed = document.tree.stem(limit: limit, keeping: keeping)
+        document.touched.formUnion(removed)
+    }
+
+    /// The common ancestor of a conflicted tree's conflicting leaves, if the tree holds one.
+    static func conflictAncestor(_ tree: RevTree) -> RevisionID? {
+        let conflicting = tree.conflictingLeaves.map(\.id)
+        return conflicting.count > 1 ? tree.commonAncestor(of: conflicting) : nil
+    }
+}
+
+/// Compaction: dropping bodies nobody needs.
+extension DocumentStore {
+    /// Drops the bodies of non-leaf revisions, except the common ancestor of each open conflict
+    /// (three-way merge needs it), then rebuilds the file to return the space (pouchdb#4372: history
+    /// that is only hidden keeps growing the file). Returns how many bodies were dropped.
+    @discardableResult
+    public func compact() throws(StoreError) -> Int {
+        let dropped = try write { context in
+            let db = context.db
+            try db.run(
+                """
+                UPDATE revisions SET body = NULL WHERE leaf = 0 AND body IS NOT NULL
+                AND doc_key IN (SELECT doc_key FROM documents WHERE conflicted = 0)
+                """)
+            var dropped = db.changes
+            let conflicted = try db.query("SELECT doc_key, doc_id FROM documents WHERE conflicted = 1 ORDER BY doc_key") {
+                ($0.int64(0), $0.text(1))
+            }
+            for (key, id) in conflicted {
+                let tree = try RevisionRows.loadTree(db, key: key, documentID: id)
+                let keep = RevisionRows.conflictAncestor(tree)
+                try db.run(
+                    """
+                    UPDATE revisions SET body = NULL WHERE doc_key = ? AND leaf = 0 AND body IS NOT NULL
+                    AND NOT (generation = ? AND digest = ?)
+                    """,
+                    .integer(key), .integer(Int64(keep?.generation ?? 0)), .blob(keep?.digest ?? []))
+                dropped += db.changes
+            }
+            return dropped
+        }
+        try read { db in try db.execute("VACUUM") }
+        return dropped
+    }
+}

@@ -1,0 +1,150 @@
+import CanopyCore
+
+/// Local edits: put, delete and batches of them, with optimistic concurrency (DESIGN §3).
+extension DocumentStore {
+    /// Writes `body` as a new revision of `id`, replacing `replacing`, and returns its id.
+    ///
+    /// `replacing` must be an open leaf of the document: the current revision, or the leaf of a
+    /// conflicting branch (writing on a branch is how an application settles a conflict by hand).
+    /// `nil` creates the document, or re-creates a deleted one as a child of its tombstone
+    /// (PouchDB's rule, so the deletion is not lost on peers). Anything else is stale and is
+    /// handled by `concurrency`.
+    @discardableResult
+    public func put(
+        id: String, body: JSONValue, replacing: RevisionID?, concurrency: WriteConcurrency = .failOnConflict
+    ) throws(StoreError) -> RevisionID {
+        try putBatch([LocalWrite(documentID: id, body: body, replacing: replacing)], concurrency: concurrency)[0]
+    }
+
+    /// Deletes `id` by writing a user deletion (kind `.deleted`, body `{}`) replacing `rev`.
+    @discardableResult
+    public func delete(
+        id: String, rev: RevisionID, concurrency: WriteConcurrency = .failOnConflict
+    ) throws(StoreError) -> RevisionID {
+        try putBatch([LocalWrite(documentID: id, body: nil, replacing: rev)], concurrency: concurrency)[0]
+    }
+
+    /// Applies `writes` in order in one transaction: all of them or none. Returns the new revision
+    /// ids in the same order. Input is checked before anything is written.
+    public func putBatch(_ writes: [LocalWrite], concurrency: WriteConcurrency = .failOnConflict) throws(StoreError) -> [RevisionID] {
+        guard writes.count <= StoreLimits.foreignBatchCountMax else {
+            throw .invalidInput(.batchTooLarge(count: writes.count, limit: StoreLimits.foreignBatchCountMax))
+        }
+        var bodies: [[UInt8]] = []
+        bodies.reserveCapacity(writes.count)
+        do {
+            for write in writes {
+                try InputValidation.checkDocumentID(write.documentID)
+                bodies.append(try write.body.map { body throws(StoreInputError) in
+                    try InputValidation.canonicalBody(body, documentID: write.documentID)
+                } ?? CanonicalJSON.encode(.emptyObject))
+            }
+        } catch {
+            throw .invalidInput(error)
+        }
+        return try write { context in
+            var results: [RevisionID] = []
+            results.reserveCapacity(writes.count)
+            for (write, body) in zip(writes, bodies) {
+                results.append(try Self.applyLocalEdit(context, write, canonicalBody: body, concurrency: concurrency))
+            }
+            return results
+        }
+    }
+
+    /// Adds one local edit to its document's tree and writes it.
+    private static func applyLocalEdit(
+        _ context: WriteContext, _ write: LocalWrite, canonicalBody: [UInt8], concurrency: WriteConcurrency
+    ) throws -> RevisionID {
+        var document = try RevisionRows.loadForWrite(context.db, documentID: write.documentID)
+        var body = canonicalBody
+        var kind: RevisionKind = write.body == nil ? .deleted : .live
+        let parent: RevisionID?
+        switch try editParent(of: document, write: write) {
+        case .some(let accepted):
+            parent = accepted
+        case .none:
+            let current = try currentDocument(context.db, document)
+            switch concurrency {
+            case .failOnConflict:
+                throw StoreError.conflict(documentID: write.documentID, replacing: write.replacing, current: current.revision)
+            case .lastWriteWins:
+                // Deleting what is already deleted changes nothing.
+                if kind.isDeleted, current.isDeleted { return current.revision }
+            case .handler(let handler):
+                let conflicting = ConflictingWrite(
+                    documentID: write.documentID, replacing: write.replacing, proposed: write.body, current: current)
+                let resolved: JSONValue?
+                do { resolved = try handler(conflicting) } catch {
+                    throw StoreError.handlerFailed(documentID: write.documentID, underlying: error)
+                }
+                guard let resolved else {
+                    throw StoreError.conflict(documentID: write.documentID, replacing: write.replacing, current: current.revision)
+                }
+                body = try InputValidation.canonicalBody(resolved, documentID: write.documentID)
+                kind = .live
+            }
+            parent = current.revision
+        }
+        let id = RevisionHasher.revisionID(parent: parent, kind: kind, canonicalBody: body)
+        do {
+            try document.tree.insertEdit(id: id, parent: parent, kind: kind)
+        } catch {
+            throw StoreError.conflict(documentID: write.documentID, replacing: write.replacing, current: document.tree.current?.id)
+        }
+        document.noteAdded(id, body: body)
+        RevisionRows.stem(&document, limit: context.revsLimit)
+        try RevisionRows.persist(context, &document)
+        return id
+    }
+
+    /// The parent a local edit may be written under, `.some(nil)` for a new document, or nil
+    /// when the edit is stale (optimistic concurrency failed).
+    private static func editParent(of document: StoredDocument, write: LocalWrite) throws -> RevisionID?? {
+        let tree = document.tree
+        guard let current = tree.current else {
+            // A new document: it must not claim to replace anything, and cannot be deleted.
+            if write.body == nil { throw StoreError.notFound(documentID: write.documentID, revision: write.replacing) }
+            return write.replacing == nil ? .some(nil) : nil
+        }
+        guard let replacing = write.replacing else {
+            // Re-creating a deleted document continues its tombstone's branch.
+            return current.kind.isDeleted && write.body != nil ? .some(current.id) : nil
+        }
+        guard let node = tree.node(replacing), tree.isLeaf(replacing), !node.kind.isClosed else { return nil }
+        // A deleted leaf may only be replaced when it is the current revision (re-creation), and
+        // a deletion cannot be deleted again.
+        if node.kind.isDeleted && (node.id != current.id || write.body == nil) { return nil }
+        return .some(replacing)
+    }
+
+    /// The current revision of a loaded document, with its body.
+    static func currentDocument(_ db: Database, _ document: StoredDocument) throws -> Document {
+        guard let current = document.tree.current else {
+            throw StoreError.notFound(documentID: document.id, revision: nil)
+        }
+        return try makeDocument(db, document, revision: current.id, options: [])
+    }
+
+    /// Builds the API value for `revision` of a loaded document.
+    static func makeDocument(_ db: Database, _ document: StoredDocument, revision: RevisionID, options: GetOptions) throws -> Document {
+        guard let node = document.tree.node(revision) else {
+            throw StoreError.notFound(documentID: document.id, revision: revision)
+        }
+        guard let bytes = try RevisionRows.body(db, of: document, revision: revision) else {
+            throw StoreError.bodyUnavailable(documentID: document.id, revision: revision)
+        }
+        let body: JSONValue
+        do { body = try InputValidation.parseBody(bytes, documentID: document.id) } catch {
+            throw StoreError.corrupt(detail: "stored body of \"\(document.id.prefix(80))\" \(revision): \(error)")
+        }
+        var result = Document(id: document.id, revision: revision, kind: node.kind, body: body)
+        if options.contains(.revisions) { result.history = document.tree.ancestry(of: revision) }
+        if options.contains(.conflicts) {
+            let others = document.tree.openLeaves.filter { $0.id != revision }
+            result.conflicts = others.filter { !$0.kind.isDeleted }.map(\.id)
+            result.deletedConflicts = others.filter { $0.kind.isDeleted }.map(\.id)
+        }
+        return result
+    }
+}

@@ -1,0 +1,90 @@
+import CanopyCore
+
+/// What a store lacks of the revisions a peer offered for one document (`revsDiff`).
+public struct RevsDiffEntry: Sendable, Equatable {
+    /// The document.
+    public let documentID: String
+    /// Offered revisions this store does not hold, sorted (oldest first).
+    public let missing: [RevisionID]
+    /// Open leaves this store holds with a lower generation than some missing revision: the
+    /// sender can stop each revision's history there (CouchDB's `possible_ancestors`), newest first.
+    public let possibleAncestors: [RevisionID]
+}
+
+/// A request for the revisions to send a peer for one document.
+public struct RevisionRequest: Sendable, Equatable {
+    public let documentID: String
+    /// The revisions the peer lacks.
+    public let revisions: [RevisionID]
+    /// Revisions the peer said it has; each history stops at the first one it meets.
+    public let knownAncestors: [RevisionID]
+
+    public init(documentID: String, revisions: [RevisionID], knownAncestors: [RevisionID]) {
+        self.documentID = documentID
+        self.revisions = revisions
+        self.knownAncestors = knownAncestors
+    }
+}
+
+/// The two questions replication asks a store.
+extension DocumentStore {
+    /// For each document, which of `offered` revisions this store lacks and which of its leaves
+    /// could be their ancestors. Documents lacking nothing are left out. Sorted by document id.
+    public func revsDiff(_ offered: [String: [RevisionID]]) throws(StoreError) -> [RevsDiffEntry] {
+        try read { db in
+            var entries: [RevsDiffEntry] = []
+            for id in offered.keys.sorted() {
+                let revisions = Set(offered[id] ?? [])
+                let tree = try RevisionRows.load(db, documentID: id)?.tree ?? RevTree()
+                let missing = revisions.filter { !tree.contains($0) }.sorted()
+                guard let newest = missing.last else { continue }
+                let ancestors = tree.openLeaves.filter { $0.id.generation < newest.generation }
+                    .map(\.id).sorted(by: >)
+                entries.append(RevsDiffEntry(documentID: id, missing: missing, possibleAncestors: ancestors))
+            }
+            return entries
+        }
+    }
+
+    /// The revisions to send a peer, ready for its `bulkInsertForeign`: each with its kind,
+    /// canonical body and ancestry down to (and including) the first revision the peer has, at
+    /// most `revsLimit` revisions long. Throws `notFound` for a revision this store lacks and
+    /// `bodyUnavailable` for one whose body was compacted away.
+    public func revisionsToSend(_ requests: [RevisionRequest]) throws(StoreError) -> [ForeignRevision] {
+        let limit = revsLimit
+        return try read { db in
+            var result: [ForeignRevision] = []
+            for request in requests {
+                guard let document = try RevisionRows.load(db, documentID: request.documentID) else {
+                    throw StoreError.notFound(documentID: request.documentID, revision: request.revisions.first)
+                }
+                let known = Set(request.knownAncestors)
+                for revision in request.revisions {
+                    result.append(try Self.outgoing(db, document, revision, known: known, limit: limit))
+                }
+            }
+            return result
+        }
+    }
+
+    private static func outgoing(
+        _ db: Database, _ document: StoredDocument, _ revision: RevisionID, known: Set<RevisionID>, limit: Int
+    ) throws -> ForeignRevision {
+        guard let node = document.tree.node(revision) else {
+            throw StoreError.notFound(documentID: document.id, revision: revision)
+        }
+        guard let body = try RevisionRows.body(db, of: document, revision: revision) else {
+            throw StoreError.bodyUnavailable(documentID: document.id, revision: revision)
+        }
+        var history = document.tree.ancestry(of: revision, limit: limit)
+        if let stop = history.dropFirst().firstIndex(where: { known.contains($0) }) {
+            history.removeSubrange((stop + 1)...)
+        }
+        do {
+            let path = try RevisionPath(leaf: revision, kind: node.kind, ancestors: Array(history.dropFirst()))
+            return ForeignRevision(documentID: document.id, path: path, body: .canonical(body))
+        } catch {
+            throw StoreError.corrupt(detail: "stored history of \"\(document.id.prefix(80))\": \(error)")
+        }
+    }
+}

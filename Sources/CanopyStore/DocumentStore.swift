@@ -1,0 +1,166 @@
+import CanopyCore
+import Foundation
+import Logging
+
+/// Canopy's document database: one SQLite file holding revision trees, bodies, the changes index
+/// and local documents. This is the local API an application embeds, and what replication reads
+/// and writes.
+///
+/// Thread safety: every call takes one lock and runs to completion under it, so calls from any
+/// thread are serialised; SQLite is reached only through `read { }` and `write { }` (STYLE §9).
+/// Conflict handlers and resolvers run under that lock and must not call back into the store.
+///
+/// Invariants kept by every write transaction:
+/// - `documents.sequence` is unique and equals the sequence of the document's latest change;
+///   `metadata.last_sequence` is the largest sequence ever assigned.
+/// - `documents.current_*`, `deleted`, `conflicted`, `leaves` and `revisions.leaf` agree with the
+///   document's revision tree as `RevTree` computes it.
+public final class DocumentStore: @unchecked Sendable {
+    /// How a store is opened.
+    public struct Configuration: Sendable {
+        /// `synchronous=FULL` (a commit survives power loss) instead of `NORMAL` (survives a crash).
+        public var durable: Bool
+        /// A new `revsLimit` to persist, or nil to keep the stored one (1000 for a new file).
+        public var revsLimit: Int?
+        /// What happens when foreign revisions make a document conflicted (DESIGN §3).
+        public var conflictPolicy: ConflictPolicy
+        /// Where the store logs; the store never bootstraps logging.
+        public var logger: Logger
+
+        /// A configuration with the defaults: NORMAL sync, stored revsLimit, automatic policy.
+        public init(
+            durable: Bool = false, revsLimit: Int? = nil, conflictPolicy: ConflictPolicy = .automatic,
+            logger: Logger = Logger(label: "canopy.store")
+        ) {
+            self.durable = durable
+            self.revsLimit = revsLimit
+            self.conflictPolicy = conflictPolicy
+            self.logger = logger
+        }
+    }
+
+    let lock = NSLock()
+    let db: Database
+    let configuration: Configuration
+    var logger: Logger { configuration.logger }
+    /// The store's random, permanent 16-byte identity (made once when the file is created).
+    public let databaseID: UUID
+    /// Cached `metadata.revs_limit`; changed only under the lock.
+    private var storedRevsLimit: Int
+    /// Cached `metadata.last_sequence`; changed only under the lock, after a commit.
+    private var storedLastSequence: Int64
+
+    /// Opens or creates the store at `path`, migrating an older schema forward. A file written by
+    /// a newer build fails with `StoreError.schemaTooNew` and is left untouched.
+    public init(path: String, configuration: Configuration = Configuration()) throws(StoreError) {
+        if let limit = configuration.revsLimit {
+            precondition((StoreLimits.revsLimitMin...StoreLimits.revsLimitMax).contains(limit), "revsLimit out of range")
+        }
+        self.configuration = configuration
+        do {
+            db = try Database(path: path, durable: configuration.durable)
+            try Schema.migrate(db)
+            let meta = try Metadata.loadOrCreate(db, revsLimit: configuration.revsLimit)
+            databaseID = meta.databaseID
+            storedRevsLimit = meta.revsLimit
+            storedLastSequence = meta.lastSequence
+        } catch {
+            throw StoreError.wrap(error)
+        }
+    }
+
+    /// Runs `body` under the store's lock, outside any transaction (each statement sees committed
+    /// data; use `write` when several reads must agree with each other and with writes).
+    func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        do { return try body(db) } catch { throw StoreError.wrap(error) }
+    }
+
+    /// Runs `body` in one transaction under the store's lock: all of it is committed, or none.
+    /// The sequence counter advanced inside is persisted in the same transaction.
+    func write<T>(_ body: (WriteContext) throws -> T) throws(StoreError) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        do {
+            let context = WriteContext(db: db, lastSequence: storedLastSequence, revsLimit: storedRevsLimit, logger: logger)
+            let value = try db.transaction { _ in
+                let value = try body(context)
+                if context.lastSequence != storedLastSequence {
+                    try Metadata.setLastSequence(db, context.lastSequence)
+                }
+                if context.revsLimit != storedRevsLimit { try Metadata.setRevsLimit(db, context.revsLimit) }
+                return value
+            }
+            storedLastSequence = context.lastSequence
+            storedRevsLimit = context.revsLimit
+            return value
+        } catch {
+            throw StoreError.wrap(error)
+        }
+    }
+
+    /// The largest sequence assigned so far (0 for an empty store).
+    public var lastSequence: Int64 {
+        lock.lock()
+        defer { lock.unlock() }
+        return storedLastSequence
+    }
+
+    /// How many ancestors each leaf keeps (persisted in the file).
+    public var revsLimit: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return storedRevsLimit
+    }
+
+    /// Changes and persists `revsLimit`; trees are stemmed to it as they are next written.
+    public func setRevsLimit(_ limit: Int) throws(StoreError) {
+        precondition((StoreLimits.revsLimitMin...StoreLimits.revsLimitMax).contains(limit), "revsLimit out of range")
+        try write { context in context.revsLimit = limit }
+    }
+
+    /// Number of documents, deleted ones included (they are tombstones that replicate).
+    public var documentCount: Int {
+        get throws(StoreError) { try read { db in Int(try db.scalarInt("SELECT count(*) FROM documents") ?? 0) } }
+    }
+
+    /// Number of documents flagged conflicted.
+    public var conflictedCount: Int {
+        get throws(StoreError) {
+            try read { db in Int(try db.scalarInt("SELECT count(*) FROM documents WHERE conflicted = 1") ?? 0) }
+        }
+    }
+
+    /// The value of `PRAGMA synchronous` on the store's connection (1 NORMAL, 2 FULL).
+    public var synchronousMode: Int {
+        get throws(StoreError) { try read { db in Int(try db.pragmaInt("synchronous")) } }
+    }
+
+    /// Runs `PRAGMA integrity_check` and returns its report ("ok" when the file is sound).
+    public func integrityCheck() throws(StoreError) -> String {
+        try read { db in try db.query("PRAGMA integrity_check") { $0.text(0) }.joined(separator: "\n") }
+    }
+}
+
+/// State carried through one write transaction: the connection, the sequence counter and the
+/// revs limit. Its changes are persisted by `DocumentStore.write` just before the commit.
+final class WriteContext {
+    let db: Database
+    var lastSequence: Int64
+    var revsLimit: Int
+    let logger: Logger
+
+    init(db: Database, lastSequence: Int64, revsLimit: Int, logger: Logger) {
+        self.db = db
+        self.lastSequence = lastSequence
+        self.revsLimit = revsLimit
+        self.logger = logger
+    }
+
+    /// Assigns the next sequence number.
+    func nextSequence() -> Int64 {
+        lastSequence += 1
+        return lastSequence
+    }
+}

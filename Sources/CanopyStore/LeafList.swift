@@ -1,0 +1,38 @@
+import CanopyCore
+
+/// The packed leaf list stored in `documents.leaves`, so the changes feed needs no join:
+/// per leaf, in canonical order (current first), `u32 generation (big-endian) ‖ 16-byte digest ‖
+/// u8 kind` — 21 bytes each.
+enum LeafList {
+    static let entryBytes = 21
+
+    /// Packs `leaves` (already in canonical order).
+    static func encode(_ leaves: [RevTree.Node]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(leaves.count * entryBytes)
+        for leaf in leaves {
+            let generation = UInt32(leaf.id.generation)
+            for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: generation >> UInt32(shift))) }
+            bytes.append(contentsOf: leaf.id.digest)
+            bytes.append(leaf.kind.rawValue)
+        }
+        return bytes
+    }
+
+    /// Unpacks a leaf list; throws `StoreError.corrupt` for bytes this build did not write.
+    static func decode(_ bytes: [UInt8], documentID: String) throws(StoreError) -> [(revision: RevisionID, kind: RevisionKind)] {
+        guard bytes.count % entryBytes == 0 else { throw .corrupt(detail: "leaf list of \"\(documentID.prefix(80))\"") }
+        var leaves: [(revision: RevisionID, kind: RevisionKind)] = []
+        leaves.reserveCapacity(bytes.count / entryBytes)
+        var offset = 0
+        while offset < bytes.count {
+            let generation = bytes[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) }
+            guard let revision = RevisionID(generation: generation, digest: bytes[(offset + 4)..<(offset + 20)]),
+                let kind = RevisionKind(rawValue: bytes[offset + 20])
+            else { throw .corrupt(detail: "leaf list of \"\(documentID.prefix(80))\"") }
+            leaves.append((revision, kind))
+            offset += entryBytes
+        }
+        return leaves
+    }
+}

@@ -1,0 +1,160 @@
+import CanopyCore
+
+/// A document as loaded for a write: its row key (nil before its first write) and its tree.
+struct StoredDocument {
+    let id: String
+    var key: Int64?
+    /// The tree as stored; the baseline `persist` compares against.
+    var storedTree: RevTree
+    /// The tree being changed.
+    var tree: RevTree
+    /// Revisions whose rows may need writing: added, relinked, re-kinded, removed, or whose leaf
+    /// status may have changed. Only these are compared with `storedTree` when persisting, so a
+    /// write costs O(revisions touched), not O(tree).
+    var touched: Set<RevisionID> = []
+    /// Canonical bodies of revisions added in this transaction (never re-read from the file).
+    var newBodies: [RevisionID: [UInt8]] = [:]
+
+    init(id: String, key: Int64?, tree: RevTree) {
+        self.id = id
+        self.key = key
+        self.storedTree = tree
+        self.tree = tree
+    }
+
+    /// Records an added revision and its body.
+    mutating func noteAdded(_ revision: RevisionID, body: [UInt8]?) {
+        touched.insert(revision)
+        if let parent = tree.node(revision)?.parent { touched.insert(parent) }
+        if let body { newBodies[revision] = body }
+    }
+}
+
+/// Reading and writing the rows of `documents` and `revisions`. Everything here runs inside a
+/// `DocumentStore.read`/`write` closure, on the store's one connection.
+enum RevisionRows {
+    /// Loads a document's row key and tree, or nil when the document does not exist.
+    static func load(_ db: Database, documentID: String) throws -> StoredDocument? {
+        guard let key = try db.scalarInt("SELECT doc_key FROM documents WHERE doc_id = ?", .text(documentID)) else {
+            return nil
+        }
+        return StoredDocument(id: documentID, key: key, tree: try loadTree(db, key: key, documentID: documentID))
+    }
+
+    /// Loads a document for writing: the stored one, or an empty one.
+    static func loadForWrite(_ db: Database, documentID: String) throws -> StoredDocument {
+        try load(db, documentID: documentID) ?? StoredDocument(id: documentID, key: nil, tree: RevTree())
+    }
+
+    /// Reads a document's tree with one range scan of the revisions primary key.
+    static func loadTree(_ db: Database, key: Int64, documentID: String) throws -> RevTree {
+        let nodes = try db.query(
+            "SELECT generation, digest, parent, kind FROM revisions WHERE doc_key = ?", [.integer(key)]
+        ) { row -> RevTree.Node in
+            let generation = row.int(0)
+            guard let id = RevisionID(generation: generation, digest: row.blob(1) ?? []),
+                let kind = RevisionKind(rawValue: UInt8(truncatingIfNeeded: row.int(3)))
+            else { throw StoreError.corrupt(detail: "revision row of \"\(documentID.prefix(80))\"") }
+            let parent = try row.blob(2).map { digest in
+                guard let parent = RevisionID(generation: generation - 1, digest: digest) else {
+                    throw StoreError.corrupt(detail: "parent of \(id) in \"\(documentID.prefix(80))\"")
+                }
+                return parent
+            }
+            return RevTree.Node(id: id, parent: parent, kind: kind)
+        }
+        return RevTree(nodes: nodes)
+    }
+
+    /// The stored canonical body of one revision: nil when the revision is unknown or its body
+    /// was dropped.
+    static func body(_ db: Database, key: Int64, revision: RevisionID) throws -> [UInt8]? {
+        try db.queryFirst(
+            "SELECT body FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?",
+            [.integer(key), .integer(Int64(revision.generation)), .blob(revision.digest)]
+        ) { $0.blob(0) } ?? nil
+    }
+
+    /// The body of `revision`, from this transaction's new bodies or the file.
+    static func body(_ db: Database, of document: StoredDocument, revision: RevisionID) throws -> [UInt8]? {
+        if let body = document.newBodies[revision] { return body }
+        guard let key = document.key else { return nil }
+        return try body(db, key: key, revision: revision)
+    }
+
+    /// Writes what changed in `document` since it was loaded: the documents row (with a new
+    /// sequence) and the touched revision rows. Does nothing when nothing was touched.
+    /// Returns the document's row key.
+    @discardableResult
+    static func persist(_ context: WriteContext, _ document: inout StoredDocument) throws -> Int64? {
+        guard !document.touched.isEmpty else { return document.key }
+        let tree = document.tree
+        guard let current = tree.current else { throw StoreError.corrupt(detail: "empty tree for \"\(document.id.prefix(80))\"") }
+        let sequence = context.nextSequence()
+        let leaves = LeafList.encode(tree.leaves)
+        let statement = try context.db.cached(
+            """
+            INSERT INTO documents(doc_id, sequence, current_generation, current_digest, deleted, conflicted, leaves)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(doc_id) DO UPDATE SET sequence = excluded.sequence,
+                current_generation = excluded.current_generation, current_digest = excluded.current_digest,
+                deleted = excluded.deleted, conflicted = excluded.conflicted, leaves = excluded.leaves
+            RETURNING doc_key
+            """)
+        try statement.bind(document.id, at: 1)
+        try statement.bind(sequence, at: 2)
+        try statement.bind(current.id.generation, at: 3)
+        try statement.bind(current.id.digest, at: 4)
+        try statement.bind(current.kind.isDeleted ? 1 : 0, at: 5)
+        try statement.bind(tree.isConflicted ? 1 : 0, at: 6)
+        try statement.bind(leaves, at: 7)
+        guard try statement.step() else { throw StoreError.corrupt(detail: "upsert returned no row") }
+        let key = statement.int64(0)
+        statement.reset()
+        document.key = key
+        // Sorted so that rows are written in the same order on every node and every run.
+        for revision in document.touched.sorted() {
+            try persistRevision(context.db, key: key, document: document, revision: revision)
+        }
+        document.storedTree = document.tree
+        document.touched = []
+        return key
+    }
+
+    private static func persistRevision(_ db: Database, key: Int64, document: StoredDocument, revision: RevisionID) throws {
+        let old = document.storedTree.node(revision)
+        let new = document.tree.node(revision)
+        let generation = Int64(revision.generation)
+        switch (old, new) {
+        case (nil, nil):
+            return
+        case (.some, nil):
+            try db.run(
+                "DELETE FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?",
+                .integer(key), .integer(generation), .blob(revision.digest))
+        case (nil, .some(let node)):
+            let statement = try db.cached(
+                "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body) VALUES (?, ?, ?, ?, ?, ?, ?)")
+            try statement.bind(key, at: 1)
+            try statement.bind(generation, at: 2)
+            try statement.bind(revision.digest, at: 3)
+            try statement.bind(node.parent?.digest, at: 4)
+            try statement.bind(Int(node.kind.rawValue), at: 5)
+            try statement.bind(document.tree.isLeaf(revision) ? 1 : 0, at: 6)
+            try statement.bind(document.newBodies[revision], at: 7)
+            try statement.run()
+        case (.some(let before), .some(let after)):
+            let wasLeaf = document.storedTree.isLeaf(revision)
+            let isLeaf = document.tree.isLeaf(revision)
+            guard before != after || wasLeaf != isLeaf || document.newBodies[revision] != nil else { return }
+            try db.run(
+                """
+                UPDATE revisions SET parent = ?, kind = ?, leaf = ?, body = coalesce(?, body)
+                WHERE doc_key = ? AND generation = ? AND digest = ?
+                """,
+                after.parent.map { .blob($0.digest) } ?? .null, .integer(Int64(after.kind.rawValue)),
+                .integer(isLeaf ? 1 : 0), document.newBodies[revision].map { .blob($0) } ?? .null,
+                .integer(key), .integer(generation), .blob(revision.digest))
+        }
+    }
+}

@@ -1,0 +1,82 @@
+/// The store's schema and its forward migrations. The version lives in `PRAGMA user_version`:
+/// 0 is an empty file, and step `n` (1-based) of `migrations` moves a file from version `n - 1`
+/// to `n`, inside the same transaction as the version bump, so a crash leaves either version.
+///
+/// Data model (one row per thing, every query served by an index):
+///
+///     metadata(key, value)                       database id, revs limit, sequence counter
+///     documents(doc_key, doc_id UNIQUE, sequence UNIQUE, current_generation, current_digest,
+///               deleted, conflicted, leaves)     the changes index: each document once, at the
+///                                                sequence of its latest change
+///     revisions(doc_key, generation, digest, parent, kind, leaf, body)
+///               PRIMARY KEY (doc_key, generation, digest)
+///     local_documents(local_id, body)            never replicated (checkpoints, settings)
+///
+/// `revisions.parent` is the parent's digest (its generation is always one less), NULL for a root
+/// (a first revision or the oldest revision kept after stemming). A document's whole tree is read
+/// with one range scan of the primary key (`doc_key = ?`), and leaves are computed in memory from
+/// that tree, so no query ever looks for "revisions that are nobody's parent" (the
+/// `NOT IN (SELECT DISTINCT parent …)` scan that made Cloudant Sync's pulls slow); for the same
+/// reason no `(doc_key, parent)` index is needed. `documents.leaves` repeats the leaf set
+/// (generation, digest, kind per leaf, current first; see `LeafList`) so the changes feed is one
+/// indexed scan of `documents` with no join. Bodies are canonical JSON bytes; NULL once dropped.
+enum Schema {
+    /// The version this build writes; files with a higher version are refused.
+    static let currentVersion = migrations.count
+
+    /// The migration steps, oldest first. Never edit a released step; append a new one.
+    static let migrations: [String] = [
+        // 1: documents, revisions, metadata.
+        """
+        CREATE TABLE metadata (
+            key TEXT PRIMARY KEY NOT NULL,
+            value ANY
+        ) WITHOUT ROWID, STRICT;
+        CREATE TABLE documents (
+            doc_key INTEGER PRIMARY KEY,
+            doc_id TEXT NOT NULL UNIQUE,
+            sequence INTEGER NOT NULL UNIQUE,
+            current_generation INTEGER NOT NULL,
+            current_digest BLOB NOT NULL,
+            deleted INTEGER NOT NULL,
+            conflicted INTEGER NOT NULL,
+            leaves BLOB NOT NULL
+        ) STRICT;
+        CREATE TABLE revisions (
+            doc_key INTEGER NOT NULL REFERENCES documents(doc_key) ON DELETE CASCADE,
+            generation INTEGER NOT NULL,
+            digest BLOB NOT NULL,
+            parent BLOB,
+            kind INTEGER NOT NULL,
+            leaf INTEGER NOT NULL,
+            body BLOB,
+            PRIMARY KEY (doc_key, generation, digest)
+        ) STRICT;
+        """,
+        // 2: local documents, and a partial index so the retry pass finds conflicted documents
+        // without scanning every document.
+        """
+        CREATE TABLE local_documents (
+            local_id TEXT PRIMARY KEY NOT NULL,
+            body BLOB NOT NULL
+        ) STRICT;
+        CREATE INDEX documents_conflicted ON documents(doc_id) WHERE conflicted = 1;
+        """,
+    ]
+
+    /// Brings `db` to `target` (default: the current version), one step per transaction.
+    /// Throws `StoreError.schemaTooNew` for a file written by a newer build, touching nothing.
+    static func migrate(_ db: Database, to target: Int = currentVersion) throws {
+        let found = Int(try db.pragmaInt("user_version"))
+        guard found <= currentVersion else {
+            throw StoreError.schemaTooNew(path: db.path, found: found, supported: currentVersion)
+        }
+        guard found < target else { return }
+        for version in (found + 1)...target {
+            try db.transaction { db in
+                try db.execute(migrations[version - 1])
+                try db.execute("PRAGMA user_version = \(version)")
+            }
+        }
+    }
+}

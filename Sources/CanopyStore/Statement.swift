@@ -1,0 +1,135 @@
+import CSQLite
+
+/// A value to bind to a statement parameter.
+public enum SQLiteValue: Sendable, Equatable {
+    case null
+    case integer(Int64)
+    case text(String)
+    case blob([UInt8])
+}
+
+/// SQLite's "copy the bytes now" destructor marker: bound buffers need not outlive the call.
+private let transientDestructor = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+/// A prepared statement owned by one `Database` and cached by its SQL text.
+///
+/// Invariant: between uses a statement is reset with its bindings cleared, so a cached statement
+/// never carries a previous caller's values or holds a read lock open. `Database.cached` resets it
+/// before handing it out.
+public final class Statement {
+    let handle: OpaquePointer
+    /// The SQL text, reported in errors (bound values never are).
+    public let sql: String
+    private let connection: OpaquePointer
+
+    init(connection: OpaquePointer, sql: String) throws(SQLiteError) {
+        var statement: OpaquePointer?
+        let result = sqlite3_prepare_v3(connection, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard result == SQLITE_OK, let statement else {
+            throw SQLiteError(result: result, connection: connection, sql: sql)
+        }
+        self.handle = statement
+        self.sql = sql
+        self.connection = connection
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    /// Resets the statement and clears its bindings.
+    public func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    private func check(_ result: Int32) throws(SQLiteError) {
+        guard result == SQLITE_OK else { throw SQLiteError(result: result, connection: connection, sql: sql) }
+    }
+
+    /// Binds `value` to the 1-based parameter `index`.
+    public func bind(_ value: SQLiteValue, at index: Int32) throws(SQLiteError) {
+        switch value {
+        case .null: try check(sqlite3_bind_null(handle, index))
+        case .integer(let number): try bind(number, at: index)
+        case .text(let text): try bind(text, at: index)
+        case .blob(let bytes): try bind(bytes, at: index)
+        }
+    }
+
+    /// Binds an integer.
+    public func bind(_ value: Int64, at index: Int32) throws(SQLiteError) {
+        try check(sqlite3_bind_int64(handle, index, value))
+    }
+
+    /// Binds an integer.
+    public func bind(_ value: Int, at index: Int32) throws(SQLiteError) {
+        try bind(Int64(value), at: index)
+    }
+
+    /// Binds UTF-8 text.
+    public func bind(_ value: String, at index: Int32) throws(SQLiteError) {
+        var text = value
+        let result = text.withUTF8 { utf8 -> Int32 in
+            let start = UnsafeRawPointer(utf8.baseAddress ?? UnsafePointer(bitPattern: 1)!)
+            return sqlite3_bind_text(handle, index, start.assumingMemoryBound(to: CChar.self), Int32(utf8.count), transientDestructor)
+        }
+        try check(result)
+    }
+
+    /// Binds a blob, or NULL when `value` is nil. An empty array binds a zero-length blob.
+    public func bind(_ value: [UInt8]?, at index: Int32) throws(SQLiteError) {
+        guard let value else { return try check(sqlite3_bind_null(handle, index)) }
+        let result = value.withUnsafeBytes { raw in
+            sqlite3_bind_blob(handle, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(raw.count), transientDestructor)
+        }
+        try check(result)
+    }
+
+    /// Binds a list of values to parameters 1, 2, ….
+    public func bind(_ values: [SQLiteValue]) throws(SQLiteError) {
+        for (offset, value) in values.enumerated() { try bind(value, at: Int32(offset + 1)) }
+    }
+
+    /// Advances the statement. Returns true when a row is available, false when done.
+    @discardableResult
+    public func step() throws(SQLiteError) -> Bool {
+        let result = sqlite3_step(handle)
+        switch result {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default:
+            let error = SQLiteError(result: result, connection: connection, sql: sql)
+            sqlite3_reset(handle)
+            throw error
+        }
+    }
+
+    /// Runs the statement to completion, ignoring any rows, then resets it.
+    public func run() throws(SQLiteError) {
+        defer { reset() }
+        while try step() {}
+    }
+
+    /// Whether column `index` (0-based) of the current row is NULL.
+    public func isNull(_ index: Int32) -> Bool { sqlite3_column_type(handle, index) == SQLITE_NULL }
+
+    /// Column `index` of the current row as an integer.
+    public func int64(_ index: Int32) -> Int64 { sqlite3_column_int64(handle, index) }
+
+    /// Column `index` of the current row as an `Int`.
+    public func int(_ index: Int32) -> Int { Int(sqlite3_column_int64(handle, index)) }
+
+    /// Column `index` of the current row as text (empty for NULL).
+    public func text(_ index: Int32) -> String {
+        guard let pointer = sqlite3_column_text(handle, index) else { return "" }
+        let count = Int(sqlite3_column_bytes(handle, index))
+        return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
+    }
+
+    /// Column `index` of the current row as bytes, or nil for NULL.
+    public func blob(_ index: Int32) -> [UInt8]? {
+        if isNull(index) { return nil }
+        let count = Int(sqlite3_column_bytes(handle, index))
+        guard count > 0, let pointer = sqlite3_column_blob(handle, index) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+}
