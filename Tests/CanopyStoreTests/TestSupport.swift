@@ -1,0 +1,62 @@
+import CanopyCore
+import Foundation
+@testable import CanopyStore
+
+/// A fresh directory under the system temp dir, removed when the value is deinitialised.
+final class TemporaryDirectory {
+    let url: URL
+
+    init() {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("canopy-store-\(UUID().uuidString)")
+        try! FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: url) }
+
+    /// A path inside the directory.
+    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+}
+
+/// A store on a real file in its own temporary directory (kept alive with it).
+struct TestStore {
+    let directory: TemporaryDirectory
+    let store: DocumentStore
+    var path: String { directory.path("store.sqlite") }
+
+    init(_ configuration: DocumentStore.Configuration = .init()) throws {
+        directory = TemporaryDirectory()
+        store = try DocumentStore(path: directory.path("store.sqlite"), configuration: configuration)
+    }
+
+    /// Opens a second store object on the same file (as after a restart).
+    func reopen(_ configuration: DocumentStore.Configuration = .init()) throws -> DocumentStore {
+        try DocumentStore(path: path, configuration: configuration)
+    }
+}
+
+/// `{"n": n, "text": text}`.
+func body(_ n: Int, _ text: String = "x") -> JSONValue {
+    .object(["n": .int(Int64(n)), "text": .string(text)])
+}
+
+/// A foreign revision made the way a peer makes it: content-hashed from its parent.
+func foreign(
+    _ documentID: String, parentPath: [RevisionID] = [], kind: RevisionKind = .live, body: JSONValue
+) throws -> ForeignRevision {
+    let leaf = RevisionHasher.revisionID(parent: parentPath.first, kind: kind, body: body)
+    let path = try RevisionPath(leaf: leaf, kind: kind, ancestors: parentPath)
+    return ForeignRevision(documentID: documentID, path: path, body: .canonical(CanonicalJSON.encode(body)))
+}
+
+/// A chain of `count` live revisions, newest first, as a peer would hold it.
+func chain(_ count: Int, seed: String = "a") -> [(id: RevisionID, body: JSONValue)] {
+    var result: [(RevisionID, JSONValue)] = []
+    var parent: RevisionID? = nil
+    for n in 1...count {
+        let value = body(n, seed)
+        let id = RevisionHasher.revisionID(parent: parent, kind: .live, body: value)
+        result.append((id, value))
+        parent = id
+    }
+    return result.reversed()
+}
