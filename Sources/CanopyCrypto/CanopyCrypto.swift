@@ -1,1 +1,0 @@
-// CanopyCrypto: see Package.swift for its role.

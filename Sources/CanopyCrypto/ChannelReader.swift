@@ -1,0 +1,137 @@
+/// What the receiving side of a secure channel yields.
+public enum ChannelEvent: Sendable, Equatable {
+    /// One authenticated plaintext, in order.
+    case message([UInt8])
+    /// The peer closed the stream gracefully (its FINAL frame). Nothing may follow.
+    case finished
+}
+
+/// Turns the bytes of the peer's direction into plaintexts: first its 24-byte stream header, then
+/// frames. A single-step decoder: an incomplete header or frame consumes nothing and waits.
+///
+///     awaitingHeader ──24 bytes──▶ reading ──FINAL──▶ finished
+///            └──────────┬──────────┘            │
+///                  any error ──▶ failed ◀── more bytes
+///
+/// Every length prefix is checked against `ChannelLimits` before the frame is buffered, so a
+/// hostile prefix cannot make it allocate. Any error is final: later calls rethrow it.
+public struct ChannelReader {
+    private enum State {
+        case awaitingHeader
+        case reading(OpeningStream)
+        case finished
+        case failed(CryptoError)
+    }
+
+    private let key: [UInt8]
+    private var state: State = .awaitingHeader
+    private var buffer: [UInt8] = []
+    private var consumed = 0
+
+    /// A reader for the stream keyed by `key`, starting with any bytes already received.
+    public init(key: [UInt8], pending: [UInt8] = []) {
+        self.key = key
+        self.buffer = pending
+    }
+
+    /// Whether the peer has closed gracefully.
+    public var isFinished: Bool {
+        if case .finished = state { return true }
+        return false
+    }
+
+    /// Feeds bytes from the connection; returns the events they complete, in order.
+    public mutating func receive(_ bytes: some Collection<UInt8>) throws(CryptoError) -> [ChannelEvent] {
+        switch state {
+        case .failed(let error): throw error
+        case .finished: if !bytes.isEmpty { throw fail(.channelDataAfterFinal) } else { return [] }
+        case .awaitingHeader, .reading: break
+        }
+        buffer.append(contentsOf: bytes)
+        var events: [ChannelEvent] = []
+        while let stepped = try step() {
+            events += stepped
+            if case .finished = state {
+                if consumed < buffer.count { throw fail(.channelDataAfterFinal) }
+                break
+            }
+        }
+        compact()
+        return events
+    }
+
+    /// The connection ended. Fine after FINAL; otherwise the peer's data may be truncated.
+    public mutating func receiveEnd() throws(CryptoError) {
+        switch state {
+        case .finished: return
+        case .failed(let error): throw error
+        case .awaitingHeader, .reading: throw fail(.channelEndedWithoutFinal)
+        }
+    }
+
+    /// Decodes at most one header or frame from the buffer; nil if more bytes are needed.
+    private mutating func step() throws(CryptoError) -> [ChannelEvent]? {
+        let available = buffer.count - consumed
+        switch state {
+        case .awaitingHeader:
+            guard available >= ChannelLimits.streamHeaderBytes else { return nil }
+            let header = buffer[consumed..<consumed + ChannelLimits.streamHeaderBytes]
+            do {
+                state = .reading(try OpeningStream(key: key, header: header))
+            } catch {
+                throw fail(error)
+            }
+            consumed += ChannelLimits.streamHeaderBytes
+            return []
+        case .reading(var stream):
+            guard available >= ChannelLimits.lengthPrefixBytes else { return nil }
+            let length = FrameLength.read(buffer[consumed..<consumed + ChannelLimits.lengthPrefixBytes])
+            guard length >= ChannelLimits.frameCiphertextBytesMin else { throw fail(.channelFrameTooShort(length)) }
+            guard length <= ChannelLimits.frameCiphertextBytesMax else { throw fail(.channelFrameTooLarge(length)) }
+            guard available >= ChannelLimits.lengthPrefixBytes + length else { return nil }
+            let start = consumed
+            let prefixEnd = start + ChannelLimits.lengthPrefixBytes
+            // withUnsafeBytes only rethrows untyped errors, so carry the typed one out in a Result.
+            let result = buffer.withUnsafeBytes { raw in
+                Result { () throws(CryptoError) in
+                    try stream.open(
+                        lengthPrefix: UnsafeRawBufferPointer(rebasing: raw[start..<prefixEnd]),
+                        ciphertext: UnsafeRawBufferPointer(rebasing: raw[prefixEnd..<prefixEnd + length]))
+                }
+            }
+            let opened: OpenedFrame
+            switch result {
+            case .success(let frame): opened = frame
+            case .failure(let error): throw fail(error)
+            }
+            consumed += ChannelLimits.lengthPrefixBytes + length
+            if opened.isFinal {
+                state = .finished
+                return opened.plaintext.isEmpty ? [.finished] : [.message(opened.plaintext), .finished]
+            }
+            state = .reading(stream)
+            return [.message(opened.plaintext)]
+        case .finished, .failed:
+            return nil
+        }
+    }
+
+    private mutating func fail(_ error: CryptoError) -> CryptoError {
+        state = .failed(error)
+        buffer = []
+        consumed = 0
+        return error
+    }
+
+    /// Drops consumed bytes once they are the larger part of the buffer, so memory stays bounded
+    /// by one frame plus one read while copies stay amortised O(1) per byte.
+    private mutating func compact() {
+        if consumed == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            consumed = 0
+        } else if consumed > buffer.count / 2 {
+            buffer.removeFirst(consumed)
+            consumed = 0
+        }
+    }
+}
