@@ -1,4 +1,5 @@
 import Foundation
+import CanopyWire
 
 /// Decides which authenticated peers may connect (DESIGN.md §5: an allow-list of node ids).
 /// Called only after the peer has proved it holds its key, never on an unauthenticated claim.
@@ -36,7 +37,7 @@ public struct PendingPeer: Sendable, Equatable {
 
 /// The pending-peer record: thread-safe, bounded, ordered for display.
 ///
-/// At most `PendingPeers.peersMax` entries are kept; when full, the entry seen least recently is
+/// At most `WireLimits.pendingPeersMax` entries are kept; when full, the entry seen least recently is
 /// dropped, so a flood of fresh identities cannot grow memory without limit.
 public final class PendingPeers: @unchecked Sendable {
     /// Most pending peers remembered at once.
@@ -57,7 +58,7 @@ public final class PendingPeers: @unchecked Sendable {
                 entries[peer] = entry
                 return
             }
-            if entries.count >= PendingPeers.peersMax, let stalest = Self.stalest(in: entries) {
+            if entries.count >= WireLimits.pendingPeersMax, let stalest = Self.stalest(in: entries) {
                 entries[stalest] = nil
             }
             entries[peer] = PendingPeer(nodeID: peer, address: address, firstSeen: now, lastSeen: now, attempts: 1)

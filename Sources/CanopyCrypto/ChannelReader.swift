@@ -1,3 +1,5 @@
+import CanopyWire
+
 /// What the receiving side of a secure channel yields.
 public enum ChannelEvent: Sendable, Equatable {
     /// One authenticated plaintext, in order.
@@ -7,13 +9,14 @@ public enum ChannelEvent: Sendable, Equatable {
 }
 
 /// Turns the bytes of the peer's direction into plaintexts: first its 24-byte stream header, then
-/// frames. A single-step decoder: an incomplete header or frame consumes nothing and waits.
+/// frames split by CanopyWire's `FrameDecoder`. An incomplete header or frame consumes nothing and
+/// waits for more bytes.
 ///
 ///     awaitingHeader ──24 bytes──▶ reading ──FINAL──▶ finished
 ///            └──────────┬──────────┘            │
 ///                  any error ──▶ failed ◀── more bytes
 ///
-/// Every length prefix is checked against `ChannelLimits` before the frame is buffered, so a
+/// The decoder checks every length prefix against `WireLimits` before the frame is buffered, so a
 /// hostile prefix cannot make it allocate. Any error is final: later calls rethrow it.
 public struct ChannelReader {
     private enum State {
@@ -25,6 +28,8 @@ public struct ChannelReader {
 
     private let key: [UInt8]
     private var state: State = .awaitingHeader
+    private var decoder = FrameDecoder()
+    /// Received bytes not yet decoded: `buffer[consumed...]`.
     private var buffer: [UInt8] = []
     private var consumed = 0
 
@@ -44,7 +49,7 @@ public struct ChannelReader {
     public mutating func receive(_ bytes: some Collection<UInt8>) throws(CryptoError) -> [ChannelEvent] {
         switch state {
         case .failed(let error): throw error
-        case .finished: if !bytes.isEmpty { throw fail(.channelDataAfterFinal) } else { return [] }
+        case .finished: if bytes.isEmpty { return [] } else { throw fail(.channelDataAfterFinal) }
         case .awaitingHeader, .reading: break
         }
         buffer.append(contentsOf: bytes)
@@ -69,48 +74,47 @@ public struct ChannelReader {
         }
     }
 
-    /// Decodes at most one header or frame from the buffer; nil if more bytes are needed.
+    /// Decodes at most the header or one frame from the buffer; nil if more bytes are needed.
     private mutating func step() throws(CryptoError) -> [ChannelEvent]? {
-        let available = buffer.count - consumed
         switch state {
         case .awaitingHeader:
-            guard available >= ChannelLimits.streamHeaderBytes else { return nil }
-            let header = buffer[consumed..<consumed + ChannelLimits.streamHeaderBytes]
+            guard buffer.count - consumed >= WireLimits.secretstreamHeaderBytes else { return nil }
+            let header = buffer[consumed..<consumed + WireLimits.secretstreamHeaderBytes]
             do {
                 state = .reading(try OpeningStream(key: key, header: header))
             } catch {
                 throw fail(error)
             }
-            consumed += ChannelLimits.streamHeaderBytes
+            consumed += WireLimits.secretstreamHeaderBytes
             return []
         case .reading(var stream):
-            guard available >= ChannelLimits.lengthPrefixBytes else { return nil }
-            let length = FrameLength.read(buffer[consumed..<consumed + ChannelLimits.lengthPrefixBytes])
-            guard length >= ChannelLimits.frameCiphertextBytesMin else { throw fail(.channelFrameTooShort(length)) }
-            guard length <= ChannelLimits.frameCiphertextBytesMax else { throw fail(.channelFrameTooLarge(length)) }
-            guard available >= ChannelLimits.lengthPrefixBytes + length else { return nil }
-            let start = consumed
-            let prefixEnd = start + ChannelLimits.lengthPrefixBytes
+            var pending = buffer[consumed...]
+            let ciphertext: Range<Int>
+            switch decoder.decode(from: &pending) {
+            case .needMoreBytes: return nil
+            case .failure(let error): throw fail(.channelFraming(error))
+            case .frame(let frame): ciphertext = frame.indices
+            }
+            let prefix = ciphertext.lowerBound - WireLimits.frameHeaderBytes..<ciphertext.lowerBound
             // withUnsafeBytes only rethrows untyped errors, so carry the typed one out in a Result.
             let result = buffer.withUnsafeBytes { raw in
                 Result { () throws(CryptoError) in
                     try stream.open(
-                        lengthPrefix: UnsafeRawBufferPointer(rebasing: raw[start..<prefixEnd]),
-                        ciphertext: UnsafeRawBufferPointer(rebasing: raw[prefixEnd..<prefixEnd + length]))
+                        lengthPrefix: UnsafeRawBufferPointer(rebasing: raw[prefix]),
+                        ciphertext: UnsafeRawBufferPointer(rebasing: raw[ciphertext]))
                 }
             }
-            let opened: OpenedFrame
+            consumed = ciphertext.upperBound
             switch result {
-            case .success(let frame): opened = frame
-            case .failure(let error): throw fail(error)
-            }
-            consumed += ChannelLimits.lengthPrefixBytes + length
-            if opened.isFinal {
+            case .failure(let error):
+                throw fail(error)
+            case .success(let opened) where opened.isFinal:
                 state = .finished
                 return opened.plaintext.isEmpty ? [.finished] : [.message(opened.plaintext), .finished]
+            case .success(let opened):
+                state = .reading(stream)
+                return [.message(opened.plaintext)]
             }
-            state = .reading(stream)
-            return [.message(opened.plaintext)]
         case .finished, .failed:
             return nil
         }
@@ -124,7 +128,7 @@ public struct ChannelReader {
     }
 
     /// Drops consumed bytes once they are the larger part of the buffer, so memory stays bounded
-    /// by one frame plus one read while copies stay amortised O(1) per byte.
+    /// by about one frame plus one read while copying stays amortised O(1) per byte.
     private mutating func compact() {
         if consumed == buffer.count {
             buffer.removeAll(keepingCapacity: true)

@@ -1,3 +1,4 @@
+import CanopyWire
 /// Everything CanopyCrypto can refuse, in the three kinds STYLE.md §5 names:
 ///
 /// - **Bad input from a user** (node id text, identity file): returned so the caller can say what
@@ -44,7 +45,7 @@ public enum CryptoError: Error, Equatable, Sendable {
     case handshakeSelfConnection
     /// The connection ended before the handshake completed.
     case handshakeTruncated
-    /// The handshake did not complete within `HandshakeLimits.handshakeTimeoutSeconds`.
+    /// The handshake did not complete within `WireLimits.handshakeTimeoutSeconds`.
     case handshakeTimedOut
     /// The peer sent bytes when it was our turn to speak.
     case handshakeUnexpectedBytes
@@ -53,10 +54,9 @@ public enum CryptoError: Error, Equatable, Sendable {
     case peerNotAuthorized(NodeID)
 
     // MARK: Secure channel (peer violations; close the connection)
-    /// A frame length prefix above `ChannelLimits.frameCiphertextBytesMax`; nothing was allocated.
-    case channelFrameTooLarge(Int)
-    /// A frame length prefix below `ChannelLimits.frameCiphertextBytesMin`.
-    case channelFrameTooShort(Int)
+    /// A frame length prefix outside `WireLimits`' bounds (from CanopyWire's `FrameDecoder`);
+    /// rejected from the four prefix bytes alone, before anything is buffered for the frame.
+    case channelFraming(ProtocolError)
     /// A frame failed authentication (tampered, replayed, reordered or reflected).
     case channelDecryptionFailed
     /// A frame authenticated but carries a tag other than MESSAGE or FINAL.
@@ -69,6 +69,6 @@ public enum CryptoError: Error, Equatable, Sendable {
     case channelUnusable
 
     // MARK: Local misuse that is not a crash
-    /// A plaintext larger than `ChannelLimits.framePlaintextBytesMax`; split it first.
+    /// A plaintext larger than `WireLimits.framePlaintextBytesMax`; split it first.
     case plaintextTooLarge(Int)
 }

@@ -1,3 +1,4 @@
+import CanopyWire
 /// The dialling side of the handshake (Protocol/replication-v1.md §4), as a state machine with no
 /// I/O: the caller feeds it bytes, the end of the stream and clock readings, and carries out the
 /// returned actions.
@@ -25,7 +26,7 @@ public struct HandshakeInitiator {
     /// connection was established; the handshake fails at `now + handshakeTimeoutSeconds`.
     public init(configuration: HandshakeConfiguration, now: Duration, random: inout some EntropySource) {
         self.configuration = configuration
-        self.deadline = now + .seconds(HandshakeLimits.handshakeTimeoutSeconds)
+        self.deadline = now + .seconds(WireLimits.handshakeTimeoutSeconds)
         let ephemeralSecret = random.bytes(32)
         var header = HandshakeTranscript.magic
         header += [UInt8(HandshakeTranscript.version >> 8), UInt8(HandshakeTranscript.version & 0xFF)]

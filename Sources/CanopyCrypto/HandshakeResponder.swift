@@ -1,3 +1,4 @@
+import CanopyWire
 /// The accepting side of the handshake (Protocol/replication-v1.md §4), as a state machine with
 /// no I/O.
 ///
@@ -25,7 +26,7 @@ public struct HandshakeResponder {
     /// randomness is consumed in the same order whatever the peer sends.
     public init(configuration: HandshakeConfiguration, now: Duration, random: inout some EntropySource) {
         self.configuration = configuration
-        self.deadline = now + .seconds(HandshakeLimits.handshakeTimeoutSeconds)
+        self.deadline = now + .seconds(WireLimits.handshakeTimeoutSeconds)
         self.state = .awaitingMessage1(ephemeralSecret: random.bytes(32))
     }
 

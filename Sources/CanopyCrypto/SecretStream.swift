@@ -1,4 +1,5 @@
 import CSodium
+import CanopyWire
 
 /// The two halves of one direction of the secure channel: a `crypto_secretstream_xchacha20poly1305`
 /// stream whose messages are framed as (Protocol/replication-v1.md §5)
@@ -31,7 +32,7 @@ public struct SealingStream {
     public init(key: [UInt8], random: inout some EntropySource) {
         precondition(key.count == 32, "secretstream keys are 32 bytes")
         Sodium.ensureInitialized()
-        header = random.bytes(ChannelLimits.streamHeaderBytes)
+        header = random.bytes(WireLimits.secretstreamHeaderBytes)
         let status = crypto_secretstream_xchacha20poly1305_init_pull(&state, header, key)
         precondition(status == 0, "secretstream init failed with valid sizes")
     }
@@ -48,21 +49,20 @@ public struct SealingStream {
         throws(CryptoError)
     {
         guard !finished else { throw .channelUnusable }
-        guard plaintext.count <= ChannelLimits.framePlaintextBytesMax else {
+        guard plaintext.count <= WireLimits.framePlaintextBytesMax else {
             throw .plaintextTooLarge(plaintext.count)
         }
-        let length = plaintext.count + ChannelLimits.frameOverheadBytes
         let start = output.count
-        output.append(contentsOf: repeatElement(0, count: ChannelLimits.lengthPrefixBytes + length))
+        output.append(contentsOf: FrameEncoder.header(plaintextCount: plaintext.count))
+        output.append(contentsOf: repeatElement(0, count: plaintext.count + WireLimits.secretstreamOverheadBytes))
         let tag = final ? SecretStreamTag.final : SecretStreamTag.message
         let status = output.withUnsafeMutableBufferPointer { out in
             let prefix = out.baseAddress! + start
-            FrameLength.write(UInt32(length), to: prefix)
             return plaintext.withUnsafeBufferPointer { message in
                 crypto_secretstream_xchacha20poly1305_push(
-                    &state, prefix + ChannelLimits.lengthPrefixBytes, nil,
+                    &state, prefix + WireLimits.frameHeaderBytes, nil,
                     message.baseAddress, UInt64(message.count),
-                    prefix, UInt64(ChannelLimits.lengthPrefixBytes), tag)
+                    prefix, UInt64(WireLimits.frameHeaderBytes), tag)
             }
         }
         precondition(status == 0, "secretstream push failed with a bounded message")
@@ -87,7 +87,7 @@ public struct OpeningStream {
         precondition(key.count == 32, "secretstream keys are 32 bytes")
         Sodium.ensureInitialized()
         let headerBytes = Array(header)
-        guard headerBytes.count == ChannelLimits.streamHeaderBytes,
+        guard headerBytes.count == WireLimits.secretstreamHeaderBytes,
             crypto_secretstream_xchacha20poly1305_init_pull(&state, headerBytes, key) == 0
         else { throw .channelDecryptionFailed }
     }
@@ -99,13 +99,13 @@ public struct OpeningStream {
     {
         guard usable else { throw .channelUnusable }
         usable = false  // until this frame proves authentic
-        guard lengthPrefix.count == ChannelLimits.lengthPrefixBytes,
-            ciphertext.count >= ChannelLimits.frameCiphertextBytesMin,
-            ciphertext.count <= ChannelLimits.frameCiphertextBytesMax
+        guard lengthPrefix.count == WireLimits.frameHeaderBytes,
+            ciphertext.count >= WireLimits.frameCiphertextBytesMin,
+            ciphertext.count <= WireLimits.frameCiphertextBytesMax
         else { throw .channelDecryptionFailed }
         var tag: UInt8 = 0
         var status: Int32 = -1
-        let plaintext = [UInt8](unsafeUninitializedCapacity: ciphertext.count - ChannelLimits.frameOverheadBytes) {
+        let plaintext = [UInt8](unsafeUninitializedCapacity: ciphertext.count - WireLimits.secretstreamOverheadBytes) {
             out, initialized in
             var produced: UInt64 = 0
             status = crypto_secretstream_xchacha20poly1305_pull(
@@ -124,19 +124,5 @@ public struct OpeningStream {
         default:
             throw .channelUnexpectedTag(tag)
         }
-    }
-}
-
-/// The frame length prefix: a big-endian u32.
-enum FrameLength {
-    static func write(_ value: UInt32, to pointer: UnsafeMutablePointer<UInt8>) {
-        pointer[0] = UInt8(value >> 24)
-        pointer[1] = UInt8(value >> 16 & 0xFF)
-        pointer[2] = UInt8(value >> 8 & 0xFF)
-        pointer[3] = UInt8(value & 0xFF)
-    }
-
-    static func read(_ bytes: some Collection<UInt8>) -> Int {
-        bytes.reduce(0) { $0 << 8 | Int($1) }
     }
 }

@@ -1,3 +1,4 @@
+import CanopyWire
 /// Both directions of an established connection: seals what this node sends, opens what the peer
 /// sends (Protocol/replication-v1.md §5).
 ///
@@ -22,7 +23,7 @@ public struct SecureChannel {
         reader = ChannelReader(key: session.receiveKey, pending: session.leftover)
     }
 
-    /// Seals one plaintext (at most `ChannelLimits.framePlaintextBytesMax` bytes) into the bytes
+    /// Seals one plaintext (at most `WireLimits.framePlaintextBytesMax` bytes) into the bytes
     /// to write: a complete frame, preceded by the stream header the first time.
     public mutating func seal(_ plaintext: [UInt8], final: Bool = false) throws(CryptoError) -> [UInt8] {
         var output: [UInt8] = []

@@ -40,6 +40,30 @@ public enum WireLimits {
     /// ancestry and for the rest of a batch; checked before the reassembly buffer grows.
     public static let messageBytesMax = 32 << 20
 
+    /// Bytes of the secretstream header each side sends once, in clear, before its first frame
+    /// (§5.4). Fixed, so it needs no length prefix.
+    public static let secretstreamHeaderBytes = 24
+
+    // MARK: Handshake (§4)
+
+    /// Seconds from TCP connect (or accept) within which the handshake must complete, on the
+    /// caller's clock. Syncthing allows 20 s for its hello; three small messages need far less.
+    public static let handshakeTimeoutSeconds = 10
+
+    /// Bytes of handshake Msg1: magic 4 ‖ version 2 ‖ flags 2 ‖ ephemeral key 32 ‖ network tag 32.
+    /// Every handshake message has a fixed size, so no pre-authentication length is ever trusted.
+    public static let handshakeMessage1Bytes = 72
+
+    /// Bytes of handshake Msg2: ephemeral key 32 ‖ network tag 32 ‖ sealed identity 96 + MAC 16.
+    public static let handshakeMessage2Bytes = 176
+
+    /// Bytes of handshake Msg3: sealed identity 96 + MAC 16.
+    public static let handshakeMessage3Bytes = 112
+
+    /// The most refused-but-authenticated peers remembered for an operator to accept; when full,
+    /// the least recently seen is forgotten, so fresh identities cannot grow memory.
+    public static let pendingPeersMax = 256
+
     // MARK: Message fields (§6)
 
     /// The longest document id in UTF-8 bytes (DESIGN §2: 1–1024).

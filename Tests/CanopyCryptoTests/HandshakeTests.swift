@@ -1,3 +1,4 @@
+import CanopyWire
 import Testing
 @testable import CanopyCrypto
 
@@ -209,10 +210,10 @@ struct HandshakeTests {
     func deadline() {
         var run = Self.run()
         _ = run.initiator.start()
-        let justBefore = Duration.seconds(HandshakeLimits.handshakeTimeoutSeconds) - .nanoseconds(1)
+        let justBefore = Duration.seconds(WireLimits.handshakeTimeoutSeconds) - .nanoseconds(1)
         #expect(run.initiator.tick(now: justBefore).isEmpty)
         #expect(run.responder.tick(now: justBefore).isEmpty)
-        let deadline = Duration.seconds(HandshakeLimits.handshakeTimeoutSeconds)
+        let deadline = Duration.seconds(WireLimits.handshakeTimeoutSeconds)
         #expect(ActionSummary(run.initiator.tick(now: deadline)).failure == .handshakeTimedOut)
         #expect(ActionSummary(run.responder.receive([0x43], now: deadline)).failure == .handshakeTimedOut)
     }
