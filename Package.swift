@@ -48,6 +48,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ]),
+        // Deterministic simulation: scheduler, network with faults, invariant checkers.
+        .target(
+            name: "CanopySimulation",
+            dependencies: ["CanopyCore", "CanopyWire", "CanopyStore", "CanopyReplication"]),
         // The library an application embeds.
         .target(
             name: "Canopy",
@@ -67,7 +71,7 @@ let package = Package(
         .testTarget(name: "CanopyStoreTests", dependencies: ["CanopyStore", "CanopyCore", "CSQLite"]),
         .testTarget(
             name: "CanopyReplicationTests",
-            dependencies: ["CanopyReplication", "CanopyStore", "CanopyCore", "CanopyWire"]),
+            dependencies: ["CanopyReplication", "CanopyStore", "CanopyCore", "CanopyWire", "CanopySimulation"]),
     ],
     swiftLanguageModes: [.v6]
 )
