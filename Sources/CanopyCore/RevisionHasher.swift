@@ -1,5 +1,3 @@
-import CSodium
-
 /// Computes content-addressed revision ids (DESIGN.md §2, `Protocol/replication-v1.md` "Revision
 /// ids"). The digest is BLAKE2b with a 16-byte output (`crypto_generichash`, no key) over
 ///
@@ -17,9 +15,7 @@ public enum RevisionHasher {
         input.append(contentsOf: parentText)
         input.append(kind.rawValue)
         input.append(contentsOf: canonicalBody)
-        var digest = [UInt8](repeating: 0, count: RevisionID.digestBytes)
-        let status = crypto_generichash(&digest, RevisionID.digestBytes, input, UInt64(input.count), nil, 0)
-        precondition(status == 0, "crypto_generichash failed with valid sizes")
+        let digest = Blake2b.hash(input, outputBytes: RevisionID.digestBytes)
         return RevisionID(generation: (parent?.generation ?? 0) + 1, digest: digest)!
     }
 

@@ -1,0 +1,373 @@
+import CanopyCore
+import CanopyStore
+import CanopyWire
+import Logging
+
+/// What a session reports to whoever owns it (a `PeerReplicator`, a test, the simulator).
+public enum SessionEvent: Sendable {
+    /// The peer's `hello` arrived.
+    case connected(peerDatabaseID: [UInt8])
+    /// Something happened to a document.
+    case document(DocumentEvent)
+    /// Our subscription to the peer's changes recorded a checkpoint at this source sequence.
+    case pullCheckpoint(UInt64)
+    /// Our subscription caught up with the peer (every batch up to its current end is durable).
+    case pullCaughtUp
+    /// A one-shot subscription the peer made to us was served completely.
+    case pushCompleted
+    /// The session ended.
+    case closed(TransportCloseReason)
+}
+
+/// One connection's replication, both directions (DESIGN.md §4): CouchDB's algorithm in binary
+/// over one connection, receiver-driven.
+///
+///     connect → hello ⇄ hello
+///     pull:  checkpointGet → checkpoint → subscribe(since) → [changes → changesReply →
+///            revisions → revisionsAck]* → checkpointSet (periodically) → … caughtUp
+///     push:  the mirror image, answering the peer's subscribe
+///
+/// The session runs entirely on its scheduler's serial context: the transport delivers there,
+/// timers fire there, and store commit notifications hop there. It holds no lock.
+public final class ReplicationSession: @unchecked Sendable {
+    private let store: DocumentStore
+    private let transport: any MessageTransport
+    private let scheduler: any ReplicationScheduler
+    private let random: any RandomSource
+    private let configuration: ReplicationConfiguration
+    private let logger: Logger
+    private let onEvent: @Sendable (SessionEvent) -> Void
+
+    private var nextRequestID: RequestID = 1
+    private var peerDatabaseID: [UInt8]?
+    private var peerWindow = 1
+    private var sources: [RequestID: SubscriptionSource] = [:]
+    private var target: SubscriptionTarget?
+    /// Our `checkpointGet` waiting for its answer, with the local checkpoint read before it.
+    private var pendingCheckpointGet: (requestID: RequestID, replicationID: [UInt8], local: ReplicationCheckpoint?)?
+    private var pendingSubscribe: (requestID: RequestID, replicationID: [UInt8], since: UInt64, local: ReplicationCheckpoint?)?
+    private var batchesSinceRemoteCheckpoint = 0
+    private var lastReceived: Double
+    private var lastSent: Double
+    private var heartbeatTimer: (any Cancellable)?
+    private var commitObserver: StoreObserverToken?
+    private(set) var isClosed = false
+    /// Bytes are counted by transports; messages by the session, for stats.
+    public private(set) var messagesSent = 0
+    public private(set) var messagesReceived = 0
+
+    /// Creates a session over a connected transport. Call `start()` to begin.
+    public init(
+        store: DocumentStore, transport: any MessageTransport, scheduler: any ReplicationScheduler,
+        random: any RandomSource, configuration: ReplicationConfiguration, logger: Logger,
+        onEvent: @escaping @Sendable (SessionEvent) -> Void
+    ) {
+        self.store = store
+        self.transport = transport
+        self.scheduler = scheduler
+        self.random = random
+        self.configuration = configuration
+        self.logger = logger
+        self.onEvent = onEvent
+        lastReceived = scheduler.now
+        lastSent = scheduler.now
+    }
+
+    /// Progress of our subscription to the peer (pull).
+    public var pullProgress: ReplicationProgress { target?.progress ?? ReplicationProgress() }
+    /// Progress of the peer's subscriptions to us (push), summed.
+    public var pushProgress: ReplicationProgress {
+        sources.values.reduce(into: ReplicationProgress()) { sum, source in
+            sum.completed += source.progress.completed
+            sum.total += source.progress.total
+        }
+    }
+    /// True while batches are in flight in either direction.
+    public var isBusy: Bool {
+        !(target?.isDrained ?? true) || sources.values.contains { !$0.isDrained } || pendingSubscribe != nil || pendingCheckpointGet != nil
+    }
+
+    /// Sends `hello`, starts heartbeats and listens for commits. Must run on the serial context.
+    public func start() {
+        transport.start { [weak self] event in self?.handle(event) }
+        send(.hello(Hello(databaseID: store.databaseID, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax), window: configuration.window)))
+        commitObserver = store.addCommitObserver { [weak self, scheduler] in
+            scheduler.execute { self?.localChangesCommitted() }
+        }
+        scheduleHeartbeat()
+    }
+
+    /// Closes the session gracefully (`close` then the transport's FINAL).
+    public func close(code: ErrorCode = .normal, reason: String = "done") {
+        guard !isClosed else { return }
+        send(.close(Close(code: code, reason: reason)))
+        finish(.localClosed)
+        transport.close(.localClosed)
+    }
+
+    // MARK: Events
+
+    private func handle(_ event: TransportEvent) {
+        guard !isClosed else { return }
+        switch event {
+        case .closed(let reason):
+            finish(reason)
+        case .message(let message):
+            lastReceived = scheduler.now
+            messagesReceived += 1
+            do {
+                try receive(message)
+            } catch {
+                fail(error)
+            }
+        }
+    }
+
+    private func receive(_ message: Message) throws(ReplicationError) {
+        if peerDatabaseID == nil {
+            guard case .hello(let hello) = message else { throw .protocolViolation("\(message.type) before hello") }
+            try receiveHello(hello)
+            return
+        }
+        switch message {
+        case .hello: throw .protocolViolation("second hello")
+        case .subscribe(let subscribe): try receiveSubscribe(subscribe)
+        case .unsubscribe(let unsubscribe): sources[unsubscribe.subscriptionID] = nil
+        case .changes(let changes): try receiveChanges(changes)
+        case .changesReply(let reply): try receiveChangesReply(reply)
+        case .revisions(let revisions): try receiveRevisions(revisions)
+        case .revisionsAck(let ack): try receiveRevisionsAck(ack)
+        case .checkpointGet(let get): try answerCheckpointGet(get)
+        case .checkpoint(let checkpoint): try receiveCheckpoint(checkpoint)
+        case .checkpointSet(let set): try storeRemoteCheckpoint(set)
+        case .checkpointSetAck: break
+        case .heartbeat: send(.heartbeatEcho)
+        case .heartbeatEcho: break
+        case .error(let error): try receiveError(error)
+        case .close:
+            finish(.peerClosed)
+            transport.close(.localClosed)
+        }
+    }
+
+    private func receiveHello(_ hello: Hello) throws(ReplicationError) {
+        guard hello.version >= 1 else { throw .protocolViolation("unsupported protocol version \(hello.version)") }
+        peerDatabaseID = hello.databaseID
+        peerWindow = hello.window
+        onEvent(.connected(peerDatabaseID: hello.databaseID))
+        if configuration.direction.pulls { try beginPull() }
+    }
+
+    // MARK: Pull (this node is the target)
+
+    private func beginPull() throws(ReplicationError) {
+        guard let peerDatabaseID else { return }
+        let replicationID = ReplicationIdentity.replicationID(source: peerDatabaseID, target: store.databaseID, filter: configuration.pullFilter)
+        let local: ReplicationCheckpoint?
+        do {
+            local = ReplicationCheckpoint(json: try store.localGet(ReplicationIdentity.checkpointDocumentID(replicationID)))
+        } catch { throw .store(error) }
+        let requestID = allocateRequestID()
+        pendingCheckpointGet = (requestID, replicationID, local)
+        send(.checkpointGet(CheckpointGet(requestID: requestID, replicationID: replicationID)))
+    }
+
+    private func receiveCheckpoint(_ checkpoint: Checkpoint) throws(ReplicationError) {
+        guard let pending = pendingCheckpointGet, pending.requestID == checkpoint.requestID else {
+            throw .protocolViolation("checkpoint answers no request")
+        }
+        pendingCheckpointGet = nil
+        let remote = checkpoint.value.flatMap { ReplicationCheckpoint(encoded: $0) }
+        let since = ReplicationCheckpoint.startSequence(local: pending.local, remote: remote)
+        let requestID = allocateRequestID()
+        pendingSubscribe = (requestID, pending.replicationID, since, pending.local)
+        let filter = configuration.pullFilter.wireFilter ?? ChangesFilter.none
+        send(.subscribe(Subscribe(requestID: requestID, replicationID: pending.replicationID, since: since,
+                                  continuous: configuration.continuous, filter: filter)))
+        target = SubscriptionTarget(subscriptionID: requestID, replicationID: pending.replicationID,
+                                    filter: configuration.pullFilter, store: store, session: random.nextHexID(),
+                                    since: since, localCheckpoint: pending.local)
+        pendingSubscribe = nil
+    }
+
+    private func receiveChanges(_ changes: Changes) throws(ReplicationError) {
+        guard let target else { throw .protocolViolation("changes without a subscription") }
+        let (reply, completion) = try target.receive(changes)
+        send(.changesReply(reply))
+        report(completion, target: target)
+    }
+
+    private func receiveRevisions(_ revisions: Revisions) throws(ReplicationError) {
+        guard let target else { throw .protocolViolation("revisions without a subscription") }
+        let (ack, completion) = try target.receive(revisions)
+        send(.revisionsAck(ack))
+        report(completion, target: target)
+    }
+
+    private func report(_ completion: SubscriptionTarget.Completion, target: SubscriptionTarget) {
+        for event in completion.events { onEvent(.document(event)) }
+        if let sequence = completion.checkpoint {
+            onEvent(.pullCheckpoint(sequence))
+            batchesSinceRemoteCheckpoint += 1
+            if batchesSinceRemoteCheckpoint >= configuration.remoteCheckpointEveryBatches || completion.caughtUp {
+                sendRemoteCheckpoint(target)
+            }
+        }
+        if completion.caughtUp {
+            onEvent(.pullCaughtUp)
+        }
+    }
+
+    private func sendRemoteCheckpoint(_ target: SubscriptionTarget) {
+        guard let checkpoint = target.currentCheckpoint else { return }
+        batchesSinceRemoteCheckpoint = 0
+        send(.checkpointSet(CheckpointSet(requestID: allocateRequestID(), replicationID: target.replicationID, value: checkpoint.encoded())))
+    }
+
+    // MARK: Push (this node is the source)
+
+    private func receiveSubscribe(_ subscribe: Subscribe) throws(ReplicationError) {
+        guard configuration.direction.pushes else {
+            send(.error(ErrorMessage(requestID: subscribe.requestID, code: .forbidden, message: "this node does not push to you")))
+            return
+        }
+        guard sources[subscribe.requestID] == nil, sources.count < WireLimits.subscriptionsMax else {
+            throw .protocolViolation("subscription \(subscribe.requestID) is a duplicate or over the limit")
+        }
+        let source = SubscriptionSource(subscribe: subscribe, serving: configuration.pushFilter, store: store,
+                                        batchSize: configuration.batchSize, window: min(configuration.window, peerWindow),
+                                        revsLimit: store.revsLimit)
+        sources[subscribe.requestID] = source
+        try pump(source)
+    }
+
+    private func pump(_ source: SubscriptionSource) throws(ReplicationError) {
+        do {
+            try source.pump(nextRequestID: allocateRequestID, send: send)
+        } catch {
+            throw .store(error)
+        }
+        if source.finishedSending && source.isDrained {
+            sources[source.subscriptionID] = nil
+            onEvent(.pushCompleted)
+        }
+    }
+
+    private func receiveChangesReply(_ reply: ChangesReply) throws(ReplicationError) {
+        guard let source = sources.values.first(where: { $0.owns(reply.requestID) }) else {
+            throw .protocolViolation("changesReply for unknown request \(reply.requestID)")
+        }
+        for event in try source.receive(reply, send: send) { onEvent(.document(event)) }
+        try pump(source)
+    }
+
+    private func receiveRevisionsAck(_ ack: RevisionsAck) throws(ReplicationError) {
+        guard let source = sources.values.first(where: { $0.owns(ack.requestID) }) else {
+            throw .protocolViolation("revisionsAck for unknown request \(ack.requestID)")
+        }
+        for event in try source.receive(ack) { onEvent(.document(event)) }
+        try pump(source)
+    }
+
+    private func localChangesCommitted() {
+        guard !isClosed else { return }
+        for id in sources.keys.sorted() {
+            guard let source = sources[id], source.continuous else { continue }
+            source.localChangesCommitted()
+            do { try pump(source) } catch { fail(error); return }
+        }
+    }
+
+    // MARK: Checkpoints the peer keeps here
+
+    private func answerCheckpointGet(_ get: CheckpointGet) throws(ReplicationError) {
+        let value: JSONValue?
+        do { value = try store.localGet(ReplicationIdentity.checkpointDocumentID(get.replicationID)) } catch { throw .store(error) }
+        let checkpoint = ReplicationCheckpoint(json: value)
+        send(.checkpoint(Checkpoint(requestID: get.requestID, value: checkpoint?.encoded())))
+    }
+
+    private func storeRemoteCheckpoint(_ set: CheckpointSet) throws(ReplicationError) {
+        guard let checkpoint = ReplicationCheckpoint(encoded: set.value) else {
+            send(.error(ErrorMessage(requestID: set.requestID, code: .invalidDocument, message: "checkpoint value is not a Canopy checkpoint")))
+            return
+        }
+        do {
+            try store.localPut(ReplicationIdentity.checkpointDocumentID(set.replicationID), body: checkpoint.json)
+        } catch { throw .store(error) }
+        send(.checkpointSetAck(CheckpointSetAck(requestID: set.requestID)))
+    }
+
+    private func receiveError(_ error: ErrorMessage) throws(ReplicationError) {
+        if let target, target.subscriptionID == error.requestID {
+            self.target = nil
+            throw .peerRejected("subscription refused: \(error.code) \(error.message)")
+        }
+        logger.warning("peer reported an error", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
+    }
+
+    // MARK: Heartbeats, sending, failure
+
+    private func scheduleHeartbeat() {
+        heartbeatTimer = scheduler.schedule(after: configuration.heartbeatIntervalSeconds) { [weak self] in
+            self?.heartbeat()
+        }
+    }
+
+    private func heartbeat() {
+        guard !isClosed else { return }
+        let now = scheduler.now
+        if now - lastReceived >= configuration.heartbeatIntervalSeconds * configuration.deadPeerIntervals {
+            send(.close(Close(code: .timeout, reason: "no message for \(Int(now - lastReceived)) s")))
+            finish(.failed("peer silent for \(Int(now - lastReceived)) s"))
+            transport.close(.failed("dead peer"))
+            return
+        }
+        if now - lastSent >= configuration.heartbeatIntervalSeconds * 0.5 { send(.heartbeat) }
+        scheduleHeartbeat()
+    }
+
+    private func send(_ message: Message) {
+        guard !isClosed else { return }
+        lastSent = scheduler.now
+        messagesSent += 1
+        transport.send(message)
+    }
+
+    private func allocateRequestID() -> RequestID {
+        defer { nextRequestID += 1 }
+        return nextRequestID
+    }
+
+    private func fail(_ error: ReplicationError) {
+        logger.warning("replication session failed", metadata: ["error": "\(error)"])
+        let code: ErrorCode
+        let reason: TransportCloseReason
+        switch error {
+        case .protocolViolation(let detail):
+            code = .unexpectedMessage
+            reason = .protocolViolation(detail)
+        case .peerRejected(let detail):
+            code = .normal
+            reason = .failed(detail)
+        case .store(let storeError):
+            code = .storageFailure
+            reason = .failed("store: \(storeError)")
+        case .disconnected(let detail):
+            code = .normal
+            reason = .failed(detail)
+        }
+        send(.close(Close(code: code, reason: String(describing: error).prefix(WireLimits.errorMessageBytesMax / 4).description)))
+        finish(reason)
+        transport.close(reason)
+    }
+
+    private func finish(_ reason: TransportCloseReason) {
+        guard !isClosed else { return }
+        isClosed = true
+        heartbeatTimer?.cancel()
+        commitObserver?.cancel()
+        commitObserver = nil
+        onEvent(.closed(reason))
+    }
+}

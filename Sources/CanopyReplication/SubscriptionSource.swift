@@ -1,0 +1,182 @@
+import CanopyCore
+import CanopyStore
+import CanopyWire
+import DequeModule
+
+/// The source side of one subscription: streams this node's changes feed to a subscribed peer.
+///
+/// Data model:
+///
+///     cursor     the last local sequence read from the changes feed
+///     inFlight   batches sent and not yet complete, oldest first, at most `window`
+///     batch      awaitingReply → (nothing missing: complete)
+///                             → sendingRevisions (one or more `revisions` messages) → complete
+///                               when every message was acknowledged
+///
+/// The source keeps no checkpoint of its own making: the target decides what is durable and sends
+/// `checkpointSet`, which the session stores. All methods run on the session's serial context.
+final class SubscriptionSource {
+    /// One `changes` batch in flight.
+    struct Batch {
+        let requestID: RequestID
+        let entries: [ChangesEntry]
+        /// `revisions` messages sent for this batch and not yet acknowledged.
+        var unacknowledged = 0
+        /// True once the `changesReply` arrived.
+        var replied = false
+        /// Documents whose revisions this batch sent (for `pushed` events).
+        var sentDocuments: [(String, RevisionID)] = []
+    }
+
+    let subscriptionID: RequestID
+    let continuous: Bool
+    private let filter: ReplicationFilter
+    private let store: DocumentStore
+    private let batchSize: Int
+    private let window: Int
+    private let revsLimit: Int
+    private var cursor: Int64
+    private var inFlight: Deque<Batch> = []
+    /// The feed was read to its end and the peer was told (`caughtUp`); waiting for commits.
+    private var caughtUpSent = false
+    /// True when a one-shot subscription has sent its last batch.
+    private(set) var finishedSending = false
+    private(set) var progress = ReplicationProgress()
+
+    init(subscribe: Subscribe, serving pushFilter: ReplicationFilter, store: DocumentStore, batchSize: Int, window: Int, revsLimit: Int) {
+        subscriptionID = subscribe.requestID
+        continuous = subscribe.continuous
+        filter = SubscriptionSource.intersect(pushFilter, ReplicationFilter(wire: subscribe.filter))
+        self.store = store
+        self.batchSize = batchSize
+        self.window = window
+        self.revsLimit = revsLimit
+        cursor = Int64(clamping: subscribe.since)
+    }
+
+    /// True if `requestID` names one of this source's batches in flight.
+    func owns(_ requestID: RequestID) -> Bool {
+        inFlight.contains { $0.requestID == requestID }
+    }
+
+    /// True when every batch sent was completed.
+    var isDrained: Bool { inFlight.isEmpty }
+
+    /// Reads the changes feed and sends batches while the window has room.
+    /// `nextRequestID` allocates request ids; `send` queues messages.
+    func pump(nextRequestID: () -> RequestID, send: (Message) -> Void) throws(StoreError) {
+        while inFlight.count < window && !finishedSending {
+            let changes = try store.changes(since: cursor, limit: batchSize)
+            let reachedEnd = changes.count < batchSize
+            if let last = changes.last { cursor = last.sequence }
+            let entries = try changes.compactMap { change throws(StoreError) in try entry(for: change) }
+            if entries.isEmpty && reachedEnd && caughtUpSent { return }
+            if entries.isEmpty && !reachedEnd { continue }
+            let requestID = nextRequestID()
+            send(.changes(Changes(requestID: requestID, subscriptionID: subscriptionID, caughtUp: reachedEnd, entries: entries)))
+            inFlight.append(Batch(requestID: requestID, entries: entries))
+            progress.total += UInt64(entries.count)
+            caughtUpSent = reachedEnd
+            if reachedEnd {
+                if !continuous { finishedSending = true }
+                return
+            }
+        }
+    }
+
+    /// New local commits: the next `pump` reads them.
+    func localChangesCommitted() {
+        caughtUpSent = false
+    }
+
+    /// The peer's revision diff for one of our batches. Returns documents pushed when the batch
+    /// completes at once (nothing missing).
+    func receive(_ reply: ChangesReply, send: (Message) -> Void) throws(ReplicationError) -> [DocumentEvent] {
+        guard let index = inFlight.firstIndex(where: { $0.requestID == reply.requestID }), !inFlight[index].replied else {
+            throw .protocolViolation("changesReply for unknown request \(reply.requestID)")
+        }
+        let entries = inFlight[index].entries
+        guard reply.items.count == entries.count else {
+            throw .protocolViolation("changesReply has \(reply.items.count) items for \(entries.count) entries")
+        }
+        inFlight[index].replied = true
+        var requests: [(entry: Int, request: RevisionRequest, ancestors: [RevisionID])] = []
+        for (entryIndex, item) in reply.items.enumerated() where !item.missing.isEmpty {
+            let entry = entries[entryIndex]
+            guard item.missing.allSatisfy({ entry.revisions.indices.contains($0) }) else {
+                throw .protocolViolation("changesReply asks for a revision index beyond entry \(entryIndex)")
+            }
+            let revisions = item.missing.map { entry.revisions[$0].id }
+            requests.append((entryIndex, RevisionRequest(documentID: entry.docID, revisions: revisions, knownAncestors: item.knownAncestors), item.knownAncestors))
+        }
+        var messages = RevisionsMessageBuilder(requestID: reply.requestID)
+        for (_, request, ancestors) in requests {
+            let outgoing: [ForeignRevision]
+            do {
+                outgoing = try store.revisionsToSend([request])
+            } catch {
+                // The document changed or was compacted since the batch was read: skip what we can
+                // no longer supply; the next batch carries its newer revisions.
+                for _ in request.revisions { messages.skip() }
+                continue
+            }
+            for revision in outgoing {
+                messages.append(RevisionsMessageBuilder.transfer(for: revision, knownAncestors: ancestors))
+                inFlight[index].sentDocuments.append((request.documentID, revision.path.leaf))
+            }
+        }
+        let built = messages.finish(sendEmpty: !requests.isEmpty)
+        for message in built { send(.revisions(message)) }
+        inFlight[index].unacknowledged = built.count
+        return completeFinishedBatches()
+    }
+
+    /// The peer acknowledged one `revisions` message.
+    func receive(_ ack: RevisionsAck) throws(ReplicationError) -> [DocumentEvent] {
+        guard let index = inFlight.firstIndex(where: { $0.requestID == ack.requestID }), inFlight[index].unacknowledged > 0 else {
+            throw .protocolViolation("revisionsAck for unknown request \(ack.requestID)")
+        }
+        if case .rejected(let code, let message) = ack.status {
+            throw .peerRejected("the peer rejected revisions: \(code) \(message)")
+        }
+        inFlight[index].unacknowledged -= 1
+        return completeFinishedBatches()
+    }
+
+    /// Removes completed batches from the head of the window, returning `pushed` events.
+    private func completeFinishedBatches() -> [DocumentEvent] {
+        var events: [DocumentEvent] = []
+        while let head = inFlight.first, head.replied, head.unacknowledged == 0 {
+            inFlight.removeFirst()
+            progress.completed += UInt64(head.entries.count)
+            events += head.sentDocuments.map { DocumentEvent(kind: .pushed, documentID: $0.0, revision: $0.1) }
+        }
+        return events
+    }
+
+    /// The changes entry for a document, or nil when the filter excludes it.
+    private func entry(for change: Change) throws(StoreError) -> ChangesEntry? {
+        let accepted: Bool
+        if filter.needsBody && !change.deleted {
+            let body = try? store.get(id: change.documentID).body
+            accepted = filter.accepts(documentID: change.documentID, body: body)
+        } else {
+            accepted = filter.accepts(documentID: change.documentID, body: nil)
+        }
+        guard accepted else { return nil }
+        let leaves = change.leaves.prefix(WireLimits.entryRevisionsMax).map { LeafRevision(id: $0.revision, kind: $0.kind) }
+        return ChangesEntry(sequence: UInt64(change.sequence), docID: change.documentID, revisions: Array(leaves))
+    }
+
+    /// Documents this source serves: what the node pushes and the peer asked for.
+    static func intersect(_ push: ReplicationFilter, _ asked: ReplicationFilter) -> ReplicationFilter {
+        switch (push, asked) {
+        case (.all, _): return asked
+        case (_, .all): return push
+        default:
+            return .predicate(name: "intersection(\(push.identity),\(asked.identity))") { id, body in
+                push.accepts(documentID: id, body: body) && asked.accepts(documentID: id, body: body)
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+import CanopyCore
+import CanopyStore
+import CanopyWire
+import DequeModule
+
+/// The target side of this node's subscription to a peer's changes: answers each `changes` batch
+/// with a revision diff, writes the revisions that arrive, and records checkpoints.
+///
+/// Data model:
+///
+///     pending   batches received and not complete, oldest first (the source's window bounds it)
+///     batch     wanted: the flattened list of (entry, revision index) this node asked for
+///               received: how many of them arrived (or were skipped by the source)
+///               complete when `revisions` with `final` arrived, or at once if nothing was wanted
+///     checkpoint  the last source sequence of the newest batch such that it and every batch
+///               before it are complete and durable — written to the local document right after
+///               the batch's transaction commits, so it is never ahead of the data
+///
+/// All methods run on the session's serial context.
+final class SubscriptionTarget {
+    struct Batch {
+        let requestID: RequestID
+        let entries: [ChangesEntry]
+        let knownAncestors: [[RevisionID]]
+        let caughtUp: Bool
+        /// (entry index, revision index) of every revision asked for, in reply order.
+        let wanted: [(entry: Int, revision: Int)]
+        var received = 0
+        var complete: Bool
+    }
+
+    /// What a completed batch changed, for the session to report.
+    struct Completion {
+        var events: [DocumentEvent] = []
+        /// A new checkpoint sequence, when one was recorded.
+        var checkpoint: UInt64?
+        /// True when the source reported it was caught up and every batch up to that is done.
+        var caughtUp = false
+    }
+
+    let subscriptionID: RequestID
+    let replicationID: [UInt8]
+    private let filter: ReplicationFilter
+    private let store: DocumentStore
+    private let session: String
+    private var checkpoint: ReplicationCheckpoint?
+    private var pending: Deque<Batch> = []
+    private(set) var progress = ReplicationProgress()
+    private(set) var lastSequence: UInt64
+
+    init(subscriptionID: RequestID, replicationID: [UInt8], filter: ReplicationFilter, store: DocumentStore,
+         session: String, since: UInt64, localCheckpoint: ReplicationCheckpoint?) {
+        self.subscriptionID = subscriptionID
+        self.replicationID = replicationID
+        self.filter = filter
+        self.store = store
+        self.session = session
+        self.lastSequence = since
+        self.checkpoint = localCheckpoint
+    }
+
+    /// The checkpoint as last recorded locally.
+    var currentCheckpoint: ReplicationCheckpoint? { checkpoint }
+
+    /// A batch of changes from the source: returns the revision diff to send back, and the
+    /// completion if the batch needed nothing.
+    func receive(_ changes: Changes) throws(ReplicationError) -> (ChangesReply, Completion) {
+        guard changes.subscriptionID == subscriptionID else {
+            throw .protocolViolation("changes for unknown subscription \(changes.subscriptionID)")
+        }
+        if let first = changes.entries.first, first.sequence <= lastSequenceReceived {
+            throw .protocolViolation("changes sequences went backwards (\(first.sequence) after \(lastSequenceReceived))")
+        }
+        var offered: [String: [RevisionID]] = [:]
+        for entry in changes.entries {
+            guard offered[entry.docID] == nil else { throw .protocolViolation("document listed twice in one batch") }
+            offered[entry.docID] = entry.revisions.map(\.id)
+        }
+        let diff: [RevsDiffEntry]
+        do { diff = try store.revsDiff(offered) } catch { throw .store(error) }
+        let byID = Dictionary(uniqueKeysWithValues: diff.map { ($0.documentID, $0) })
+        var items: [ChangesReplyItem] = []
+        var wanted: [(entry: Int, revision: Int)] = []
+        var ancestors: [[RevisionID]] = []
+        for (entryIndex, entry) in changes.entries.enumerated() {
+            guard let missing = byID[entry.docID].map({ Set($0.missing) }), !missing.isEmpty else {
+                items.append(.complete)
+                ancestors.append([])
+                continue
+            }
+            let indices = entry.revisions.indices.filter { missing.contains(entry.revisions[$0].id) }
+            let known = Array(byID[entry.docID]!.possibleAncestors.prefix(WireLimits.knownAncestorsMax))
+            items.append(ChangesReplyItem(missing: indices, knownAncestors: indices.isEmpty ? [] : known))
+            ancestors.append(known)
+            wanted += indices.map { (entryIndex, $0) }
+        }
+        if let last = changes.entries.last { lastSequenceReceived = last.sequence }
+        progress.total += UInt64(changes.entries.count)
+        pending.append(Batch(requestID: changes.requestID, entries: changes.entries, knownAncestors: ancestors,
+                             caughtUp: changes.caughtUp, wanted: wanted, complete: wanted.isEmpty))
+        return (ChangesReply(requestID: changes.requestID, items: items), try completeFinishedBatches())
+    }
+
+    private var lastSequenceReceived: UInt64 = 0
+
+    /// Revisions for one of our batches: writes them in one transaction (the node's conflict
+    /// policy runs there), then acknowledges. A revision that fails validation (a lying hash, a
+    /// broken history) is a protocol violation: nothing of the message is written.
+    func receive(_ revisions: Revisions) throws(ReplicationError) -> (RevisionsAck, Completion) {
+        guard let index = pending.firstIndex(where: { $0.requestID == revisions.requestID }), !pending[index].complete else {
+            throw .protocolViolation("revisions for unknown request \(revisions.requestID)")
+        }
+        var batch = pending[index]
+        var foreign: [ForeignRevision] = []
+        foreign.reserveCapacity(revisions.revisions.count)
+        for transfer in revisions.revisions {
+            let position = batch.received + transfer.skip
+            guard position < batch.wanted.count else { throw .protocolViolation("revisions beyond what was asked for") }
+            batch.received = position + 1
+            let (entryIndex, revisionIndex) = batch.wanted[position]
+            let entry = batch.entries[entryIndex]
+            let leaf = entry.revisions[revisionIndex]
+            let path = try Self.path(leaf: leaf, transfer: transfer, knownAncestors: batch.knownAncestors[entryIndex])
+            if filter.needsBody && !leaf.kind.isDeleted {
+                let body = try? JSONValue.parse(transfer.body)
+                if !filter.accepts(documentID: entry.docID, body: body) { continue }
+            }
+            foreign.append(ForeignRevision(documentID: entry.docID, path: path, body: .canonical(transfer.body)))
+        }
+        var completion = Completion()
+        if !foreign.isEmpty {
+            let results: [ForeignDocumentResult]
+            do {
+                results = try store.bulkInsertForeign(foreign)
+            } catch .invalidInput(let problem) {
+                throw .protocolViolation("invalid revision from peer: \(problem)")
+            } catch {
+                throw .store(error)
+            }
+            completion.events = Self.events(for: results)
+        }
+        if revisions.final {
+            batch.received = batch.wanted.count
+            batch.complete = true
+        }
+        pending[index] = batch
+        let finished = try completeFinishedBatches()
+        completion.events += finished.events
+        completion.checkpoint = finished.checkpoint
+        completion.caughtUp = finished.caughtUp
+        return (RevisionsAck(requestID: revisions.requestID, status: .ok), completion)
+    }
+
+    /// True when no batch is outstanding.
+    var isDrained: Bool { pending.isEmpty }
+
+    /// Pops complete batches from the head and records the checkpoint they reach.
+    private func completeFinishedBatches() throws(ReplicationError) -> Completion {
+        var completion = Completion()
+        var reached: UInt64?
+        while let head = pending.first, head.complete {
+            pending.removeFirst()
+            progress.completed += UInt64(head.entries.count)
+            if let last = head.entries.last { reached = last.sequence }
+            if head.caughtUp && pending.isEmpty { completion.caughtUp = true }
+        }
+        if let reached, reached > lastSequence {
+            lastSequence = reached
+            let next = checkpoint?.recording(session: session, sequence: reached)
+                ?? ReplicationCheckpoint(current: .init(session: session, sequence: reached))
+            do {
+                try store.localPut(ReplicationIdentity.checkpointDocumentID(replicationID), body: next.json)
+            } catch {
+                throw .store(error)
+            }
+            checkpoint = next
+            completion.checkpoint = reached
+        }
+        return completion
+    }
+
+    /// Rebuilds a revision path from its wire form.
+    static func path(leaf: LeafRevision, transfer: RevisionTransfer, knownAncestors: [RevisionID]) throws(ReplicationError) -> RevisionPath {
+        var ancestors: [RevisionID] = []
+        ancestors.reserveCapacity(transfer.ancestry.count + 1)
+        var generation = leaf.id.generation - 1
+        for digest in transfer.ancestry {
+            guard generation >= 1, let id = RevisionID(generation: generation, digest: digest) else {
+                throw .protocolViolation("ancestry of \(leaf.id) goes below generation 1")
+            }
+            ancestors.append(id)
+            generation -= 1
+        }
+        if transfer.knownAncestorTail > 0 {
+            guard transfer.knownAncestorTail <= knownAncestors.count else {
+                throw .protocolViolation("ancestry of \(leaf.id) ends at an unknown ancestor index")
+            }
+            ancestors.append(knownAncestors[transfer.knownAncestorTail - 1])
+        }
+        do {
+            return try RevisionPath(leaf: leaf.id, kind: leaf.kind, ancestors: ancestors)
+        } catch {
+            throw .protocolViolation("invalid ancestry: \(error)")
+        }
+    }
+
+    static func events(for results: [ForeignDocumentResult]) -> [DocumentEvent] {
+        var events: [DocumentEvent] = []
+        for result in results where !result.alreadyKnown || result.resolution != .notConflicted {
+            if !result.alreadyKnown {
+                events.append(DocumentEvent(kind: .pulled, documentID: result.documentID, revision: result.added.last))
+            }
+            switch result.resolution {
+            case .notConflicted, .kept: break
+            case .resolved: events.append(DocumentEvent(kind: .conflictResolved, documentID: result.documentID, revision: result.current))
+            case .failed(let reason): events.append(DocumentEvent(kind: .resolutionFailed, documentID: result.documentID, detail: reason))
+            }
+        }
+        return events
+    }
+}
+
+extension ReplicationCheckpoint {
+    /// The checkpoint as a JSON object for a local document.
+    var json: JSONValue { (try? JSONValue.parse(encoded())) ?? .emptyObject }
+
+    /// Reads a checkpoint from a local document.
+    init?(json: JSONValue?) {
+        guard let json else { return nil }
+        self.init(encoded: CanonicalJSON.encode(json))
+    }
+}
