@@ -45,13 +45,12 @@ public final class ReplicationSession: @unchecked Sendable {
     private var target: SubscriptionTarget?
     /// Our `checkpointGet` waiting for its answer, with the local checkpoint read before it.
     private var pendingCheckpointGet: (requestID: RequestID, replicationID: [UInt8], local: ReplicationCheckpoint?)?
-    private var pendingSubscribe: (requestID: RequestID, replicationID: [UInt8], since: UInt64, local: ReplicationCheckpoint?)?
     private var batchesSinceRemoteCheckpoint = 0
     private var lastReceived: Double
     private var lastSent: Double
     private var heartbeatTimer: (any Cancellable)?
     private var commitObserver: StoreObserverToken?
-    private(set) var isClosed = false
+    public private(set) var isClosed = false
     /// Bytes are counted by transports; messages by the session, for stats.
     public private(set) var messagesSent = 0
     public private(set) var messagesReceived = 0
@@ -82,17 +81,27 @@ public final class ReplicationSession: @unchecked Sendable {
             sum.total += source.progress.total
         }
     }
-    /// True while batches are in flight in either direction.
+    /// True until the session has exchanged hellos and (when it pulls) caught up with the peer
+    /// once, and afterwards while batches are in flight in either direction.
     public var isBusy: Bool {
-        !(target?.isDrained ?? true) || sources.values.contains { !$0.isDrained } || pendingSubscribe != nil || pendingCheckpointGet != nil
+        if isClosed { return false }
+        if peerDatabaseID == nil || pendingCheckpointGet != nil { return true }
+        if configuration.direction.pulls && !pullRefused && !pullCaughtUpOnce { return true }
+        return !(target?.isDrained ?? true) || sources.values.contains { !$0.isDrained }
     }
+
+    /// Whether our subscription reached the peer's end at least once.
+    public private(set) var pullCaughtUpOnce = false
+    /// Whether the peer refused our subscription.
+    public private(set) var pullRefused = false
 
     /// Sends `hello`, starts heartbeats and listens for commits. Must run on the serial context.
     public func start() {
         transport.start { [weak self] event in self?.handle(event) }
-        send(.hello(Hello(databaseID: store.databaseID, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax), window: configuration.window)))
-        commitObserver = store.addCommitObserver { [weak self, scheduler] in
-            scheduler.execute { self?.localChangesCommitted() }
+        send(.hello(Hello(databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax), window: configuration.window)))
+        let scheduler = self.scheduler
+        commitObserver = store.addCommitObserver { [weak self] in
+            scheduler.execute { [weak self] in self?.localChangesCommitted() }
         }
         scheduleHeartbeat()
     }
@@ -162,7 +171,7 @@ public final class ReplicationSession: @unchecked Sendable {
 
     private func beginPull() throws(ReplicationError) {
         guard let peerDatabaseID else { return }
-        let replicationID = ReplicationIdentity.replicationID(source: peerDatabaseID, target: store.databaseID, filter: configuration.pullFilter)
+        let replicationID = ReplicationIdentity.replicationID(source: peerDatabaseID, target: store.databaseIDBytes, filter: configuration.pullFilter)
         let local: ReplicationCheckpoint?
         do {
             local = ReplicationCheckpoint(json: try store.localGet(ReplicationIdentity.checkpointDocumentID(replicationID)))
@@ -180,14 +189,12 @@ public final class ReplicationSession: @unchecked Sendable {
         let remote = checkpoint.value.flatMap { ReplicationCheckpoint(encoded: $0) }
         let since = ReplicationCheckpoint.startSequence(local: pending.local, remote: remote)
         let requestID = allocateRequestID()
-        pendingSubscribe = (requestID, pending.replicationID, since, pending.local)
         let filter = configuration.pullFilter.wireFilter ?? ChangesFilter.none
         send(.subscribe(Subscribe(requestID: requestID, replicationID: pending.replicationID, since: since,
                                   continuous: configuration.continuous, filter: filter)))
         target = SubscriptionTarget(subscriptionID: requestID, replicationID: pending.replicationID,
                                     filter: configuration.pullFilter, store: store, session: random.nextHexID(),
                                     since: since, localCheckpoint: pending.local)
-        pendingSubscribe = nil
     }
 
     private func receiveChanges(_ changes: Changes) throws(ReplicationError) {
@@ -214,6 +221,7 @@ public final class ReplicationSession: @unchecked Sendable {
             }
         }
         if completion.caughtUp {
+            pullCaughtUpOnce = true
             onEvent(.pullCaughtUp)
         }
     }
@@ -301,6 +309,7 @@ public final class ReplicationSession: @unchecked Sendable {
     private func receiveError(_ error: ErrorMessage) throws(ReplicationError) {
         if let target, target.subscriptionID == error.requestID {
             self.target = nil
+            pullRefused = true
             throw .peerRejected("subscription refused: \(error.code) \(error.message)")
         }
         logger.warning("peer reported an error", metadata: ["code": "\(error.code)", "message": "\(error.message)"])

@@ -66,6 +66,6 @@ struct RevisionsMessageBuilder {
         case .canonical(let bytes): body = bytes
         case .value(let value): body = CanonicalJSON.encode(value)
         }
-        return RevisionTransfer(ancestry: ancestors.map(\.digest), knownAncestorTail: tail, body: body)
+        return RevisionTransfer(ancestry: ancestors.map(RevisionDigest.init(of:)), knownAncestorTail: tail, body: body)
     }
 }

@@ -69,7 +69,11 @@ final class SubscriptionSource {
             let changes = try store.changes(since: cursor, limit: batchSize)
             let reachedEnd = changes.count < batchSize
             if let last = changes.last { cursor = last.sequence }
-            let entries = try changes.compactMap { change throws(StoreError) in try entry(for: change) }
+            var entries: [ChangesEntry] = []
+            entries.reserveCapacity(changes.count)
+            for change in changes {
+                if let entry = try entry(for: change) { entries.append(entry) }
+            }
             if entries.isEmpty && reachedEnd && caughtUpSent { return }
             if entries.isEmpty && !reachedEnd { continue }
             let requestID = nextRequestID()
@@ -158,7 +162,7 @@ final class SubscriptionSource {
     private func entry(for change: Change) throws(StoreError) -> ChangesEntry? {
         let accepted: Bool
         if filter.needsBody && !change.deleted {
-            let body = try? store.get(id: change.documentID).body
+            let body: JSONValue? = (try? store.get(id: change.documentID))?.body
             accepted = filter.accepts(documentID: change.documentID, body: body)
         } else {
             accepted = filter.accepts(documentID: change.documentID, body: nil)

@@ -185,10 +185,10 @@ final class SubscriptionTarget {
         ancestors.reserveCapacity(transfer.ancestry.count + 1)
         var generation = leaf.id.generation - 1
         for digest in transfer.ancestry {
-            guard generation >= 1, let id = RevisionID(generation: generation, digest: digest) else {
+            guard generation >= 1 else {
                 throw .protocolViolation("ancestry of \(leaf.id) goes below generation 1")
             }
-            ancestors.append(id)
+            ancestors.append(digest.revisionID(generation: generation))
             generation -= 1
         }
         if transfer.knownAncestorTail > 0 {

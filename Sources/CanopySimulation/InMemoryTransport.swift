@@ -10,7 +10,9 @@ import CanopyWire
 public final class InMemoryLink: @unchecked Sendable {
     /// One end of the link.
     public final class Endpoint: MessageTransport, @unchecked Sendable {
-        fileprivate weak var link: InMemoryLink?
+        /// Strong while open (the sessions own the endpoints, and the endpoints keep the link
+        /// alive); released once this end has closed.
+        fileprivate var link: InMemoryLink?
         fileprivate let side: Int
         fileprivate var handler: (@Sendable (TransportEvent) -> Void)?
         fileprivate var backlog: [TransportEvent] = []
@@ -48,6 +50,7 @@ public final class InMemoryLink: @unchecked Sendable {
             if case .closed = event {
                 guard !closed else { return }
                 closed = true
+                link = nil
             } else if closed {
                 return
             }

@@ -40,6 +40,8 @@ public final class DocumentStore: @unchecked Sendable {
     }
 
     let lock = NSLock()
+    /// Commit observers, under their own lock so they can be called without the store's.
+    let observers = CommitObservers()
     let db: Database
     let configuration: Configuration
     var logger: Logger { configuration.logger }
@@ -79,7 +81,15 @@ public final class DocumentStore: @unchecked Sendable {
 
     /// Runs `body` in one transaction under the store's lock: all of it is committed, or none.
     /// The sequence counter advanced inside is persisted in the same transaction.
+    /// Commit observers are told after the lock is released, when the sequence advanced.
     func write<T>(_ body: (WriteContext) throws -> T) throws(StoreError) -> T {
+        let before = storedLastSequenceUnlocked
+        let value = try writeLocked(body)
+        if storedLastSequenceUnlocked != before { notifyCommitObservers() }
+        return value
+    }
+
+    private func writeLocked<T>(_ body: (WriteContext) throws -> T) throws(StoreError) -> T {
         lock.lock()
         defer { lock.unlock() }
         do {
@@ -98,6 +108,18 @@ public final class DocumentStore: @unchecked Sendable {
         } catch {
             throw StoreError.wrap(error)
         }
+    }
+
+    /// `storedLastSequence` read under the lock.
+    private var storedLastSequenceUnlocked: Int64 {
+        lock.lock()
+        defer { lock.unlock() }
+        return storedLastSequence
+    }
+
+    /// The database id as its 16 raw bytes (the form replication uses).
+    public var databaseIDBytes: [UInt8] {
+        withUnsafeBytes(of: databaseID.uuid) { Array($0) }
     }
 
     /// The largest sequence assigned so far (0 for an empty store).
