@@ -37,7 +37,7 @@ public struct ReplicationConfiguration: Sendable {
         pullFilter: ReplicationFilter = .all, pushFilter: ReplicationFilter = .all,
         batchSize: Int = 500, window: Int = 8,
         heartbeatIntervalSeconds: Double = 10, deadPeerIntervals: Double = 3,
-        remoteCheckpointEveryBatches: Int = 16
+        remoteCheckpointEveryBatches: Int = 1
     ) {
         precondition((1...WireLimits.changesEntriesMax).contains(batchSize), "batch size out of range")
         precondition((1...WireLimits.inFlightBatchesMax).contains(window), "window out of range")

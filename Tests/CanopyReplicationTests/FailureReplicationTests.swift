@@ -1,0 +1,111 @@
+import CanopyCore
+import CanopyReplication
+import CanopySimulation
+import CanopyStore
+import CanopyWire
+import Testing
+
+@Suite("Replication across failures")
+struct FailureReplicationTests {
+    @Test("a connection cut in the middle of a batch resumes from the checkpoint: nothing lost, little sent twice")
+    func cutMidBatch() throws {
+        let harness = try ReplicationHarness(seed: 41)
+        let a = try harness.addNode("a")
+        let b = try harness.addNode("b")
+        try writeDocuments(a.store, prefix: "a", count: 4000)
+        let config = ReplicationConfiguration(direction: .both, batchSize: 100, window: 4)
+        let first = harness.connect(a, b, configuration: config)
+        // Run until b holds part of the data, then reset the connection mid-stream.
+        harness.scheduler.run(until: { (try? b.store.documentCount) ?? 0 >= 1500 })
+        first.link.cut()
+        harness.scheduler.run(until: { first.sessions.0.isClosed && first.sessions.1.isClosed })
+        let received = try b.store.documentCount
+        #expect(received >= 1500 && received < 4000)
+        harness.dropSessions(of: a)
+        harness.dropSessions(of: b)
+
+        let second = harness.connect(a, b, configuration: config)
+        #expect(harness.runUntilQuiescent())
+        #expect(try harness.divergences() == [])
+        #expect(try b.store.documentCount == 4000)
+        // The second connection offered only what b had not checkpointed: at most the batches in
+        // flight (window × batch size) beyond what b still needed.
+        let offered = second.sessions.0.pushProgress.total
+        #expect(offered <= UInt64(4000 - received) + UInt64(config.window * config.batchSize))
+        #expect(offered >= UInt64(4000 - received))
+    }
+
+    @Test("a node restarted from its database file resumes replication from its checkpoint")
+    func restartFromFile() throws {
+        let harness = try ReplicationHarness(seed: 42)
+        let a = try harness.addNode("a")
+        let b = try harness.addNode("b")
+        try writeDocuments(a.store, prefix: "a", count: 2000)
+        let first = harness.connect(a, b)
+        #expect(harness.runUntilQuiescent())
+        first.sessions.1.close()
+        harness.runUntilQuiescent()
+        harness.dropSessions(of: a)
+        harness.dropSessions(of: b)
+
+        // b restarts from its file; a writes a few more documents meanwhile.
+        try b.reopen()
+        try writeDocuments(a.store, prefix: "more", count: 25)
+        let second = harness.connect(a, b)
+        #expect(harness.runUntilQuiescent())
+        #expect(try harness.divergences() == [])
+        #expect(try b.store.documentCount == 2025)
+        #expect(second.sessions.0.pushProgress.total == 25)
+    }
+
+    @Test("a peer that lies about a revision id is disconnected and nothing of its batch is written")
+    func lyingPeer() throws {
+        let harness = try ReplicationHarness(seed: 43)
+        let b = try harness.addNode("b")
+        let link = InMemoryLink(scheduler: harness.scheduler)
+        final class Box: @unchecked Sendable { var reason: TransportCloseReason? }
+        let box = Box()
+        let session = ReplicationSession(
+            store: b.store, transport: link.ends.1, scheduler: harness.scheduler, random: harness.random,
+            configuration: ReplicationConfiguration(direction: .pull), logger: .init(label: "test")
+        ) { event in if case .closed(let reason) = event { box.reason = reason } }
+        session.start()
+        let liar = ScriptedPeer(endpoint: link.ends.0)
+        harness.scheduler.run(until: { liar.received.count >= 2 })
+        // hello, then answer b's checkpointGet, then one batch with a revision whose id is not its hash.
+        liar.send(.hello(Hello(databaseID: Array(repeating: 7, count: 16), revsLimit: 1000, window: 4)))
+        harness.scheduler.run(until: { liar.received.contains { if case .checkpointGet = $0 { return true }; return false } })
+        guard case .checkpointGet(let get) = liar.received.last(where: { if case .checkpointGet = $0 { return true }; return false })! else { return }
+        liar.send(.checkpoint(Checkpoint(requestID: get.requestID, value: nil)))
+        harness.scheduler.run(until: { liar.subscription != nil })
+        let fake = RevisionID(generation: 1, digestHigh: 1, digestLow: 2)
+        liar.send(.changes(Changes(requestID: 1, subscriptionID: liar.subscription!, caughtUp: true,
+                                   entries: [ChangesEntry(sequence: 1, docID: "victim", revisions: [LeafRevision(id: fake, kind: .live)])])))
+        harness.scheduler.run(until: { liar.received.contains { if case .changesReply = $0 { return true }; return false } })
+        liar.send(.revisions(Revisions(requestID: 1, final: true, revisions: [RevisionTransfer(ancestry: [], knownAncestorTail: 0, body: Array(#"{"evil":true}"#.utf8))])))
+        harness.scheduler.run(until: { box.reason != nil })
+        guard case .protocolViolation = box.reason else {
+            Issue.record("expected a protocol violation, got \(String(describing: box.reason))")
+            return
+        }
+        #expect(try b.store.documentCount == 0)
+    }
+}
+
+/// A hand-driven peer for adversarial tests: records what it receives, sends what it is told.
+final class ScriptedPeer: @unchecked Sendable {
+    let endpoint: InMemoryLink.Endpoint
+    var received: [Message] = []
+    var subscription: RequestID?
+
+    init(endpoint: InMemoryLink.Endpoint) {
+        self.endpoint = endpoint
+        endpoint.start { [weak self] event in
+            guard let self, case .message(let message) = event else { return }
+            self.received.append(message)
+            if case .subscribe(let subscribe) = message { self.subscription = subscribe.requestID }
+        }
+    }
+
+    func send(_ message: Message) { endpoint.send(message) }
+}
