@@ -5,8 +5,9 @@ import CanopyWire
 /// that connection; an operating error (store, transport) is reported and retried; programmer
 /// errors are preconditions, not cases here.
 public enum ReplicationError: Error, Sendable, CustomStringConvertible {
-    /// The peer broke the protocol; the connection is closed and the peer reported.
-    case protocolViolation(String)
+    /// The peer broke the protocol; the connection is closed with the error's code and the peer
+    /// reported.
+    case protocolViolation(ProtocolError)
     /// The peer refused our data or our subscription.
     case peerRejected(String)
     /// The local store failed (disk full, corruption); the replication stops and retries later.
@@ -14,9 +15,14 @@ public enum ReplicationError: Error, Sendable, CustomStringConvertible {
     /// The connection was lost.
     case disconnected(String)
 
+    /// A violation naming a request, entry or revision that does not exist.
+    static func invalidReference(_ detail: String) -> ReplicationError {
+        .protocolViolation(.invalidReference(detail: detail))
+    }
+
     public var description: String {
         switch self {
-        case .protocolViolation(let detail): return "protocol violation: \(detail)"
+        case .protocolViolation(let error): return "protocol violation: \(error)"
         case .peerRejected(let detail): return "rejected by peer: \(detail)"
         case .store(let error): return "store error: \(error)"
         case .disconnected(let detail): return "disconnected: \(detail)"

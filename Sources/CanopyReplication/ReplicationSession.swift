@@ -39,6 +39,8 @@ public final class ReplicationSession: @unchecked Sendable {
     private let onEvent: @Sendable (SessionEvent) -> Void
 
     private var nextRequestID: RequestID = 1
+    /// The message-level rules (CanopyWire): every message in and out passes through it.
+    private var machine: ConnectionStateMachine
     private var peerDatabaseID: [UInt8]?
     private var peerWindow = 1
     private var sources: [RequestID: SubscriptionSource] = [:]
@@ -70,6 +72,9 @@ public final class ReplicationSession: @unchecked Sendable {
         self.onEvent = onEvent
         lastReceived = scheduler.now
         lastSent = scheduler.now
+        machine = ConnectionStateMachine(localHello: Hello(
+            databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
+            window: configuration.window))
     }
 
     /// Progress of our subscription to the peer (pull).
@@ -98,7 +103,7 @@ public final class ReplicationSession: @unchecked Sendable {
     /// Sends `hello`, starts heartbeats and listens for commits. Must run on the serial context.
     public func start() {
         transport.start { [weak self] event in self?.handle(event) }
-        send(.hello(Hello(databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax), window: configuration.window)))
+        perform(machine.start())
         let scheduler = self.scheduler
         commitObserver = store.addCommitObserver { [weak self] in
             scheduler.execute { [weak self] in self?.localChangesCommitted() }
@@ -109,7 +114,7 @@ public final class ReplicationSession: @unchecked Sendable {
     /// Closes the session gracefully (`close` then the transport's FINAL).
     public func close(code: ErrorCode = .normal, reason: String = "done") {
         guard !isClosed else { return }
-        send(.close(Close(code: code, reason: reason)))
+        perform(machine.close(code: code, reason: reason))
         finish(.localClosed)
         transport.close(.localClosed)
     }
@@ -120,47 +125,56 @@ public final class ReplicationSession: @unchecked Sendable {
         guard !isClosed else { return }
         switch event {
         case .closed(let reason):
+            machine.transportClosed()
             finish(reason)
         case .message(let message):
             lastReceived = scheduler.now
             messagesReceived += 1
+            perform(machine.receive(message))
+        }
+    }
+
+    /// Carries out the state machine's actions.
+    private func perform(_ actions: [ConnectionStateMachine.Action]) {
+        for action in actions {
+            guard !isClosed else { return }
             do {
-                try receive(message)
+                switch action {
+                case .send(let message): transmit(message)
+                case .deliver(let message): try receive(message)
+                case .deliverRevisions(let requestID, let final, let revisions):
+                    try receiveRevisions(requestID: requestID, final: final, revisions: revisions)
+                case .closeTransport(let code):
+                    let reason: TransportCloseReason = machine.violation.map { .protocolViolation("\($0)") }
+                        ?? (code == .normal || code == .goingAway ? .peerClosed : .failed("closed with \(code)"))
+                    finish(reason)
+                    transport.close(reason)
+                }
             } catch {
                 fail(error)
             }
         }
     }
 
+    /// A message that passed the state machine's rules.
     private func receive(_ message: Message) throws(ReplicationError) {
-        if peerDatabaseID == nil {
-            guard case .hello(let hello) = message else { throw .protocolViolation("\(message.type) before hello") }
-            try receiveHello(hello)
-            return
-        }
         switch message {
-        case .hello: throw .protocolViolation("second hello")
+        case .hello(let hello): try receiveHello(hello)
         case .subscribe(let subscribe): try receiveSubscribe(subscribe)
         case .unsubscribe(let unsubscribe): sources[unsubscribe.subscriptionID] = nil
         case .changes(let changes): try receiveChanges(changes)
         case .changesReply(let reply): try receiveChangesReply(reply)
-        case .revisions(let revisions): try receiveRevisions(revisions)
+        case .revisions: break  // delivered resolved, as `deliverRevisions`
         case .revisionsAck(let ack): try receiveRevisionsAck(ack)
         case .checkpointGet(let get): try answerCheckpointGet(get)
         case .checkpoint(let checkpoint): try receiveCheckpoint(checkpoint)
         case .checkpointSet(let set): try storeRemoteCheckpoint(set)
-        case .checkpointSetAck: break
-        case .heartbeat: send(.heartbeatEcho)
-        case .heartbeatEcho: break
+        case .checkpointSetAck, .heartbeat, .heartbeatEcho, .close: break
         case .error(let error): try receiveError(error)
-        case .close:
-            finish(.peerClosed)
-            transport.close(.localClosed)
         }
     }
 
     private func receiveHello(_ hello: Hello) throws(ReplicationError) {
-        guard hello.version >= 1 else { throw .protocolViolation("unsupported protocol version \(hello.version)") }
         peerDatabaseID = hello.databaseID
         peerWindow = hello.window
         onEvent(.connected(peerDatabaseID: hello.databaseID))
@@ -183,7 +197,7 @@ public final class ReplicationSession: @unchecked Sendable {
 
     private func receiveCheckpoint(_ checkpoint: Checkpoint) throws(ReplicationError) {
         guard let pending = pendingCheckpointGet, pending.requestID == checkpoint.requestID else {
-            throw .protocolViolation("checkpoint answers no request")
+            throw .invalidReference("checkpoint answers no request of ours")
         }
         pendingCheckpointGet = nil
         let remote = checkpoint.value.flatMap { ReplicationCheckpoint(encoded: $0) }
@@ -198,16 +212,16 @@ public final class ReplicationSession: @unchecked Sendable {
     }
 
     private func receiveChanges(_ changes: Changes) throws(ReplicationError) {
-        guard let target else { throw .protocolViolation("changes without a subscription") }
+        guard let target else { throw .invalidReference("changes without a subscription") }
         let (reply, completion) = try target.receive(changes)
         send(.changesReply(reply))
         report(completion, target: target)
     }
 
-    private func receiveRevisions(_ revisions: Revisions) throws(ReplicationError) {
-        guard let target else { throw .protocolViolation("revisions without a subscription") }
-        let (ack, completion) = try target.receive(revisions)
-        send(.revisionsAck(ack))
+    private func receiveRevisions(requestID: RequestID, final: Bool, revisions: [ReceivedRevision]) throws(ReplicationError) {
+        guard let target else { throw .invalidReference("revisions without a subscription") }
+        let (ack, completion) = try target.receive(requestID: requestID, final: final, revisions: revisions)
+        if final { send(.revisionsAck(ack)) }
         report(completion, target: target)
     }
 
@@ -240,7 +254,7 @@ public final class ReplicationSession: @unchecked Sendable {
             return
         }
         guard sources[subscribe.requestID] == nil, sources.count < WireLimits.subscriptionsMax else {
-            throw .protocolViolation("subscription \(subscribe.requestID) is a duplicate or over the limit")
+            throw .invalidReference("subscription \(subscribe.requestID) is a duplicate or over the limit")
         }
         let source = SubscriptionSource(subscribe: subscribe, serving: configuration.pushFilter, store: store,
                                         batchSize: configuration.batchSize, window: min(configuration.window, peerWindow),
@@ -263,7 +277,7 @@ public final class ReplicationSession: @unchecked Sendable {
 
     private func receiveChangesReply(_ reply: ChangesReply) throws(ReplicationError) {
         guard let source = sources.values.first(where: { $0.owns(reply.requestID) }) else {
-            throw .protocolViolation("changesReply for unknown request \(reply.requestID)")
+            throw .invalidReference("changesReply for unknown request \(reply.requestID)")
         }
         for event in try source.receive(reply, send: send) { onEvent(.document(event)) }
         try pump(source)
@@ -271,7 +285,7 @@ public final class ReplicationSession: @unchecked Sendable {
 
     private func receiveRevisionsAck(_ ack: RevisionsAck) throws(ReplicationError) {
         guard let source = sources.values.first(where: { $0.owns(ack.requestID) }) else {
-            throw .protocolViolation("revisionsAck for unknown request \(ack.requestID)")
+            throw .invalidReference("revisionsAck for unknown request \(ack.requestID)")
         }
         for event in try source.receive(ack) { onEvent(.document(event)) }
         try pump(source)
@@ -327,7 +341,7 @@ public final class ReplicationSession: @unchecked Sendable {
         guard !isClosed else { return }
         let now = scheduler.now
         if now - lastReceived >= configuration.heartbeatIntervalSeconds * configuration.deadPeerIntervals {
-            send(.close(Close(code: .timeout, reason: "no message for \(Int(now - lastReceived)) s")))
+            perform(machine.close(code: .timeout, reason: "no message for \(Int(now - lastReceived)) s"))
             finish(.failed("peer silent for \(Int(now - lastReceived)) s"))
             transport.close(.failed("dead peer"))
             return
@@ -336,7 +350,15 @@ public final class ReplicationSession: @unchecked Sendable {
         scheduleHeartbeat()
     }
 
+    /// Sends a message the engine made, recording it in the state machine first.
     private func send(_ message: Message) {
+        guard !isClosed else { return }
+        machine.send(message)
+        transmit(message)
+    }
+
+    /// Puts a message on the transport.
+    private func transmit(_ message: Message) {
         guard !isClosed else { return }
         lastSent = scheduler.now
         messagesSent += 1
@@ -349,24 +371,20 @@ public final class ReplicationSession: @unchecked Sendable {
     }
 
     private func fail(_ error: ReplicationError) {
+        guard !isClosed else { return }
         logger.warning("replication session failed", metadata: ["error": "\(error)"])
-        let code: ErrorCode
         let reason: TransportCloseReason
         switch error {
-        case .protocolViolation(let detail):
-            code = .unexpectedMessage
-            reason = .protocolViolation(detail)
-        case .peerRejected(let detail):
-            code = .normal
+        case .protocolViolation(let violation):
+            perform(machine.fail(violation))
+            reason = .protocolViolation("\(violation)")
+        case .peerRejected(let detail), .disconnected(let detail):
+            perform(machine.close(code: .normal, reason: detail))
             reason = .failed(detail)
         case .store(let storeError):
-            code = .storageFailure
+            perform(machine.close(code: .storageFailure, reason: "storage failure"))
             reason = .failed("store: \(storeError)")
-        case .disconnected(let detail):
-            code = .normal
-            reason = .failed(detail)
         }
-        send(.close(Close(code: code, reason: String(describing: error).prefix(WireLimits.errorMessageBytesMax / 4).description)))
         finish(reason)
         transport.close(reason)
     }

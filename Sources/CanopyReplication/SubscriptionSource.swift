@@ -20,7 +20,7 @@ final class SubscriptionSource {
     struct Batch {
         let requestID: RequestID
         let entries: [ChangesEntry]
-        /// `revisions` messages sent for this batch and not yet acknowledged.
+        /// 1 while the `revisionsAck` for this batch's revisions is outstanding.
         var unacknowledged = 0
         /// True once the `changesReply` arrived.
         var replied = false
@@ -97,18 +97,18 @@ final class SubscriptionSource {
     /// completes at once (nothing missing).
     func receive(_ reply: ChangesReply, send: (Message) -> Void) throws(ReplicationError) -> [DocumentEvent] {
         guard let index = inFlight.firstIndex(where: { $0.requestID == reply.requestID }), !inFlight[index].replied else {
-            throw .protocolViolation("changesReply for unknown request \(reply.requestID)")
+            throw .invalidReference("changesReply for unknown request \(reply.requestID)")
         }
         let entries = inFlight[index].entries
         guard reply.items.count == entries.count else {
-            throw .protocolViolation("changesReply has \(reply.items.count) items for \(entries.count) entries")
+            throw .invalidReference("changesReply has \(reply.items.count) items for \(entries.count) entries")
         }
         inFlight[index].replied = true
         var requests: [(entry: Int, request: RevisionRequest, ancestors: [RevisionID])] = []
         for (entryIndex, item) in reply.items.enumerated() where !item.missing.isEmpty {
             let entry = entries[entryIndex]
             guard item.missing.allSatisfy({ entry.revisions.indices.contains($0) }) else {
-                throw .protocolViolation("changesReply asks for a revision index beyond entry \(entryIndex)")
+                throw .invalidReference("changesReply asks for a revision index beyond entry \(entryIndex)")
             }
             let revisions = item.missing.map { entry.revisions[$0].id }
             requests.append((entryIndex, RevisionRequest(documentID: entry.docID, revisions: revisions, knownAncestors: item.knownAncestors), item.knownAncestors))
@@ -131,14 +131,15 @@ final class SubscriptionSource {
         }
         let built = messages.finish(sendEmpty: !requests.isEmpty)
         for message in built { send(.revisions(message)) }
-        inFlight[index].unacknowledged = built.count
+        // The target acknowledges a request once, after the message marked final.
+        inFlight[index].unacknowledged = built.isEmpty ? 0 : 1
         return completeFinishedBatches()
     }
 
-    /// The peer acknowledged one `revisions` message.
+    /// The peer acknowledged the batch's revisions (one ack, after the final message).
     func receive(_ ack: RevisionsAck) throws(ReplicationError) -> [DocumentEvent] {
         guard let index = inFlight.firstIndex(where: { $0.requestID == ack.requestID }), inFlight[index].unacknowledged > 0 else {
-            throw .protocolViolation("revisionsAck for unknown request \(ack.requestID)")
+            throw .invalidReference("revisionsAck for unknown request \(ack.requestID)")
         }
         if case .rejected(let code, let message) = ack.status {
             throw .peerRejected("the peer rejected revisions: \(code) \(message)")

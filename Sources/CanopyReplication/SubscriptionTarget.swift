@@ -21,11 +21,8 @@ final class SubscriptionTarget {
     struct Batch {
         let requestID: RequestID
         let entries: [ChangesEntry]
-        let knownAncestors: [[RevisionID]]
         let caughtUp: Bool
-        /// (entry index, revision index) of every revision asked for, in reply order.
-        let wanted: [(entry: Int, revision: Int)]
-        var received = 0
+        /// True once `revisions` with `final` arrived, or at once if nothing was wanted.
         var complete: Bool
     }
 
@@ -66,66 +63,56 @@ final class SubscriptionTarget {
     /// completion if the batch needed nothing.
     func receive(_ changes: Changes) throws(ReplicationError) -> (ChangesReply, Completion) {
         guard changes.subscriptionID == subscriptionID else {
-            throw .protocolViolation("changes for unknown subscription \(changes.subscriptionID)")
+            throw .invalidReference("changes for unknown subscription \(changes.subscriptionID)")
         }
         if let first = changes.entries.first, first.sequence <= lastSequenceReceived {
-            throw .protocolViolation("changes sequences went backwards (\(first.sequence) after \(lastSequenceReceived))")
+            throw .invalidReference("changes sequences went backwards (\(first.sequence) after \(lastSequenceReceived))")
         }
         var offered: [String: [RevisionID]] = [:]
         for entry in changes.entries {
-            guard offered[entry.docID] == nil else { throw .protocolViolation("document listed twice in one batch") }
+            guard offered[entry.docID] == nil else { throw .invalidReference("document listed twice in one batch") }
             offered[entry.docID] = entry.revisions.map(\.id)
         }
         let diff: [RevsDiffEntry]
         do { diff = try store.revsDiff(offered) } catch { throw .store(error) }
         let byID = Dictionary(uniqueKeysWithValues: diff.map { ($0.documentID, $0) })
         var items: [ChangesReplyItem] = []
-        var wanted: [(entry: Int, revision: Int)] = []
-        var ancestors: [[RevisionID]] = []
-        for (entryIndex, entry) in changes.entries.enumerated() {
-            guard let missing = byID[entry.docID].map({ Set($0.missing) }), !missing.isEmpty else {
+        var wantsAnything = false
+        for entry in changes.entries {
+            guard let diff = byID[entry.docID], !diff.missing.isEmpty else {
                 items.append(.complete)
-                ancestors.append([])
                 continue
             }
+            let missing = Set(diff.missing)
             let indices = entry.revisions.indices.filter { missing.contains(entry.revisions[$0].id) }
-            let known = Array(byID[entry.docID]!.possibleAncestors.prefix(WireLimits.knownAncestorsMax))
+            let known = Array(diff.possibleAncestors.prefix(WireLimits.knownAncestorsMax))
             items.append(ChangesReplyItem(missing: indices, knownAncestors: indices.isEmpty ? [] : known))
-            ancestors.append(known)
-            wanted += indices.map { (entryIndex, $0) }
+            wantsAnything = wantsAnything || !indices.isEmpty
         }
         if let last = changes.entries.last { lastSequenceReceived = last.sequence }
         progress.total += UInt64(changes.entries.count)
-        pending.append(Batch(requestID: changes.requestID, entries: changes.entries, knownAncestors: ancestors,
-                             caughtUp: changes.caughtUp, wanted: wanted, complete: wanted.isEmpty))
+        pending.append(Batch(requestID: changes.requestID, entries: changes.entries, caughtUp: changes.caughtUp, complete: !wantsAnything))
         return (ChangesReply(requestID: changes.requestID, items: items), try completeFinishedBatches())
     }
 
     private var lastSequenceReceived: UInt64 = 0
 
-    /// Revisions for one of our batches: writes them in one transaction (the node's conflict
-    /// policy runs there), then acknowledges. A revision that fails validation (a lying hash, a
-    /// broken history) is a protocol violation: nothing of the message is written.
-    func receive(_ revisions: Revisions) throws(ReplicationError) -> (RevisionsAck, Completion) {
-        guard let index = pending.firstIndex(where: { $0.requestID == revisions.requestID }), !pending[index].complete else {
-            throw .protocolViolation("revisions for unknown request \(revisions.requestID)")
+    /// Revisions for one of our batches, already resolved against it by the connection's state
+    /// machine: writes them in one transaction (the node's conflict policy runs there), then
+    /// acknowledges. A revision that fails the store's checks (a lying hash, a body that is not a
+    /// canonical JSON object) is a protocol violation: nothing of the message is written.
+    func receive(requestID: RequestID, final: Bool, revisions: [ReceivedRevision]) throws(ReplicationError) -> (RevisionsAck, Completion) {
+        guard let index = pending.firstIndex(where: { $0.requestID == requestID }), !pending[index].complete else {
+            throw .invalidReference("revisions for unknown request \(requestID)")
         }
-        var batch = pending[index]
         var foreign: [ForeignRevision] = []
-        foreign.reserveCapacity(revisions.revisions.count)
-        for transfer in revisions.revisions {
-            let position = batch.received + transfer.skip
-            guard position < batch.wanted.count else { throw .protocolViolation("revisions beyond what was asked for") }
-            batch.received = position + 1
-            let (entryIndex, revisionIndex) = batch.wanted[position]
-            let entry = batch.entries[entryIndex]
-            let leaf = entry.revisions[revisionIndex]
-            let path = try Self.path(leaf: leaf, transfer: transfer, knownAncestors: batch.knownAncestors[entryIndex])
-            if filter.needsBody && !leaf.kind.isDeleted {
-                let body = try? JSONValue.parse(transfer.body)
-                if !filter.accepts(documentID: entry.docID, body: body) { continue }
+        foreign.reserveCapacity(revisions.count)
+        for revision in revisions {
+            if filter.needsBody && !revision.path.kind.isDeleted {
+                let body = try? JSONValue.parse(revision.body)
+                if !filter.accepts(documentID: revision.docID, body: body) { continue }
             }
-            foreign.append(ForeignRevision(documentID: entry.docID, path: path, body: .canonical(transfer.body)))
+            foreign.append(ForeignRevision(documentID: revision.docID, path: revision.path, body: .canonical(revision.body)))
         }
         var completion = Completion()
         if !foreign.isEmpty {
@@ -133,22 +120,18 @@ final class SubscriptionTarget {
             do {
                 results = try store.bulkInsertForeign(foreign)
             } catch .invalidInput(let problem) {
-                throw .protocolViolation("invalid revision from peer: \(problem)")
+                throw .protocolViolation(.invalidDocument(detail: "\(problem)"))
             } catch {
                 throw .store(error)
             }
             completion.events = Self.events(for: results)
         }
-        if revisions.final {
-            batch.received = batch.wanted.count
-            batch.complete = true
-        }
-        pending[index] = batch
+        if final { pending[index].complete = true }
         let finished = try completeFinishedBatches()
         completion.events += finished.events
         completion.checkpoint = finished.checkpoint
         completion.caughtUp = finished.caughtUp
-        return (RevisionsAck(requestID: revisions.requestID, status: .ok), completion)
+        return (RevisionsAck(requestID: requestID, status: .ok), completion)
     }
 
     /// True when no batch is outstanding.
@@ -177,31 +160,6 @@ final class SubscriptionTarget {
             completion.checkpoint = reached
         }
         return completion
-    }
-
-    /// Rebuilds a revision path from its wire form.
-    static func path(leaf: LeafRevision, transfer: RevisionTransfer, knownAncestors: [RevisionID]) throws(ReplicationError) -> RevisionPath {
-        var ancestors: [RevisionID] = []
-        ancestors.reserveCapacity(transfer.ancestry.count + 1)
-        var generation = leaf.id.generation - 1
-        for digest in transfer.ancestry {
-            guard generation >= 1 else {
-                throw .protocolViolation("ancestry of \(leaf.id) goes below generation 1")
-            }
-            ancestors.append(digest.revisionID(generation: generation))
-            generation -= 1
-        }
-        if transfer.knownAncestorTail > 0 {
-            guard transfer.knownAncestorTail <= knownAncestors.count else {
-                throw .protocolViolation("ancestry of \(leaf.id) ends at an unknown ancestor index")
-            }
-            ancestors.append(knownAncestors[transfer.knownAncestorTail - 1])
-        }
-        do {
-            return try RevisionPath(leaf: leaf.id, kind: leaf.kind, ancestors: ancestors)
-        } catch {
-            throw .protocolViolation("invalid ancestry: \(error)")
-        }
     }
 
     static func events(for results: [ForeignDocumentResult]) -> [DocumentEvent] {

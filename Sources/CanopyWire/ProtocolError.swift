@@ -49,6 +49,10 @@ public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidReference(detail: String)
     /// The peer has more requests outstanding than the window we gave it.
     case windowExceeded(what: String, limit: Int)
+    /// A document the peer sent was refused by the receiver's checks (a revision id that is not
+    /// the hash of its content, a body that is not a canonical JSON object): the engine found it,
+    /// the connection closes with `invalidDocument`, and nothing of the batch is written.
+    case invalidDocument(detail: String)
 
     /// The code sent in `close` for this violation.
     public var code: ErrorCode {
@@ -62,6 +66,7 @@ public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unsupportedVersion: return .unsupportedVersion
         case .unknownRequest, .duplicateRequestID, .invalidReference: return .invalidReference
         case .windowExceeded: return .windowExceeded
+        case .invalidDocument: return .invalidDocument
         }
     }
 
@@ -88,6 +93,7 @@ public enum ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
         case .duplicateRequestID(let id): return "request id \(id) already outstanding"
         case .invalidReference(let detail): return "invalid reference: \(detail)"
         case .windowExceeded(let what, let limit): return "more than \(limit) outstanding \(what)"
+        case .invalidDocument(let detail): return "invalid document: \(detail)"
         }
     }
 }
