@@ -35,13 +35,16 @@ public struct RevisionTransfer: Equatable, Sendable {
 /// | count | varint | 0...batchRevisionsMax |
 /// | revisions | revision × count | see below |
 ///
-/// Revision: `varint skip ‖ varint ancestryCount ‖ 16 bytes × ancestryCount ‖ varint tail ‖
-/// bytes body`, with ancestryCount 0...revsLimitMax − 1, tail 0...knownAncestorsMax and the body
-/// 0...bodyBytesMax bytes. The position of a revision in the reply's flattened missing list is
+/// Revision: `varint skip ‖ varint shape ‖ 16 bytes × ancestryCount ‖ bytes body`, where
+/// `shape = ancestryCount × 64 + tail` (ancestryCount 0...revsLimitMax − 1, tail
+/// 0...knownAncestorsMax < 64) so the usual shapes — no ancestry, or "continues at known ancestor
+/// 1" — cost one byte; the body is 0...bodyBytesMax bytes. The position of a revision in the reply's flattened missing list is
 /// the previous revision's position + 1 + skip (the first of a request: skip).
 public struct Revisions: WireMessageBody {
     public static let messageType = MessageType.revisions
     static let finalFlag: UInt8 = 0x01
+    /// `shape = ancestryCount << tailBits | tail`.
+    static let tailBits: UInt64 = 6
 
     public var requestID: RequestID
     public var final: Bool
@@ -62,9 +65,8 @@ public struct Revisions: WireMessageBody {
             precondition(revision.skip >= 0 && revision.ancestry.count < WireLimits.revsLimitMax, "ancestry too long")
             precondition((0...WireLimits.knownAncestorsMax).contains(revision.knownAncestorTail), "tail out of range")
             writer.writeVarint(UInt64(revision.skip))
-            writer.writeVarint(UInt64(revision.ancestry.count))
+            writer.writeVarint(UInt64(revision.ancestry.count) << Revisions.tailBits | UInt64(revision.knownAncestorTail))
             for digest in revision.ancestry { writer.writeDigest(digest) }
-            writer.writeVarint(UInt64(revision.knownAncestorTail))
             writer.writeLengthPrefixed(revision.body, maxBytes: WireLimits.bodyBytesMax)
         }
     }
@@ -79,13 +81,21 @@ public struct Revisions: WireMessageBody {
         revisions.reserveCapacity(count)
         for _ in 0..<count {
             let skip = try reader.readVarint("revisions.skip", in: 0...WireLimits.batchRevisionsMax)
-            let ancestryCount = try reader.readVarint("revisions.ancestryCount", in: 0...(WireLimits.revsLimitMax - 1))
+            let shape = try reader.readVarint("revisions.shape")
+            let ancestryCount = Int(clamping: shape >> Revisions.tailBits)
+            let tail = Int(shape & (1 << Revisions.tailBits - 1))
+            guard ancestryCount < WireLimits.revsLimitMax else {
+                throw .outOfRange(field: "revisions.ancestryCount", value: shape >> Revisions.tailBits, min: 0,
+                                  max: UInt64(WireLimits.revsLimitMax - 1))
+            }
+            guard tail <= WireLimits.knownAncestorsMax else {
+                throw .outOfRange(field: "revisions.tail", value: UInt64(tail), min: 0, max: UInt64(WireLimits.knownAncestorsMax))
+            }
             // Check the bytes are there before reserving room for them.
             guard reader.remainingCount >= ancestryCount * 16 else { throw .truncated(field: "revisions.ancestry") }
             var ancestry: [RevisionDigest] = []
             ancestry.reserveCapacity(ancestryCount)
             for _ in 0..<ancestryCount { ancestry.append(try reader.readDigest("revisions.ancestry")) }
-            let tail = try reader.readVarint("revisions.tail", in: 0...WireLimits.knownAncestorsMax)
             let body = try reader.readLengthPrefixed("revisions.body", in: 0...WireLimits.bodyBytesMax)
             revisions.append(RevisionTransfer(skip: skip, ancestry: ancestry, knownAncestorTail: tail, body: body))
         }

@@ -78,15 +78,15 @@ struct BadInputTests {
         // A body claiming 2^63 bytes.
         #expect(throws: ProtocolError.outOfRange(field: "revisions.body length", value: UInt64(Int.max), min: 0,
                                                  max: UInt64(WireLimits.bodyBytesMax))) {
-            try Message.decode([MessageType.revisions.rawValue, 1, 0, 1, 0, 0, 0] + huge)
+            try Message.decode([MessageType.revisions.rawValue, 1, 0, 1, 0, 0] + huge)
         }
         // An ancestry claiming revsLimitMax digests.
         #expect(throws: ProtocolError.outOfRange(field: "revisions.ancestryCount", value: 10_000, min: 0, max: 9_999)) {
-            try Message.decode([MessageType.revisions.rawValue, 1, 0, 1, 0] + varint(10_000))
+            try Message.decode([MessageType.revisions.rawValue, 1, 0, 1, 0] + varint(10_000 << 6))
         }
         // An ancestry of 9,999 digests with none of them present.
         #expect(throws: ProtocolError.truncated(field: "revisions.ancestry")) {
-            try Message.decode([MessageType.revisions.rawValue, 1, 0, 1, 0] + varint(9_999))
+            try Message.decode([MessageType.revisions.rawValue, 1, 0, 1, 0] + varint(9_999 << 6))
         }
         // A checkpoint value one byte over 64 KiB, a replication id of 65 bytes, an empty one.
         #expect(throws: ProtocolError.outOfRange(field: "checkpoint.value length", value: 65_537, min: 0, max: 65_536)) {
@@ -101,6 +101,13 @@ struct BadInputTests {
         // A hello announcing a window of 17.
         #expect(throws: ProtocolError.outOfRange(field: "hello.window", value: 17, min: 1, max: 16)) {
             try Message.decode([MessageType.hello.rawValue, 1, 0] + [UInt8](repeating: 0, count: 16) + [1, 17])
+        }
+    }
+
+    @Test("a tail beyond knownAncestorsMax is refused")
+    func badTail() {
+        #expect(throws: ProtocolError.outOfRange(field: "revisions.tail", value: 33, min: 0, max: 32)) {
+            try Message.decode([MessageType.revisions.rawValue, 1, 0, 1, 0, 33, 0])
         }
     }
 
