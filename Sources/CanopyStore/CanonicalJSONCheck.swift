@@ -14,20 +14,24 @@ import CanopyCore
 /// pass here although `JSONValue` would treat them as one key. Such bytes can only come from a
 /// peer that does not encode through `CanonicalJSON`.
 struct CanonicalJSONCheck {
-    private let bytes: [UInt8]
+    /// The bytes being checked (a buffer, not an array: no bounds-check or reference-count
+    /// traffic in the scanning loops, which are the replication hot path).
+    private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
 
     /// Returns nil when `bytes` are a canonical JSON object, else what is wrong.
     static func problem(in bytes: [UInt8]) -> String? {
         guard String(validating: bytes, as: UTF8.self) != nil else { return "not valid UTF-8" }
-        var check = CanonicalJSONCheck(bytes: bytes)
-        guard check.peek == UInt8(ascii: "{") else { return "not an object" }
-        do throws(Failure) {
-            try check.value(depth: 0)
-            guard check.index == bytes.count else { throw Failure(offset: check.index, what: "trailing bytes") }
-            return nil
-        } catch {
-            return "\(error.what) at byte \(error.offset)"
+        return bytes.withUnsafeBufferPointer { buffer in
+            var check = CanonicalJSONCheck(bytes: buffer)
+            guard check.peek == UInt8(ascii: "{") else { return "not an object" }
+            do throws(Failure) {
+                try check.value(depth: 0)
+                guard check.index == buffer.count else { throw Failure(offset: check.index, what: "trailing bytes") }
+                return nil
+            } catch {
+                return "\(error.what) at byte \(error.offset)"
+            }
         }
     }
 
@@ -50,7 +54,7 @@ struct CanonicalJSONCheck {
         switch peek {
         case UInt8(ascii: "{"): try object(depth: depth + 1)
         case UInt8(ascii: "["): try array(depth: depth + 1)
-        case UInt8(ascii: "\""): _ = try string()
+        case UInt8(ascii: "\""): _ = try string(decode: false)
         case UInt8(ascii: "t"): try literal("true")
         case UInt8(ascii: "f"): try literal("false")
         case UInt8(ascii: "n"): try literal("null")
@@ -98,18 +102,29 @@ struct CanonicalJSONCheck {
         }
     }
 
-    /// Scans a string and returns its decoded UTF-8 bytes (used to order keys).
-    private mutating func string() throws(Failure) -> [UInt8] {
+    /// Scans a string and returns its decoded UTF-8 bytes (used to order keys), or an empty
+    /// array when `decode` is false (values need only the check, not the bytes).
+    private mutating func string(decode: Bool = true) throws(Failure) -> [UInt8] {
         try expect(UInt8(ascii: "\""))
         var decoded: [UInt8] = []
-        while let byte = peek {
+        var runStart = index
+        while index < bytes.count {
+            let byte = bytes[index]
+            // Plain bytes are the common case: skip them without per-byte work.
+            if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+                index += 1
+                continue
+            }
+            if decode { decoded.append(contentsOf: bytes[runStart..<index]) }
             index += 1
             switch byte {
             case UInt8(ascii: "\""): return decoded
-            case 0x00..<0x20: throw fail("unescaped control character")
-            case UInt8(ascii: "\\"): decoded.append(try escape())
-            default: decoded.append(byte)
+            case UInt8(ascii: "\\"):
+                let escaped = try escape()
+                if decode { decoded.append(escaped) }
+            default: throw fail("unescaped control character")
             }
+            runStart = index
         }
         throw fail("unterminated string")
     }
@@ -156,6 +171,7 @@ struct CanonicalJSONCheck {
         }
         while let byte = peek, isNumberByte(byte) { index += 1 }
         let token = bytes[start..<index]
+        if Self.isCanonicalSmallInteger(token) { return }
         let text = String(decoding: token, as: UTF8.self)
         let canonical: [UInt8]
         if let integer = Int64(text) {
@@ -167,5 +183,15 @@ struct CanonicalJSONCheck {
         }
         // Comparing with the canonical spelling also rejects every non-JSON form `Double` accepts.
         guard token.elementsEqual(canonical) else { throw Failure(offset: start, what: "number not in canonical form") }
+    }
+
+    /// Fast path for the common case: an integer of at most 18 digits (so it fits in 64 bits) is
+    /// canonical when it has no leading zero and is not "-0".
+    private static func isCanonicalSmallInteger(_ token: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        let digits = token.first == UInt8(ascii: "-") ? token.dropFirst() : token
+        guard let first = digits.first, digits.count <= 18,
+            digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+        else { return false }
+        return first != UInt8(ascii: "0") || (digits.count == 1 && digits.count == token.count)
     }
 }

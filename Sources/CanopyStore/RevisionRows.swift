@@ -35,9 +35,11 @@ struct StoredDocument {
 enum RevisionRows {
     /// Loads a document's row key and tree, or nil when the document does not exist.
     static func load(_ db: Database, documentID: String) throws -> StoredDocument? {
-        guard let key = try db.scalarInt("SELECT doc_key FROM documents WHERE doc_id = ?", .text(documentID)) else {
-            return nil
-        }
+        let lookup = try db.statement("SELECT doc_key FROM documents WHERE doc_id = ?")
+        try lookup.bind(documentID, at: 1)
+        let found = try lookup.step() ? lookup.int64(0) : nil
+        lookup.reset()
+        guard let key = found else { return nil }
         return StoredDocument(id: documentID, key: key, tree: try loadTree(db, key: key, documentID: documentID))
     }
 
@@ -48,9 +50,12 @@ enum RevisionRows {
 
     /// Reads a document's tree with one range scan of the revisions primary key.
     static func loadTree(_ db: Database, key: Int64, documentID: String) throws -> RevTree {
-        let nodes = try db.query(
-            "SELECT generation, digest, parent, kind FROM revisions WHERE doc_key = ?", [.integer(key)]
-        ) { row -> RevTree.Node in
+        let statement = try db.statement("SELECT generation, digest, parent, kind FROM revisions WHERE doc_key = ?")
+        defer { statement.reset() }
+        try statement.bind(key, at: 1)
+        var nodes: [RevTree.Node] = []
+        while try statement.step() {
+            let row = statement
             let generation = row.int(0)
             guard let id = RevisionID(generation: generation, digest: row.blob(1) ?? []),
                 let kind = RevisionKind(rawValue: UInt8(truncatingIfNeeded: row.int(3)))
@@ -61,7 +66,7 @@ enum RevisionRows {
                 }
                 return parent
             }
-            return RevTree.Node(id: id, parent: parent, kind: kind)
+            nodes.append(RevTree.Node(id: id, parent: parent, kind: kind))
         }
         return RevTree(nodes: nodes)
     }
@@ -69,10 +74,10 @@ enum RevisionRows {
     /// The stored canonical body of one revision: nil when the revision is unknown or its body
     /// was dropped.
     static func body(_ db: Database, key: Int64, revision: RevisionID) throws -> [UInt8]? {
-        try db.queryFirst(
-            "SELECT body FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?",
-            [.integer(key), .integer(Int64(revision.generation)), .blob(revision.digest)]
-        ) { $0.blob(0) } ?? nil
+        let statement = try db.statement("SELECT body FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?")
+        defer { statement.reset() }
+        try statement.bind([.integer(key), .integer(Int64(revision.generation)), .blob(revision.digest)])
+        return try statement.step() ? statement.blob(0) : nil
     }
 
     /// The body of `revision`, from this transaction's new bodies or the file.
@@ -92,25 +97,33 @@ enum RevisionRows {
         guard let current = tree.current else { throw StoreError.corrupt(detail: "empty tree for \"\(document.id.prefix(80))\"") }
         let sequence = context.nextSequence()
         let leaves = LeafList.encode(tree.leaves)
-        let statement = try context.db.cached(
-            """
-            INSERT INTO documents(doc_id, sequence, current_generation, current_digest, deleted, conflicted, leaves)
-            VALUES (?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT(doc_id) DO UPDATE SET sequence = excluded.sequence,
-                current_generation = excluded.current_generation, current_digest = excluded.current_digest,
-                deleted = excluded.deleted, conflicted = excluded.conflicted, leaves = excluded.leaves
-            RETURNING doc_key
-            """)
-        try statement.bind(document.id, at: 1)
-        try statement.bind(sequence, at: 2)
-        try statement.bind(current.id.generation, at: 3)
-        try statement.bind(current.id.digest, at: 4)
-        try statement.bind(current.kind.isDeleted ? 1 : 0, at: 5)
-        try statement.bind(tree.isConflicted ? 1 : 0, at: 6)
-        try statement.bind(leaves, at: 7)
-        guard try statement.step() else { throw StoreError.corrupt(detail: "upsert returned no row") }
-        let key = statement.int64(0)
-        statement.reset()
+        let db = context.db
+        let statement: Statement
+        if let key = document.key {
+            statement = try db.statement(
+                """
+                UPDATE documents SET sequence = ?, current_generation = ?, current_digest = ?, deleted = ?,
+                    conflicted = ?, leaves = ? WHERE doc_key = ?
+                """)
+            try statement.bind(key, at: 7)
+        } else {
+            // A plain INSERT (no upsert, no RETURNING): the document was looked up in this
+            // transaction and does not exist.
+            statement = try db.statement(
+                """
+                INSERT INTO documents(sequence, current_generation, current_digest, deleted, conflicted, leaves, doc_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """)
+            try statement.bind(document.id, at: 7)
+        }
+        try statement.bind(sequence, at: 1)
+        try statement.bind(current.id.generation, at: 2)
+        try statement.bind(current.id.digest, at: 3)
+        try statement.bind(current.kind.isDeleted ? 1 : 0, at: 4)
+        try statement.bind(tree.isConflicted ? 1 : 0, at: 5)
+        try statement.bind(leaves, at: 6)
+        try statement.run()
+        let key = document.key ?? db.lastInsertRowID
         document.key = key
         // Sorted so that rows are written in the same order on every node and every run.
         for revision in document.touched.sorted() {
@@ -133,7 +146,7 @@ enum RevisionRows {
                 "DELETE FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?",
                 .integer(key), .integer(generation), .blob(revision.digest))
         case (nil, .some(let node)):
-            let statement = try db.cached(
+            let statement = try db.statement(
                 "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body) VALUES (?, ?, ?, ?, ?, ?, ?)")
             try statement.bind(key, at: 1)
             try statement.bind(generation, at: 2)

@@ -41,6 +41,12 @@ public final class Statement {
         sqlite3_clear_bindings(handle)
     }
 
+    /// Binds `values` to parameters 1, 2, … of a reset statement.
+    public func bound(_ values: SQLiteValue...) throws(SQLiteError) -> Statement {
+        try bind(values)
+        return self
+    }
+
     private func check(_ result: Int32) throws(SQLiteError) {
         guard result == SQLITE_OK else { throw SQLiteError(result: result, connection: connection, sql: sql) }
     }

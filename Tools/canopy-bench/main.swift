@@ -2,10 +2,12 @@ import ArgumentParser
 
 /// canopy-bench: Canopy's benchmarks. Each figure is printed beside a ceiling measured in the
 /// same run on the same machine.
-@main
+// No @main: with more than one source file, main.swift is the entry point (top-level code).
 struct CanopyBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "canopy-bench",
         abstract: "Measure Canopy against ceilings measured in the same run.",
-        subcommands: [])
+        subcommands: [StoreBench.self])
 }
+
+CanopyBench.main()

@@ -1,0 +1,111 @@
+import CanopyCore
+import CanopyStore
+import Foundation
+
+/// The phases of `canopy-bench store`. Each returns the seconds its timed part took; inputs are
+/// prepared before the clock starts (a peer's bodies and ids arrive ready-made on the wire).
+enum StoreBenchPhases {
+    /// The ceiling: plain INSERTs of the same bytes, one transaction per batch.
+    static func rawCeiling(path: String, bodies: [[UInt8]], batch: Int) throws -> Double {
+        let db = try Database(path: path)
+        try db.execute("CREATE TABLE raw (id TEXT PRIMARY KEY, body BLOB NOT NULL)")
+        let ids = bodies.indices.map { StoreBenchData.documentID($0) }
+        return try measure {
+            for start in stride(from: 0, to: bodies.count, by: batch) {
+                try db.transaction { db in
+                    let statement = try db.cached("INSERT INTO raw(id, body) VALUES (?, ?)")
+                    for index in start..<min(start + batch, bodies.count) {
+                        try statement.bind(ids[index], at: 1)
+                        try statement.bind(bodies[index], at: 2)
+                        try statement.run()
+                    }
+                }
+            }
+        }
+    }
+
+    /// Foreign revisions of new documents, hash-verified, in batches.
+    static func foreignInserts(path: String, bodies: [[UInt8]], batch: Int) throws -> Double {
+        let store = try DocumentStore(path: path)
+        let revisions = try bodies.enumerated().map { index, body in
+            let leaf = RevisionHasher.revisionID(parent: nil, kind: .live, canonicalBody: body)
+            return ForeignRevision(
+                documentID: StoreBenchData.documentID(index), path: try RevisionPath(leaf: leaf, kind: .live),
+                body: .canonical(body))
+        }
+        return try measure {
+            for start in stride(from: 0, to: revisions.count, by: batch) {
+                _ = try store.bulkInsertForeign(Array(revisions[start..<min(start + batch, revisions.count)]))
+            }
+        }
+    }
+
+    /// Local puts of new documents, `batch` per transaction.
+    static func localBatches(path: String, bodies: [JSONValue], batch: Int) throws -> Double {
+        let store = try DocumentStore(path: path)
+        let writes = bodies.enumerated().map { index, body in
+            LocalWrite(documentID: StoreBenchData.documentID(index), body: body, replacing: nil)
+        }
+        return try measure {
+            for start in stride(from: 0, to: writes.count, by: batch) {
+                _ = try store.putBatch(Array(writes[start..<min(start + batch, writes.count)]))
+            }
+        }
+    }
+
+    /// Local puts, one transaction each.
+    static func singlePuts(path: String, bodies: [JSONValue]) throws -> Double {
+        let store = try DocumentStore(path: path)
+        return try measure {
+            for (index, body) in bodies.enumerated() {
+                try store.put(id: StoreBenchData.documentID(index), body: body, replacing: nil)
+            }
+        }
+    }
+
+    /// Gets of documents spread over the store (a fixed stride, so the run is reproducible).
+    static func gets(path: String, documents: Int, gets: Int) throws -> Double {
+        let store = try DocumentStore(path: path)
+        return try measure {
+            var index = 0
+            for _ in 0..<gets {
+                index = (index + 7_919) % documents
+                _ = try store.get(id: StoreBenchData.documentID(index))
+            }
+        }
+    }
+
+    /// Wall-clock seconds `body` takes; its CPU seconds go to stderr (on a shared machine the
+    /// gap between the two shows time lost waiting for a core or the disk).
+    private static func measure(_ body: () throws -> Void) throws -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let cpuStart = cpuSeconds()
+        try body()
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        FileHandle.standardError.write(Data(String(format: "  (%.3f s wall, %.3f s CPU)\n", seconds, cpuSeconds() - cpuStart).utf8))
+        return seconds
+    }
+
+    private static func cpuSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+}
+
+/// Deterministic benchmark documents of about 1 KiB of canonical JSON.
+enum StoreBenchData {
+    static func documentID(_ index: Int) -> String { "doc-\(String(index, radix: 16))" }
+
+    static func body(_ index: Int) -> JSONValue {
+        let filler = String(repeating: "lorem ipsum dolor sit amet ", count: 30)
+        return .object([
+            "index": .int(Int64(index)),
+            "title": .string("Document number \(index)"),
+            "tags": .array([.string("bench"), .string("store"), .string("t\(index % 97)")]),
+            "owner": .object(["name": .string("user\(index % 1000)"), "active": .bool(index % 2 == 0)]),
+            "score": .double(Double(index) / 8),
+            "text": .string(String(filler.prefix(850))),
+        ])
+    }
+}
