@@ -65,10 +65,17 @@ let package = Package(
             ],
             path: "Tools/canopy-bench"),
 
+        // Child process of the store's durability test: writes batches until it is killed.
+        .executableTarget(
+            name: "canopy-crashtest", dependencies: ["CanopyCore", "CanopyStore"], path: "Tools/canopy-crashtest"),
+
         .testTarget(name: "CanopyCoreTests", dependencies: ["CanopyCore"]),
         .testTarget(name: "CanopyWireTests", dependencies: ["CanopyWire", "CanopyCore"]),
         .testTarget(name: "CanopyCryptoTests", dependencies: ["CanopyCrypto", "CanopyWire"]),
-        .testTarget(name: "CanopyStoreTests", dependencies: ["CanopyStore", "CanopyCore", "CSQLite"]),
+        .testTarget(
+            name: "CanopyStoreTests",
+            // canopy-crashtest is a dependency so that it is built before the tests spawn it.
+            dependencies: ["CanopyStore", "CanopyCore", "CSQLite", "canopy-crashtest"]),
         .testTarget(
             name: "CanopyReplicationTests",
             dependencies: ["CanopyReplication", "CanopyStore", "CanopyCore", "CanopyWire", "CanopySimulation"]),
