@@ -15,6 +15,8 @@ public enum SessionEvent: Sendable {
     case pullCaughtUp
     /// A one-shot subscription the peer made to us was served completely.
     case pushCompleted
+    /// A batch completed in either direction (progress changed; the session may now be idle).
+    case progress
     /// The session ended.
     case closed(TransportCloseReason)
 }
@@ -73,7 +75,7 @@ public final class ReplicationSession: @unchecked Sendable {
         lastReceived = scheduler.now
         lastSent = scheduler.now
         machine = ConnectionStateMachine(localHello: Hello(
-            databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
+            features: configuration.direction.pulls ? Hello.subscribesFeature : 0, databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
             window: configuration.window))
     }
 
@@ -86,14 +88,23 @@ public final class ReplicationSession: @unchecked Sendable {
             sum.total += source.progress.total
         }
     }
+    /// The newest local sequence the peer has completed through its subscriptions (nil when the
+    /// peer has not subscribed).
+    public var pushAcknowledgedSequence: UInt64? {
+        sources.values.map(\.acknowledgedSequence).max()
+    }
+
     /// True until the session has exchanged hellos and (when it pulls) caught up with the peer
     /// once, and afterwards while batches are in flight in either direction.
     public var isBusy: Bool {
         if isClosed { return false }
         if peerDatabaseID == nil || pendingCheckpointGet != nil { return true }
         if configuration.direction.pulls && !pullRefused && !pullCaughtUpOnce { return true }
-        return !(target?.isDrained ?? true) || sources.values.contains { !$0.isDrained }
+        return awaitingPeerSubscription || !(target?.isDrained ?? true) || sources.values.contains { !$0.isDrained }
     }
+
+    /// The peer announced it will subscribe and has not yet.
+    private var awaitingPeerSubscription = false
 
     /// Whether our subscription reached the peer's end at least once.
     public private(set) var pullCaughtUpOnce = false
@@ -177,6 +188,7 @@ public final class ReplicationSession: @unchecked Sendable {
     private func receiveHello(_ hello: Hello) throws(ReplicationError) {
         peerDatabaseID = hello.databaseID
         peerWindow = hello.window
+        awaitingPeerSubscription = configuration.direction.pushes && hello.features & Hello.subscribesFeature != 0
         onEvent(.connected(peerDatabaseID: hello.databaseID))
         if configuration.direction.pulls { try beginPull() }
     }
@@ -256,6 +268,7 @@ public final class ReplicationSession: @unchecked Sendable {
         guard sources[subscribe.requestID] == nil, sources.count < WireLimits.subscriptionsMax else {
             throw .invalidReference("subscription \(subscribe.requestID) is a duplicate or over the limit")
         }
+        awaitingPeerSubscription = false
         let source = SubscriptionSource(subscribe: subscribe, serving: configuration.pushFilter, store: store,
                                         batchSize: configuration.batchSize, window: min(configuration.window, peerWindow),
                                         revsLimit: store.revsLimit)
@@ -281,6 +294,7 @@ public final class ReplicationSession: @unchecked Sendable {
         }
         for event in try source.receive(reply, send: send) { onEvent(.document(event)) }
         try pump(source)
+        onEvent(.progress)
     }
 
     private func receiveRevisionsAck(_ ack: RevisionsAck) throws(ReplicationError) {
@@ -289,6 +303,7 @@ public final class ReplicationSession: @unchecked Sendable {
         }
         for event in try source.receive(ack) { onEvent(.document(event)) }
         try pump(source)
+        onEvent(.progress)
     }
 
     private func localChangesCommitted() {

@@ -42,6 +42,8 @@ final class SubscriptionSource {
     /// True when a one-shot subscription has sent its last batch.
     private(set) var finishedSending = false
     private(set) var progress = ReplicationProgress()
+    /// The sequence of the newest batch the peer completed, with every batch before it.
+    private(set) var acknowledgedSequence: UInt64
 
     init(subscribe: Subscribe, serving pushFilter: ReplicationFilter, store: DocumentStore, batchSize: Int, window: Int, revsLimit: Int) {
         subscriptionID = subscribe.requestID
@@ -52,6 +54,7 @@ final class SubscriptionSource {
         self.window = window
         self.revsLimit = revsLimit
         cursor = Int64(clamping: subscribe.since)
+        acknowledgedSequence = subscribe.since
     }
 
     /// True if `requestID` names one of this source's batches in flight.
@@ -59,8 +62,12 @@ final class SubscriptionSource {
         inFlight.contains { $0.requestID == requestID }
     }
 
-    /// True when every batch sent was completed.
-    var isDrained: Bool { inFlight.isEmpty }
+    /// True when every batch sent was completed and, for a continuous subscription, the changes
+    /// feed has nothing this source has not read (a commit whose notification is still on its way
+    /// counts as work).
+    var isDrained: Bool {
+        inFlight.isEmpty && (finishedSending || cursor >= store.lastSequence)
+    }
 
     /// Reads the changes feed and sends batches while the window has room.
     /// `nextRequestID` allocates request ids; `send` queues messages.
@@ -154,6 +161,7 @@ final class SubscriptionSource {
         while let head = inFlight.first, head.replied, head.unacknowledged == 0 {
             inFlight.removeFirst()
             progress.completed += UInt64(head.entries.count)
+            if let last = head.entries.last { acknowledgedSequence = max(acknowledgedSequence, last.sequence) }
             events += head.sentDocuments.map { DocumentEvent(kind: .pushed, documentID: $0.0, revision: $0.1) }
         }
         return events

@@ -1,0 +1,243 @@
+import CanopyCore
+import CanopyStore
+import CanopyWire
+import Logging
+
+/// Opens connections to one peer. The agent dials TCP and runs the handshake; the simulator
+/// connects simulated links. The completion runs on the replicator's serial context.
+public protocol PeerDialer: AnyObject, Sendable {
+    /// Opens a connection; calls `completion` exactly once.
+    func dial(_ completion: @escaping @Sendable (Result<any MessageTransport, ReplicationError>) -> Void)
+}
+
+/// A snapshot of a peer's replication, for `status` and events.
+public struct PeerStatus: Sendable, Equatable {
+    /// The activity level.
+    public var state: ReplicatorState
+    /// True while a session is open.
+    public var connected: Bool
+    /// Progress receiving the peer's changes.
+    public var pull: ReplicationProgress
+    /// Progress sending ours.
+    public var push: ReplicationProgress
+    /// The newest peer sequence durably received.
+    public var lastPulledSequence: UInt64?
+    /// The newest local sequence the peer acknowledged.
+    public var lastPushedSequence: UInt64?
+    /// Why the last session ended badly, if it did.
+    public var lastError: String?
+}
+
+/// Replication with one configured peer over successive connections (DESIGN.md §4): dials (when
+/// it has a dialer), accepts inbound connections, retries an unreachable or failed peer with
+/// exponential backoff and jitter, and reports state, progress and document events.
+///
+/// All methods must be called on the scheduler's serial context.
+public final class PeerReplicator: @unchecked Sendable {
+    public let peerName: String
+    private let store: DocumentStore
+    private let dialer: (any PeerDialer)?
+    private let scheduler: any ReplicationScheduler
+    private let random: any RandomSource
+    private let configuration: ReplicationConfiguration
+    private let logger: Logger
+    private let onStatus: @Sendable (PeerStatus) -> Void
+    private let onEvent: @Sendable (DocumentEvent) -> Void
+
+    private var backoff: Backoff
+    private var session: ReplicationSession?
+    private var retryTimer: (any Cancellable)?
+    private var dialing = false
+    private var stopped = true
+    private var syncWaiters: [@Sendable (Result<Void, ReplicationError>) -> Void] = []
+    public private(set) var status = PeerStatus(state: .stopped, connected: false, pull: .init(), push: .init())
+
+    /// Creates a replicator; call `start()` to begin.
+    public init(
+        peerName: String, store: DocumentStore, dialer: (any PeerDialer)?, scheduler: any ReplicationScheduler,
+        random: any RandomSource, configuration: ReplicationConfiguration, backoff: Backoff = Backoff(),
+        logger: Logger, onStatus: @escaping @Sendable (PeerStatus) -> Void = { _ in },
+        onEvent: @escaping @Sendable (DocumentEvent) -> Void = { _ in }
+    ) {
+        self.peerName = peerName
+        self.store = store
+        self.dialer = dialer
+        self.scheduler = scheduler
+        self.random = random
+        self.configuration = configuration
+        self.backoff = backoff
+        self.logger = logger
+        self.onStatus = onStatus
+        self.onEvent = onEvent
+    }
+
+    /// The open session, if any.
+    public var currentSession: ReplicationSession? { session }
+
+    /// Starts replicating: dials at once when it has a dialer, else waits for `accept`.
+    public func start() {
+        stopped = false
+        if session == nil { connect() }
+        publish()
+    }
+
+    /// Stops: closes the session cleanly and cancels retries.
+    public func stop() {
+        stopped = true
+        retryTimer?.cancel()
+        retryTimer = nil
+        session?.close(code: .goingAway, reason: "replication stopped")
+        session = nil
+        failWaiters(.disconnected("replication stopped"))
+        setState(.stopped)
+    }
+
+    /// Takes an inbound connection from the peer (already authenticated). An open session is
+    /// replaced: the agent applies the simultaneous-connect rule before calling this.
+    public func accept(_ transport: any MessageTransport) {
+        guard !stopped else {
+            transport.close(.localClosed)
+            return
+        }
+        retryTimer?.cancel()
+        retryTimer = nil
+        if let old = session {
+            session = nil
+            old.close(code: .replaced, reason: "replaced by a newer connection")
+        }
+        open(transport)
+    }
+
+    /// Replicates once and calls `completion` when both directions are caught up (or failed).
+    /// Connects first if needed; a continuous session stays open afterwards.
+    public func sync(_ completion: @escaping @Sendable (Result<Void, ReplicationError>) -> Void) {
+        syncWaiters.append(completion)
+        if stopped { stopped = false }
+        if session == nil && !dialing {
+            retryTimer?.cancel()
+            retryTimer = nil
+            connect()
+        }
+        checkSyncDone()
+    }
+
+    /// Local documents changed since the newest sequence the peer acknowledged (all documents
+    /// when it never acknowledged anything), at most `limit`.
+    public func pendingDocumentIDs(limit: Int = 1000) throws(StoreError) -> [String] {
+        let since = Int64(clamping: session?.pushAcknowledgedSequence ?? status.lastPushedSequence ?? 0)
+        return try store.changes(since: since, limit: limit).map(\.documentID)
+    }
+
+    // MARK: Connections
+
+    private func connect() {
+        guard !stopped, let dialer, !dialing else {
+            if dialer == nil { setState(.offline) }
+            return
+        }
+        dialing = true
+        setState(.connecting)
+        dialer.dial { [weak self] result in
+            guard let self else { return }
+            self.dialing = false
+            switch result {
+            case .success(let transport):
+                if self.stopped || self.session != nil {
+                    transport.close(.localClosed)
+                } else {
+                    self.open(transport)
+                }
+            case .failure(let error):
+                self.status.lastError = "\(error)"
+                self.scheduleRetry(state: .offline)
+            }
+        }
+    }
+
+    private func open(_ transport: any MessageTransport) {
+        let session = ReplicationSession(
+            store: store, transport: transport, scheduler: scheduler, random: random,
+            configuration: configuration, logger: logger
+        ) { [weak self] event in self?.handle(event) }
+        self.session = session
+        status.connected = true
+        session.start()
+        setState(.busy)
+    }
+
+    private func handle(_ event: SessionEvent) {
+        switch event {
+        case .connected:
+            backoff.reset()
+        case .document(let documentEvent):
+            onEvent(documentEvent)
+        case .pullCheckpoint(let sequence):
+            status.lastPulledSequence = sequence
+        case .pullCaughtUp, .pushCompleted, .progress:
+            break
+        case .closed(let reason):
+            session = nil
+            status.connected = false
+            switch reason {
+            case .localClosed: break
+            case .peerClosed: scheduleRetry(state: .offline)
+            case .failed(let detail):
+                status.lastError = detail
+                scheduleRetry(state: .offline)
+            case .protocolViolation(let detail):
+                status.lastError = "protocol violation: \(detail)"
+                scheduleRetry(state: .error)
+            }
+            failWaiters(.disconnected(status.lastError ?? "connection closed"))
+        }
+        refreshFromSession()
+        checkSyncDone()
+    }
+
+    private func scheduleRetry(state: ReplicatorState) {
+        setState(state)
+        guard !stopped, dialer != nil, retryTimer == nil else { return }
+        let delay = backoff.nextDelay(unit: random.nextUnit())
+        retryTimer = scheduler.schedule(after: delay) { [weak self] in
+            guard let self else { return }
+            self.retryTimer = nil
+            if self.session == nil { self.connect() }
+        }
+    }
+
+    // MARK: Status
+
+    private func refreshFromSession() {
+        guard let session else { return publish() }
+        status.pull = session.pullProgress
+        status.push = session.pushProgress
+        if let pushed = session.pushAcknowledgedSequence { status.lastPushedSequence = pushed }
+        let busy = session.isBusy
+        if !session.isClosed {
+            status.state = busy ? .busy : (configuration.continuous ? .idle : .stopped)
+        }
+        publish()
+    }
+
+    private func checkSyncDone() {
+        guard !syncWaiters.isEmpty, let session, !session.isClosed, !session.isBusy else { return }
+        let waiters = syncWaiters
+        syncWaiters = []
+        for waiter in waiters { waiter(.success(())) }
+    }
+
+    private func failWaiters(_ error: ReplicationError) {
+        let waiters = syncWaiters
+        syncWaiters = []
+        for waiter in waiters { waiter(.failure(error)) }
+    }
+
+    private func setState(_ state: ReplicatorState) {
+        status.state = state
+        publish()
+    }
+
+    private func publish() {
+        onStatus(status)
+    }
+}
