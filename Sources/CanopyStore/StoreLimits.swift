@@ -19,6 +19,8 @@ public enum StoreLimits {
     /// Most revisions accepted in one `bulkInsertForeign` call; a replication batch is far smaller
     /// (1000 by default), this only stops a caller from building an unbounded transaction.
     public static let foreignBatchCountMax = 100_000
+    /// Largest `_bulk_docs` body `importBulkDocs` accepts, in bytes (it is parsed in memory).
+    public static let bulkDocsBytesMax = 256 * 1024 * 1024
     /// Most entries `changes(since:limit:)` returns in one call.
     public static let changesLimitMax = 100_000
     /// Largest local-document id, in UTF-8 bytes.

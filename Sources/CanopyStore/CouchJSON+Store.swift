@@ -1,0 +1,108 @@
+import CanopyCore
+import Foundation
+
+/// Export and import in CouchDB's JSON shape (`CouchJSON`).
+///
+/// Imported revision ids are taken as given, **without hash verification**: ids from CouchDB
+/// (MD5 over Erlang terms) or PouchDB can never match Canopy's content hash. Only replication
+/// input is hash-verified. An imported tree therefore replicates to Canopy peers as it is, but a
+/// Canopy node that makes the same edit as CouchDB did produces a different id.
+extension DocumentStore {
+    /// The current revision of `id` in CouchDB shape, with `_revisions` and `_conflicts`.
+    public func exportCouchDocument(id: String) throws(StoreError) -> JSONValue {
+        let document = try get(id: id, options: [.revisions, .conflicts])
+        let history = document.history ?? [document.revision]
+        let path: RevisionPath
+        do { path = try RevisionPath(leaf: document.revision, kind: document.kind, ancestors: Array(history.dropFirst())) } catch {
+            throw .corrupt(detail: "stored history of \"\(id.prefix(80))\": \(error)")
+        }
+        return CouchJSON.export(documentID: id, path: path, body: document.body, conflicts: document.conflicts)
+    }
+
+    /// Every leaf of every document (open and closed), in changes order, as a `_bulk_docs` body
+    /// with `"new_edits": false`: importing it elsewhere rebuilds the same trees (up to
+    /// `revsLimit` deep) with the same revision ids and kinds.
+    public func exportBulkDocs() throws(StoreError) -> [UInt8] {
+        let limit = revsLimit
+        let docs = try read { db -> [JSONValue] in
+            let ids = try db.query("SELECT doc_id FROM documents ORDER BY sequence") { $0.text(0) }
+            var docs: [JSONValue] = []
+            for id in ids {
+                guard let document = try RevisionRows.load(db, documentID: id) else { continue }
+                for leaf in document.tree.leaves {
+                    guard let bytes = try RevisionRows.body(db, of: document, revision: leaf.id) else {
+                        throw StoreError.bodyUnavailable(documentID: id, revision: leaf.id)
+                    }
+                    let body = try InputValidation.parseBody(bytes, documentID: id)
+                    let ancestry = document.tree.ancestry(of: leaf.id, limit: limit)
+                    let path = try RevisionPath(leaf: leaf.id, kind: leaf.kind, ancestors: Array(ancestry.dropFirst()))
+                    docs.append(CouchJSON.export(documentID: id, path: path, body: body))
+                }
+            }
+            return docs
+        }
+        return CanonicalJSON.encode(.object(["docs": .array(docs), "new_edits": .bool(false)]))
+    }
+
+    /// Imports a `_bulk_docs` body with `"new_edits": false`: every entry is a revision with its
+    /// history, inserted as received from a peer (ids not hash-verified, see above), then the
+    /// node's conflict policy runs. One transaction: a bad entry fails the whole import.
+    ///
+    /// `couchDB: true` is for data that came from CouchDB or Cloudant, which end a losing branch
+    /// with an ordinary deletion: a deleted leaf that is not CouchDB's winner among the document's
+    /// imported leaves is imported as a closing tombstone, so the document reads as CouchDB showed
+    /// it. Without it, such a deletion is a user's deletion and deletes-win applies (DESIGN §3).
+    public func importBulkDocs(_ bytes: some Collection<UInt8>, couchDB: Bool = false) throws(StoreError) -> [ForeignDocumentResult] {
+        let imported: [CouchJSON.ImportedRevision]
+        do {
+            imported = try Self.parseBulkDocs(bytes)
+        } catch {
+            throw .invalidInput(error)
+        }
+        let revisions = (couchDB ? Self.closingCouchLosers(imported) : imported).map { revision in
+            ForeignRevision(documentID: revision.documentID, path: revision.path, body: .value(revision.body))
+        }
+        return try bulkInsertForeign(revisions, idCheck: .trusted)
+    }
+
+    static func parseBulkDocs(_ bytes: some Collection<UInt8>) throws(StoreInputError) -> [CouchJSON.ImportedRevision] {
+        guard bytes.count <= StoreLimits.bulkDocsBytesMax else {
+            throw .bodyTooLarge(documentID: nil, bytes: bytes.count, limit: StoreLimits.bulkDocsBytesMax)
+        }
+        let value: JSONValue
+        do { value = try JSONValue.parse(Data(bytes)) } catch { throw .invalidJSON(documentID: nil, detail: error.description) }
+        guard case .object(let members) = value, case .array(let docs)? = members["docs"] else {
+            throw .invalidCouchDocument(documentID: nil, detail: "a _bulk_docs body is {\"docs\": […], \"new_edits\": false}")
+        }
+        guard members["new_edits"] == .bool(false) else {
+            throw .invalidCouchDocument(documentID: nil, detail: "only \"new_edits\": false is supported (revisions as received)")
+        }
+        guard docs.count <= StoreLimits.foreignBatchCountMax else {
+            throw .batchTooLarge(count: docs.count, limit: StoreLimits.foreignBatchCountMax)
+        }
+        return try docs.map { doc throws(StoreInputError) in try CouchJSON.importRevision(doc) }
+    }
+
+    /// Rewrites, per document, every deleted leaf that is not CouchDB's winner (non-deleted first,
+    /// then higher generation, then higher digest) as a closing tombstone. Entries that are
+    /// ancestors of other entries are not leaves and are left alone.
+    static func closingCouchLosers(_ revisions: [CouchJSON.ImportedRevision]) -> [CouchJSON.ImportedRevision] {
+        var byDocument: [String: [Int]] = [:]
+        for (index, revision) in revisions.enumerated() { byDocument[revision.documentID, default: []].append(index) }
+        var result = revisions
+        for indices in byDocument.values {
+            let ancestors = Set(indices.flatMap { revisions[$0].path.ancestors })
+            let leaves = indices.filter { !ancestors.contains(revisions[$0].path.leaf) }
+            let nodes = leaves.map { RevTree.Node(id: revisions[$0].path.leaf, parent: nil, kind: revisions[$0].path.kind) }
+            guard let winner = nodes.sorted(by: RevTree.canonicalOrder).first else { continue }
+            for index in leaves {
+                let revision = revisions[index]
+                guard revision.path.leaf != winner.id, revision.path.kind == .deleted,
+                    let path = try? RevisionPath(leaf: revision.path.leaf, kind: .closed, ancestors: revision.path.ancestors)
+                else { continue }
+                result[index] = CouchJSON.ImportedRevision(documentID: revision.documentID, path: path, body: revision.body)
+            }
+        }
+        return result
+    }
+}
