@@ -37,36 +37,36 @@ public struct SealingStream {
         precondition(status == 0, "secretstream init failed with valid sizes")
     }
 
-    /// Seals `plaintext` as one complete frame (length prefix included).
-    public mutating func seal(_ plaintext: [UInt8], final: Bool = false) throws(CryptoError) -> [UInt8] {
-        var frame: [UInt8] = []
-        try seal(plaintext, final: final, appendingTo: &frame)
-        return frame
-    }
-
-    /// Seals `plaintext` as one frame appended to `output`, avoiding a copy for batched writes.
-    public mutating func seal(_ plaintext: [UInt8], final: Bool = false, appendingTo output: inout [UInt8])
-        throws(CryptoError)
+    /// Seals `plaintext` as one complete frame (length prefix included), placed after `leading`
+    /// bytes (e.g. the stream header) in a single allocation.
+    public mutating func seal(_ plaintext: [UInt8], final: Bool = false, after leading: [UInt8] = [])
+        throws(CryptoError) -> [UInt8]
     {
         guard !finished else { throw .channelUnusable }
         guard plaintext.count <= WireLimits.framePlaintextBytesMax else {
             throw .plaintextTooLarge(plaintext.count)
         }
-        let start = output.count
-        output.append(contentsOf: FrameEncoder.header(plaintextCount: plaintext.count))
-        output.append(contentsOf: repeatElement(0, count: plaintext.count + WireLimits.secretstreamOverheadBytes))
+        let prefix = FrameEncoder.header(plaintextCount: plaintext.count)
+        let frameStart = leading.count + prefix.count
+        let total = frameStart + plaintext.count + WireLimits.secretstreamOverheadBytes
         let tag = final ? SecretStreamTag.final : SecretStreamTag.message
-        let status = output.withUnsafeMutableBufferPointer { out in
-            let prefix = out.baseAddress! + start
-            return plaintext.withUnsafeBufferPointer { message in
-                crypto_secretstream_xchacha20poly1305_push(
-                    &state, prefix + WireLimits.frameHeaderBytes, nil,
-                    message.baseAddress, UInt64(message.count),
-                    prefix, UInt64(WireLimits.frameHeaderBytes), tag)
+        var status: Int32 = -1
+        let output = [UInt8](unsafeUninitializedCapacity: total) { out, initialized in
+            let base = out.baseAddress!
+            if !leading.isEmpty {
+                leading.withUnsafeBufferPointer { base.update(from: $0.baseAddress!, count: $0.count) }
             }
+            prefix.withUnsafeBufferPointer { (base + leading.count).update(from: $0.baseAddress!, count: $0.count) }
+            status = plaintext.withUnsafeBufferPointer { message in
+                crypto_secretstream_xchacha20poly1305_push(
+                    &state, base + frameStart, nil, message.baseAddress, UInt64(message.count),
+                    base + leading.count, UInt64(prefix.count), tag)
+            }
+            initialized = total
         }
         precondition(status == 0, "secretstream push failed with a bounded message")
         if final { finished = true }
+        return output
     }
 }
 

@@ -26,12 +26,8 @@ public struct SecureChannel {
     /// Seals one plaintext (at most `WireLimits.framePlaintextBytesMax` bytes) into the bytes
     /// to write: a complete frame, preceded by the stream header the first time.
     public mutating func seal(_ plaintext: [UInt8], final: Bool = false) throws(CryptoError) -> [UInt8] {
-        var output: [UInt8] = []
-        if !headerSent {
-            output = sealing.header
-            headerSent = true
-        }
-        try sealing.seal(plaintext, final: final, appendingTo: &output)
+        let output = try sealing.seal(plaintext, final: final, after: headerSent ? [] : sealing.header)
+        headerSent = true
         return output
     }
 
