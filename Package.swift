@@ -12,6 +12,8 @@ let package = Package(
     products: [
         .library(name: "Canopy", targets: ["Canopy"]),
         .executable(name: "canopy-bench", targets: ["canopy-bench"]),
+        .executable(name: "canopyd", targets: ["canopyd"]),
+        .executable(name: "canopyctl", targets: ["canopyctl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -57,6 +59,31 @@ let package = Package(
             name: "Canopy",
             dependencies: ["CanopyCore", "CanopyStore", "CanopyReplication"]),
 
+        // The Dispatch shell: data directory, config, TCP peers, admin socket, wiring.
+        .target(
+            name: "CanopyAgent",
+            dependencies: [
+                "CanopyCore", "CanopyWire", "CanopyCrypto", "CanopyStore", "CanopyReplication", "CSodium",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ]),
+        .executableTarget(
+            name: "canopyd",
+            dependencies: [
+                "CanopyAgent",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tools/canopyd"),
+        .executableTarget(
+            name: "canopyctl",
+            dependencies: [
+                "CanopyAgent",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tools/canopyctl"),
+
         .executableTarget(
             name: "canopy-bench",
             dependencies: [
@@ -79,6 +106,11 @@ let package = Package(
         .testTarget(
             name: "CanopyReplicationTests",
             dependencies: ["CanopyReplication", "CanopyStore", "CanopyCore", "CanopyWire", "CanopySimulation"]),
+        .testTarget(name: "CanopyAgentTests", dependencies: ["CanopyAgent", "CanopyCore"]),
+        // Black-box tests: run the built canopyd/canopyctl binaries as child processes.
+        .testTarget(
+            name: "CanopyEndToEndTests",
+            dependencies: ["CanopyAgent", "CanopyCore", "canopyd", "canopyctl"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,199 @@
+import CanopyCore
+import Dispatch
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Carries out admin requests. The agent implements it; the server only frames and validates.
+protocol AdminRequestHandler: AnyObject, Sendable {
+    /// Handles one request and calls `reply` exactly once, from any queue. `client` lets
+    /// streaming commands (`events`, `resolver`) keep sending after the reply.
+    func handle(_ request: AdminRequest, client: AdminClient, reply: @escaping @Sendable (Result<[String: JSONValue], AdminFailure>) -> Void)
+}
+
+/// The listening admin socket: accepts connections, checks each peer's uid with SO_PEERCRED, and
+/// hands them to `AdminClient`s.
+///
+/// Invariants: state is touched only on `queue`; at most `AgentLimits.adminConnectionsMax`
+/// clients are open; the socket file is removed by `stop()` (and only by it: a file we did not
+/// create is never unlinked).
+final class AdminServer: @unchecked Sendable {
+    let path: String
+    private let queue = DispatchQueue(label: "canopy.admin.server")
+    private let listener: Int32
+    private let allowedUID: uid_t
+    private let logger: Logger
+    private weak var handler: (any AdminRequestHandler)?
+    private var acceptSource: (any DispatchSourceRead)?
+    private var clients: [ObjectIdentifier: AdminClient] = [:]
+    private var stopped = false
+
+    /// Binds the socket at `path` (stale-socket check included, see `Socket.listenUnix`).
+    init(path: String, handler: any AdminRequestHandler, logger: Logger) throws(AgentError) {
+        self.path = path
+        self.listener = try Socket.listenUnix(path)
+        self.allowedUID = getuid()
+        self.handler = handler
+        self.logger = logger
+    }
+
+    /// Starts accepting.
+    func start() {
+        queue.async { [self] in
+            let source = DispatchSource.makeReadSource(fileDescriptor: listener, queue: queue)
+            let fd = listener
+            source.setEventHandler { [weak self] in self?.acceptReady() }
+            source.setCancelHandler { close(fd) }
+            acceptSource = source
+            source.resume()
+        }
+    }
+
+    /// Stops accepting, closes every client and removes the socket file. Synchronous, so a
+    /// shutdown that returns has removed the socket.
+    func stop() {
+        queue.sync {
+            guard !stopped else { return }
+            stopped = true
+            acceptSource?.cancel()
+            acceptSource = nil
+            unlink(path)
+            for client in clients.values { client.closeFromServer() }
+            clients = [:]
+        }
+    }
+
+    /// Number of clients connected (for `stats`).
+    var clientCount: Int { queue.sync { clients.count } }
+
+    private func acceptReady() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        while let fd = Socket.accept(listener) {
+            guard Socket.peerUID(fd) == allowedUID else {
+                logger.warning("admin connection refused: peer uid is not \(allowedUID)")
+                close(fd)
+                continue
+            }
+            guard clients.count < AgentLimits.adminConnectionsMax, let handler else {
+                logger.warning("admin connection refused: \(AgentLimits.adminConnectionsMax) clients already connected")
+                close(fd)
+                continue
+            }
+            let client = AdminClient(fd: fd, handler: handler, logger: logger)
+            let key = ObjectIdentifier(client)
+            clients[key] = client
+            client.start { [weak self] in
+                guard let self else { return }
+                self.queue.async { self.clients[key] = nil }
+            }
+        }
+    }
+}
+
+/// One admin connection: splits the byte stream into lines, decodes each as a request, and writes
+/// exactly one response per request, in request order.
+///
+/// Invariants (all on `queue`): at most one request is being handled at a time (the next line
+/// waits in `lines`), so responses leave in the order requests arrived; `buffer` never holds more
+/// than `AgentLimits.adminLineBytesMax` bytes without a newline: the line-too-long error is sent
+/// and the connection closed instead.
+final class AdminClient: @unchecked Sendable {
+    let queue = DispatchQueue(label: "canopy.admin.client")
+    private let connection: StreamConnection
+    private weak var handler: (any AdminRequestHandler)?
+    private let logger: Logger
+    private var buffer: [UInt8] = []
+    private var lines: [[UInt8]] = []
+    private var busy = false
+    private var closeHandlers: [@Sendable () -> Void] = []
+    private var isClosed = false
+
+    init(fd: Int32, handler: any AdminRequestHandler, logger: Logger) {
+        self.connection = StreamConnection(fd: fd, queue: queue, pendingWriteBytesMax: AgentLimits.adminPendingWriteBytesMax)
+        self.handler = handler
+        self.logger = logger
+    }
+
+    func start(onClose: @escaping @Sendable () -> Void) {
+        queue.async { [self] in
+            closeHandlers.append(onClose)
+            connection.start(onRead: { [weak self] in self?.received($0) }, onClose: { [weak self] in self?.closed() })
+        }
+    }
+
+    /// Sends a line that is not a response (a streamed event or a resolver question).
+    func sendLine(_ value: JSONValue) {
+        let bytes = AdminResponse.line(value)
+        queue.async { [self] in connection.send(bytes) }
+    }
+
+    /// Registers a handler run once when the connection closes (immediately if already closed).
+    func onClose(_ handler: @escaping @Sendable () -> Void) {
+        queue.async { [self] in
+            if isClosed { handler() } else { closeHandlers.append(handler) }
+        }
+    }
+
+    /// Closes from the server side (agent shutdown).
+    func closeFromServer() {
+        queue.async { [self] in connection.closeWhenFlushed() }
+    }
+
+    private func received(_ bytes: [UInt8]) {
+        var start = 0
+        for index in bytes.indices where bytes[index] == UInt8(ascii: "\n") {
+            buffer.append(contentsOf: bytes[start..<index])
+            start = index + 1
+            guard buffer.count <= AgentLimits.adminLineBytesMax else { return lineTooLong() }
+            if !buffer.isEmpty && buffer != [UInt8(ascii: "\r")] { lines.append(buffer) }
+            buffer = []
+        }
+        buffer.append(contentsOf: bytes[start...])
+        guard buffer.count <= AgentLimits.adminLineBytesMax else { return lineTooLong() }
+        handleNext()
+    }
+
+    private func lineTooLong() {
+        logger.warning("admin client sent a line over \(AgentLimits.adminLineBytesMax) bytes; closing it")
+        let failure = AdminFailure(.lineTooLong, "request line exceeds \(AgentLimits.adminLineBytesMax) bytes; closing the connection")
+        // Requests already read are dropped: the connection is going away.
+        lines = []
+        buffer = []
+        connection.send(AdminResponse.failure(id: nil, failure))
+        connection.closeWhenFlushed()
+    }
+
+    private func handleNext() {
+        guard !busy, !connection.isClosed, !lines.isEmpty, let handler else { return }
+        let line = lines.removeFirst()
+        switch AdminRequest.decode(line) {
+        case .failure(let problem):
+            connection.send(AdminResponse.failure(id: problem.id, problem.failure))
+            handleNext()
+        case .success(let request):
+            busy = true
+            handler.handle(request, client: self) { [weak self] result in
+                guard let self else { return }
+                self.queue.async {
+                    switch result {
+                    case .success(let members): self.connection.send(AdminResponse.success(id: request.id, members))
+                    case .failure(let failure): self.connection.send(AdminResponse.failure(id: request.id, failure))
+                    }
+                    self.busy = false
+                    self.handleNext()
+                }
+            }
+        }
+    }
+
+    private func closed() {
+        isClosed = true
+        let handlers = closeHandlers
+        closeHandlers = []
+        for handler in handlers { handler() }
+    }
+}

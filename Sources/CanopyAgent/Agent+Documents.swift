@@ -1,0 +1,145 @@
+import CanopyCore
+import CanopyStore
+import Dispatch
+
+/// Document commands, run on `storeQueue` (the store serialises itself too; the queue keeps a
+/// slow store call from holding up the agent's own queue).
+extension Agent {
+    /// Runs a document command and maps store errors to admin error codes.
+    func documentCommand(_ request: AdminRequest) -> Result<[String: JSONValue], AdminFailure> {
+        dispatchPrecondition(condition: .onQueue(storeQueue))
+        do {
+            switch request.command {
+            case "put": return .success(try put(request))
+            case "get": return .success(try get(request))
+            case "delete": return .success(try delete(request))
+            case "conflicts": return .success(try conflicts(request))
+            case "resolve": return .success(try resolve(request))
+            case "changes": return .success(try changes(request))
+            case "import": return .success(try importDocuments(request))
+            case "export": return .success(try exportDocuments(request))
+            case "stats": return .success(try stats())
+            default: preconditionFailure("not a document command: \(request.command)")
+            }
+        } catch let failure as AdminFailure {
+            return .failure(failure)
+        } catch let error as StoreError {
+            return .failure(Self.failure(for: error))
+        } catch {
+            return .failure(AdminFailure(.failed, "\(error)"))
+        }
+    }
+
+    /// The admin error code for a store error: stale revisions are `conflict` (canopyctl exit 3),
+    /// unknown documents `not_found` (exit 4), bad input `invalid_argument`.
+    static func failure(for error: StoreError) -> AdminFailure {
+        switch error {
+        case .conflict: return AdminFailure(.conflict, error.description)
+        case .notFound: return AdminFailure(.notFound, error.description)
+        case .invalidInput: return AdminFailure(.invalidArgument, error.description)
+        default: return AdminFailure(.failed, error.description)
+        }
+    }
+
+    private func put(_ request: AdminRequest) throws -> [String: JSONValue] {
+        let id = try request.string("doc")
+        let body = try request.object("body")
+        let revision = try store.put(id: id, body: body, replacing: try request.optionalRevision("rev"))
+        emit("document.changed", ["doc": .string(id), "rev": .string(revision.description), "origin": .string("local")])
+        return ["doc": .string(id), "rev": .string(revision.description)]
+    }
+
+    private func get(_ request: AdminRequest) throws -> [String: JSONValue] {
+        let id = try request.string("doc")
+        var options: GetOptions = []
+        if try request.bool("revs") { options.insert(.revisions) }
+        if try request.bool("conflicts") { options.insert(.conflicts) }
+        let document: Document
+        if let revision = try request.optionalRevision("rev") {
+            document = try store.get(id: id, rev: revision, options: options)
+        } else {
+            document = try store.get(id: id, options: options)
+        }
+        return ["doc": CouchJSON.document(document)]
+    }
+
+    private func delete(_ request: AdminRequest) throws -> [String: JSONValue] {
+        let id = try request.string("doc")
+        let revision = try store.delete(id: id, rev: try request.revision("rev"))
+        emit("document.changed", ["doc": .string(id), "rev": .string(revision.description), "deleted": .bool(true), "origin": .string("local")])
+        return ["doc": .string(id), "rev": .string(revision.description)]
+    }
+
+    private func conflicts(_ request: AdminRequest) throws -> [String: JSONValue] {
+        let ids = try store.conflictedDocumentIDs()
+        let rows = try ids.map { id -> JSONValue in
+            let document = try store.get(id: id, options: .conflicts)
+            return .object([
+                "doc": .string(id), "rev": .string(document.revision.description),
+                "conflicts": .array((document.conflicts ?? []).map { .string($0.description) }),
+                "deleted_conflicts": .array((document.deletedConflicts ?? []).map { .string($0.description) }),
+            ])
+        }
+        return ["conflicts": .array(rows)]
+    }
+
+    /// `resolve`: exactly one of `pick` (a leaf to keep), `body` (a merged body) or `delete: true`.
+    private func resolve(_ request: AdminRequest) throws -> [String: JSONValue] {
+        let id = try request.string("doc")
+        let decision = try Self.decision(from: request)
+        let before = try store.get(id: id, options: .conflicts)
+        guard !(before.conflicts ?? []).isEmpty else { throw AdminFailure(.notFound, "\"\(id.prefix(80))\" has no conflict") }
+        if case .keep(let revision) = decision, revision != before.revision, !(before.conflicts ?? []).contains(revision) {
+            throw AdminFailure(.invalidArgument, "\(revision) is not one of the conflicting leaves of \"\(id.prefix(80))\"")
+        }
+        let current = try store.resolveConflicts(id: id, resolver: ClosureResolver { _ in decision })
+        emit("conflict.resolved", ["doc": .string(id), "rev": .string(current.description), "by": .string("admin")])
+        return ["doc": .string(id), "rev": .string(current.description)]
+    }
+
+    /// Reads the resolution a request or resolver answer carries.
+    static func decision(from request: AdminRequest) throws(AdminFailure) -> ResolutionDecision {
+        let pick = try request.optionalRevision("pick")
+        let hasBody = request.arguments["body"].map { $0 != .null } ?? false
+        let delete = try request.bool("delete")
+        guard [pick != nil, hasBody, delete].filter({ $0 }).count == 1 else {
+            throw AdminFailure(.invalidArgument, "give exactly one of \"pick\" (a revision), \"body\" (an object) or \"delete\": true")
+        }
+        if let pick { return .keep(pick) }
+        if delete { return .delete }
+        return .merged(try request.object("body"))
+    }
+
+    private func changes(_ request: AdminRequest) throws -> [String: JSONValue] {
+        let since = try request.optionalInt("since", in: 0...Int64.max) ?? 0
+        let limit = try request.optionalInt("limit", in: 1...Int64(AgentLimits.changesLimitMax)) ?? Int64(AgentLimits.changesDefaultLimit)
+        let changes = try store.changes(since: since, limit: Int(limit))
+        let rows = changes.map { change -> JSONValue in
+            var row: [String: JSONValue] = [
+                "seq": .int(change.sequence), "doc": .string(change.documentID),
+                "changes": .array(change.leaves.filter { !$0.kind.isClosed }.map { .object(["rev": .string($0.revision.description)]) }),
+            ]
+            if change.deleted { row["deleted"] = .bool(true) }
+            return .object(row)
+        }
+        return ["results": .array(rows), "last_seq": .int(changes.last?.sequence ?? since)]
+    }
+
+    private func stats() throws(StoreError) -> [String: JSONValue] {
+        var result = try storeCounts()
+        result["revs_limit"] = .int(Int64(store.revsLimit))
+        result["admin_clients"] = .int(Int64(admin?.clientCount ?? 0))
+        result["uptime_seconds"] = .double((Self.wallClock() - startedAt).rounded())
+        return result
+    }
+
+    /// Document, sequence and conflict counts, shared by `status` and `stats`.
+    func storeCounts() throws(StoreError) -> [String: JSONValue] {
+        dispatchPrecondition(condition: .onQueue(storeQueue))
+        return [
+            "doc_count": .int(Int64(try store.documentCount)),
+            "update_seq": .int(store.lastSequence),
+            "conflicted_count": .int(Int64(try store.conflictedCount)),
+        ]
+    }
+}

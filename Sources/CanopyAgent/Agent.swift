@@ -1,0 +1,243 @@
+import CanopyCore
+import CanopyStore
+import Dispatch
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// How `canopyd run` starts an agent.
+public struct AgentOptions: Sendable {
+    /// The data directory.
+    public var directory: DataDirectory
+    /// Overrides the config file's `listen` for this run.
+    public var listen: HostPort?
+    /// Overrides the admin socket path (default `DIR/admin.sock`).
+    public var adminSocketPath: String?
+    /// Where the agent logs.
+    public var logger: Logger
+
+    /// Creates options.
+    public init(directory: DataDirectory, listen: HostPort? = nil, adminSocketPath: String? = nil, logger: Logger) {
+        self.directory = directory
+        self.listen = listen
+        self.adminSocketPath = adminSocketPath
+        self.logger = logger
+    }
+}
+
+/// The running agent: owns the data directory lock, the store, the config, the admin socket, the
+/// peer connections and the replication controller, and wires them together.
+///
+/// Threading (STYLE.md §9): `queue` guards the agent's own state (config, events, pending peers,
+/// resolver registrations); the store is used only on `storeQueue`, so a slow import never
+/// delays `status`; sockets run on their own queues. Public methods enqueue.
+public final class Agent: @unchecked Sendable {
+    let queue = DispatchQueue(label: "canopy.agent")
+    let storeQueue = DispatchQueue(label: "canopy.agent.store")
+    let options: AgentOptions
+    let logger: Logger
+    let identity: AgentIdentity
+    let store: DocumentStore
+    let notifier: SystemdNotifier
+    private let lock: DirectoryLock
+    let startedAt: Double
+
+    var config: AgentConfig
+    var configText: String
+    var parsedConfig: ParsedConfig
+    var events = EventRing()
+    var eventSubscribers: [ObjectIdentifier: AdminClient] = [:]
+    var pendingPeers: [String: PendingPeerRecord] = [:]
+    var resolver: ResolverBroker?
+    var replication: any ReplicationController
+    var peers: PeerConnectionManager?
+    var admin: AdminServer?
+    var boundListen: HostPort?
+    var shuttingDown = false
+    private var shutdownWaiters: [@Sendable () -> Void] = []
+
+    /// Takes the lock, loads identity and config, opens the store. Nothing listens yet.
+    public init(options: AgentOptions, environment: [String: String]) throws(AgentError) {
+        self.options = options
+        self.logger = options.logger
+        let directory = options.directory
+        try directory.requireInitialized()
+        lock = try DirectoryLock(path: directory.lockPath)
+        identity = try AgentIdentity.load(path: directory.identityPath)
+        (configText, parsedConfig) = try Self.readConfig(directory.configPath)
+        config = parsedConfig.config
+        if let listen = options.listen { config.listen = listen }
+        do {
+            let storeConfiguration = DocumentStore.Configuration(
+                revsLimit: config.revsLimit, conflictPolicy: config.conflicts == .manual ? .manual : .automatic,
+                logger: Logger(label: "canopy.store"))
+            store = try DocumentStore(path: directory.databasePath, configuration: storeConfiguration)
+        } catch {
+            throw .store(error.description)
+        }
+        notifier = SystemdNotifier(environment: environment)
+        startedAt = Self.wallClock()
+        replication = DetachedReplication()
+    }
+
+    /// The node id.
+    public var nodeID: String { identity.nodeID }
+
+    /// Replaces the replication controller (the lead plugs the engine in here before `start`).
+    public func setReplicationController(_ controller: any ReplicationController) {
+        queue.sync { replication = controller }
+    }
+
+    /// Binds the admin socket and the peer listener, applies the config, and tells systemd it is
+    /// ready. Throws if either socket cannot be bound (a live agent on the admin socket included).
+    public func start() throws(AgentError) {
+        let socketPath = options.adminSocketPath ?? options.directory.adminSocketPath
+        let manager = PeerConnectionManager(localNodeID: identity.nodeID, logger: logger, events: self)
+        let port = try manager.start(listen: config.listen)
+        let server = try AdminServer(path: socketPath, handler: self, logger: logger)
+        queue.sync {
+            peers = manager
+            admin = server
+            boundListen = HostPort(host: config.listen.host, port: port)
+            replication.apply(config: config)
+            manager.apply(peers: config.peers)
+        }
+        server.start()
+        logger.info("canopyd \(identity.nodeID) listening on \(boundListen!) (admin socket \(socketPath))")
+        emit("agent.started", ["node_id": .string(identity.nodeID), "listen": .string(boundListen!.description)])
+        notifier.ready(status: "listening on \(boundListen!)")
+    }
+
+    /// Re-reads the config file and applies it. A bad file is reported and the running config
+    /// kept, so a typo never takes an agent down. `completion` gets the error if any.
+    public func reload(_ completion: @escaping @Sendable (AgentError?) -> Void = { _ in }) {
+        queue.async { [self] in
+            notifier.reloading()
+            defer { notifier.ready() }
+            do throws(AgentError) {
+                let (text, parsed) = try Self.readConfig(options.directory.configPath)
+                applyConfig(text: text, parsed: parsed)
+                logger.info("config reloaded: \(config.peers.count) peers")
+                emit("config.reloaded", ["peers": .int(Int64(config.peers.count))])
+                completion(nil)
+            } catch {
+                logger.error("config reload failed, keeping the running config: \(error)")
+                emit("config.error", ["message": .string(error.description)])
+                completion(error)
+            }
+        }
+    }
+
+    /// Applies a parsed config. The listen address and conflict policy take effect on restart;
+    /// peers and limits at once. Runs on `queue`.
+    func applyConfig(text: String, parsed: ParsedConfig) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        var next = parsed.config
+        if let listen = options.listen { next.listen = listen }
+        if next.listen != config.listen || next.conflicts != config.conflicts || next.revsLimit != config.revsLimit {
+            logger.warning("listen, conflicts and revs-limit changes take effect when the agent restarts")
+            next.listen = config.listen
+            next.conflicts = config.conflicts
+            next.revsLimit = config.revsLimit
+        }
+        configText = text
+        parsedConfig = parsed
+        config = next
+        for peer in next.peers { pendingPeers[peer.nodeID] = nil }
+        replication.apply(config: next)
+        peers?.apply(peers: next.peers)
+    }
+
+    /// Shuts down cleanly: stops accepting, lets replication finish its batch and checkpoint,
+    /// closes connections, removes the admin socket, then calls `completion` (once, even if
+    /// asked several times). Work still running after `AgentLimits.shutdownGraceSeconds` is abandoned.
+    public func shutdown(_ completion: @escaping @Sendable () -> Void) {
+        queue.async { [self] in
+            shutdownWaiters.append(completion)
+            guard !shuttingDown else { return }
+            shuttingDown = true
+            notifier.stopping()
+            logger.info("shutting down")
+            emit("agent.stopping", [:])
+            let finished = DispatchGroup()
+            finished.enter()
+            replication.shutdown { finished.leave() }
+            finished.notify(queue: queue) { self.finishShutdown() }
+            queue.asyncAfter(deadline: .now() + AgentLimits.shutdownGraceSeconds) { self.finishShutdown() }
+        }
+    }
+
+    private func finishShutdown() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !shutdownWaiters.isEmpty else { return }
+        peers?.stop()
+        resolver?.stop()
+        admin?.stop()
+        storeQueue.sync {}  // let a store operation in flight commit
+        let waiters = shutdownWaiters
+        shutdownWaiters = []
+        for waiter in waiters { waiter() }
+    }
+
+    /// Records an event and streams it to subscribers. Callable from any queue.
+    func emit(_ type: String, _ data: [String: JSONValue]) {
+        let time = Self.wallClock()
+        queue.async { [self] in
+            let event = events.append(type: type, time: time, data: data)
+            let line = JSONValue.object(["event": event.json])
+            for client in eventSubscribers.values { client.sendLine(line) }
+        }
+    }
+
+    static func readConfig(_ path: String) throws(AgentError) -> (String, ParsedConfig) {
+        let bytes = try DataDirectory.readFile(path, limit: AgentLimits.configFileBytesMax)
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw .config(ConfigError(file: path, line: 0, message: "file is not UTF-8"))
+        }
+        do {
+            return (text, try ConfigParser(file: path, normalizeNodeID: AgentIdentity.normalizeNodeID).parse(text))
+        } catch {
+            throw .config(error)
+        }
+    }
+
+    /// Seconds since the Unix epoch (event timestamps and uptime; never used for decisions).
+    static func wallClock() -> Double {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+    }
+}
+
+extension Agent: ReplicationEventSink, PeerEventSink {
+    public func emit(type: String, data: [String: JSONValue]) { emit(type, data) }
+
+    func peerRefused(nodeID: String, address: String) {
+        queue.async { [self] in
+            var record = pendingPeers[nodeID] ?? PendingPeerRecord(nodeID: nodeID, address: address, attempts: 0, lastSeen: 0)
+            guard pendingPeers[nodeID] != nil || pendingPeers.count < AgentLimits.pendingPeersMax else { return }
+            record.address = address
+            record.attempts += 1
+            record.lastSeen = Self.wallClock()
+            pendingPeers[nodeID] = record
+        }
+        emit("peer.pending", ["node_id": .string(nodeID), "address": .string(address)])
+    }
+
+    func peerConnected(nodeID: String, transport: any PeerTransport) {
+        queue.async { [self] in replication.connectionEstablished(peer: nodeID, transport: transport) }
+        emit("peer.connected", ["node_id": .string(nodeID)])
+    }
+}
+
+/// A peer that connected with a valid handshake but is not in the config (DESIGN.md §5).
+struct PendingPeerRecord: Sendable, Equatable {
+    var nodeID: String
+    var address: String
+    var attempts: Int
+    var lastSeen: Double
+}

@@ -1,0 +1,165 @@
+import CanopyReplication
+
+/// The agent's configuration, as read from `DIR/canopy.conf`.
+///
+/// The file format (documented in README.md, "Running the agent"):
+///
+/// ```
+/// # comment lines start with '#'; blank lines are ignored
+/// listen = 127.0.0.1:4987          # HOST:PORT, port 0 picks a free port
+/// conflicts = automatic            # automatic | manual
+/// revs-limit = 1000                # ancestors kept per leaf
+///
+/// [limits]
+/// batch-revisions = 500            # revisions per replication batch
+/// batches-in-flight = 4            # pipelined batches per peer
+/// heartbeat-seconds = 30           # idle connections send a heartbeat this often
+///
+/// [peer NODE-ID]                   # one section per allowed peer
+/// address = 192.0.2.7:4987         # where to dial it; "-" or absent: never dial, accept only
+/// direction = both                 # push | pull | both
+/// mode = continuous                # continuous | once
+/// ```
+///
+/// Invariants: peers are unique by node id and kept in file order; every numeric value is within
+/// the range `ConfigParser` enforces.
+public struct AgentConfig: Sendable, Equatable {
+    /// Where the agent listens for peers. Port 0 asks the kernel for a free port.
+    public var listen: HostPort
+    /// How conflicts from peers are settled (`custom` is chosen at run time by a resolver client).
+    public var conflicts: ConflictMode
+    /// Revision ancestors kept per leaf.
+    public var revsLimit: Int
+    /// Replication tuning.
+    public var limits: ReplicationLimits
+    /// Allowed peers, in file order.
+    public var peers: [PeerConfig]
+
+    /// The defaults `canopyd init` writes.
+    public static let defaultListen = HostPort(host: "127.0.0.1", port: 4987)
+    /// The default revs limit (DESIGN.md §2).
+    public static let defaultRevsLimit = 1000
+
+    /// Creates a configuration.
+    public init(
+        listen: HostPort = AgentConfig.defaultListen, conflicts: ConflictMode = .automatic,
+        revsLimit: Int = AgentConfig.defaultRevsLimit, limits: ReplicationLimits = ReplicationLimits(),
+        peers: [PeerConfig] = []
+    ) {
+        self.listen = listen
+        self.conflicts = conflicts
+        self.revsLimit = revsLimit
+        self.limits = limits
+        self.peers = peers
+    }
+
+    /// The peer with this node id, if configured.
+    public func peer(_ nodeID: String) -> PeerConfig? {
+        peers.first { $0.nodeID == nodeID }
+    }
+}
+
+/// The node's conflict policy as the config file names it.
+public enum ConflictMode: String, Sendable, Equatable, CaseIterable {
+    /// Deletes win, then most revisions, then higher hash.
+    case automatic
+    /// Conflicts are kept until resolved through the admin socket or the library.
+    case manual
+}
+
+/// Whether a replication runs until stopped or once.
+public enum ReplicationMode: String, Sendable, Equatable, CaseIterable {
+    /// Keep the connection and push new changes as they commit.
+    case continuous
+    /// Replicate what is there, then stop.
+    case once
+}
+
+/// Replication tuning from the `[limits]` section.
+public struct ReplicationLimits: Sendable, Equatable {
+    /// Revisions per batch.
+    public var batchRevisions: Int = 500
+    /// Batches in flight per peer (the pipelining window).
+    public var batchesInFlight: Int = 4
+    /// Heartbeat interval on idle connections.
+    public var heartbeatSeconds: Int = 30
+
+    /// Creates limits with the defaults.
+    public init(batchRevisions: Int = 500, batchesInFlight: Int = 4, heartbeatSeconds: Int = 30) {
+        self.batchRevisions = batchRevisions
+        self.batchesInFlight = batchesInFlight
+        self.heartbeatSeconds = heartbeatSeconds
+    }
+}
+
+/// One allowed peer.
+public struct PeerConfig: Sendable, Equatable {
+    /// The peer's node id, in the canonical text form.
+    public var nodeID: String
+    /// Where to dial it; nil means this node only accepts its connections.
+    public var address: HostPort?
+    /// Which way documents flow.
+    public var direction: ReplicationDirection
+    /// Continuous or one-shot.
+    public var mode: ReplicationMode
+
+    /// Creates a peer entry.
+    public init(
+        nodeID: String, address: HostPort?, direction: ReplicationDirection = .both,
+        mode: ReplicationMode = .continuous
+    ) {
+        self.nodeID = nodeID
+        self.address = address
+        self.direction = direction
+        self.mode = mode
+    }
+}
+
+/// A `HOST:PORT` pair. IPv6 hosts are written in brackets: `[::1]:4987`.
+public struct HostPort: Sendable, Hashable, CustomStringConvertible {
+    /// A host name or numeric address, without brackets.
+    public var host: String
+    /// The TCP port; 0 only makes sense for listening.
+    public var port: UInt16
+
+    /// Creates a host and port.
+    public init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `HOST:PORT` or `[V6]:PORT`; nil if malformed. The host may not be empty.
+    public init?(parsing text: some StringProtocol) {
+        let text = String(text)
+        let hostPart: Substring
+        let portPart: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            hostPart = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            guard rest.hasPrefix(":") else { return nil }
+            portPart = rest.dropFirst()
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { return nil }
+            hostPart = text[..<colon]
+            portPart = text[text.index(after: colon)...]
+            if hostPart.contains(":") { return nil }  // a bare IPv6 address needs brackets
+        }
+        guard !hostPart.isEmpty, !hostPart.contains(where: { $0 == " " || $0 == "\t" }),
+            !portPart.isEmpty, portPart.allSatisfy(\.isASCIIDigit), portPart.count <= 5,
+            let port = UInt16(portPart)
+        else { return nil }
+        self.host = String(hostPart)
+        self.port = port
+    }
+
+    /// `HOST:PORT`, with brackets around an IPv6 host.
+    public var description: String {
+        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+}
+
+extension Character {
+    /// True for the ASCII digits 0–9 only (not other Unicode digits).
+    var isASCIIDigit: Bool { ("0"..."9").contains(self) }
+}

@@ -1,0 +1,73 @@
+/// Every limit and timing the agent shell uses, in one place (STYLE.md §6). Units go last.
+///
+/// Each value is checked before anything sized by untrusted input is allocated: a request line is
+/// measured against `adminLineBytesMax` while it is being buffered, not after.
+public enum AgentLimits {
+    /// The longest admin request line, newline excluded. A client that sends more gets an error
+    /// response and the connection is closed: the agent will not buffer an unbounded line.
+    /// 1 MiB holds a document at the store's body limit plus its JSON escaping overhead.
+    public static let adminLineBytesMax = 1 << 20
+
+    /// Admin connections served at once; more are accepted and closed immediately so a runaway
+    /// script cannot exhaust file descriptors the peers need.
+    public static let adminConnectionsMax = 64
+
+    /// Bytes of responses queued for one admin client that is not reading. Beyond this the client
+    /// is disconnected (an `events` stream reader that stalls must not grow the agent's memory).
+    public static let adminPendingWriteBytesMax = 16 << 20
+
+    /// Events kept for `events --since` resumption. A client further behind is told how many
+    /// it missed (`gap`), as Syncthing's and Nomad's event streams do.
+    public static let eventRingCapacity = 4096
+
+    /// Seconds a registered resolver client has to answer one conflict before the conflict is
+    /// kept (and retried on the next pass).
+    public static let resolverTimeoutSeconds = 10.0
+
+    /// Conflicts sent to a resolver client per `resolver` pass.
+    public static let resolverBatchMax = 256
+
+    /// Seconds a shutdown waits for work in flight before closing anyway.
+    public static let shutdownGraceSeconds = 10.0
+
+    /// The longest config file read; anything larger is certainly not hand-written.
+    public static let configFileBytesMax = 1 << 20
+
+    /// Peers in the config file.
+    public static let peersMax = 1024
+
+    /// Documents returned by one `changes` request when the client gives no `limit`, and the most
+    /// it may ask for.
+    public static let changesDefaultLimit = 1000
+    public static let changesLimitMax = 100_000
+
+    /// Documents in one `import` request (the store checks its own batch limit as well).
+    public static let importDocumentsMax = 100_000
+
+    /// Bytes of an `import` body given inline on the socket.
+    public static let importBodyBytesMax = adminLineBytesMax
+
+    /// Concurrent inbound TCP connections that have not finished their handshake.
+    public static let pendingInboundConnectionsMax = 32
+
+    /// Pending (refused, unknown) peers remembered for `peer accept`; further unknown peers are
+    /// still refused but not listed, so a scan of node ids cannot grow the agent's memory.
+    public static let pendingPeersMax = 256
+
+    /// The TCP listen backlog.
+    public static let tcpListenBacklog = 64
+
+    /// Unix-domain `sun_path` capacity on Linux (UNIX_PATH_MAX, 108), terminating NUL included.
+    public static let unixPathBytesMax = 108
+
+    /// Dial backoff: first delay, ceiling and jitter fraction (seconds).
+    public static let dialBackoffInitialSeconds = 0.5
+    public static let dialBackoffMaximumSeconds = 60.0
+    public static let dialBackoffJitter = 0.5
+
+    /// Seconds a TCP connect may take before it counts as a failed attempt.
+    public static let dialTimeoutSeconds = 10.0
+
+    /// Bytes read from a socket per read call.
+    public static let socketReadChunkBytes = 64 * 1024
+}

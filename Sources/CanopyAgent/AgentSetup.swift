@@ -1,0 +1,30 @@
+import CanopyStore
+
+/// `canopyd init`: makes a data directory ready to run.
+public enum AgentSetup {
+    /// Creates the directory (0700), a new identity (refusing to replace one), the config file
+    /// (kept if already there) and the database. Returns the node id.
+    public static func initialize(directory: DataDirectory, config: AgentConfig) throws(AgentError) -> String {
+        try directory.create()
+        let lock = try DirectoryLock(path: directory.lockPath)  // no agent may run during init
+        let identity = try AgentIdentity.create(at: directory.identityPath)
+        if access(directory.configPath, F_OK) != 0 {
+            try DataDirectory.writeFileAtomically(directory.configPath, Array(ConfigEditor.render(config).utf8), mode: 0o600)
+        }
+        do {
+            let storeConfiguration = DocumentStore.Configuration(
+                revsLimit: config.revsLimit, conflictPolicy: config.conflicts == .manual ? .manual : .automatic)
+            _ = try DocumentStore(path: directory.databasePath, configuration: storeConfiguration)
+        } catch {
+            throw .store(error.description)
+        }
+        withExtendedLifetime(lock) {}
+        return identity.nodeID
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif

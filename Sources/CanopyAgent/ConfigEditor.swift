@@ -1,0 +1,66 @@
+/// Writes config files: a fresh one for `canopyd init`, and line edits for `peer add/remove` that
+/// leave every other line (comments included) exactly as the operator wrote it.
+public enum ConfigEditor {
+    /// The text of a new config file, with comments explaining each setting.
+    public static func render(_ config: AgentConfig) -> String {
+        var text = """
+            # Canopy agent configuration (see README.md, "Running the agent").
+            # Edit freely; `canopyctl reload` or SIGHUP applies changes without a restart.
+
+            listen = \(config.listen)          # HOST:PORT for peers; port 0 picks a free port
+            conflicts = \(config.conflicts.rawValue)     # automatic | manual
+            revs-limit = \(config.revsLimit)          # revision ancestors kept per leaf
+
+            [limits]
+            batch-revisions = \(config.limits.batchRevisions)
+            batches-in-flight = \(config.limits.batchesInFlight)
+            heartbeat-seconds = \(config.limits.heartbeatSeconds)
+
+            """
+        for peer in config.peers {
+            text += "\n" + peerSection(peer)
+        }
+        return text
+    }
+
+    /// The lines of one `[peer …]` section, newline-terminated.
+    public static func peerSection(_ peer: PeerConfig) -> String {
+        """
+        [peer \(peer.nodeID)]
+        address = \(peer.address.map(\.description) ?? "-")
+        direction = \(peer.direction.rawValue)
+        mode = \(peer.mode.rawValue)
+
+        """
+    }
+
+    /// `text` with the peer's section replaced (if present) or appended (if not).
+    /// `parsed` must be the result of parsing `text`.
+    public static func settingPeer(_ peer: PeerConfig, in text: String, parsed: ParsedConfig) -> String {
+        if parsed.peerSections[peer.nodeID] != nil {
+            let without = removingPeer(peer.nodeID, from: text, parsed: parsed)
+            return appending(peerSection(peer), to: without)
+        }
+        return appending(peerSection(peer), to: text)
+    }
+
+    /// `text` without the peer's section; unchanged if the peer is not in it.
+    /// `parsed` must be the result of parsing `text`.
+    public static func removingPeer(_ nodeID: String, from text: String, parsed: ParsedConfig) -> String {
+        guard let range = parsed.peerSections[nodeID] else { return text }
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        // Take one blank line after the section with it, so repeated add/remove does not
+        // accumulate blank lines.
+        var end = range.upperBound
+        if end < lines.count, lines[end].trimmingSpaces.isEmpty, end + 1 < lines.count { end += 1 }
+        lines.removeSubrange(range.lowerBound..<end)
+        return lines.joined(separator: "\n")
+    }
+
+    private static func appending(_ section: String, to text: String) -> String {
+        if text.isEmpty { return section }
+        if text.hasSuffix("\n\n") { return text + section }
+        if text.hasSuffix("\n") { return text + "\n" + section }
+        return text + "\n\n" + section
+    }
+}

@@ -1,0 +1,185 @@
+import CanopyReplication
+
+/// A problem in a config file, reported as `FILE:LINE: what is wrong` (the form compilers use, so
+/// editors can jump to it). `line` is 1-based; 0 means the file as a whole.
+public struct ConfigError: Error, Equatable, CustomStringConvertible {
+    /// The file name as given to the parser.
+    public var file: String
+    /// The 1-based line, or 0 for the whole file.
+    public var line: Int
+    /// What is wrong, for a human.
+    public var message: String
+
+    /// Creates an error.
+    public init(file: String, line: Int, message: String) {
+        self.file = file
+        self.line = line
+        self.message = message
+    }
+
+    public var description: String { "\(file):\(line): \(message)" }
+}
+
+/// The result of parsing: the configuration and, for each peer section, the lines it spans, which
+/// `ConfigEditor` uses to remove or replace a peer without touching the rest of the file.
+public struct ParsedConfig: Sendable, Equatable {
+    /// The configuration.
+    public var config: AgentConfig
+    /// Node id → 0-based line range of its `[peer …]` section, from the header through its last
+    /// key line (comments and blank lines after it belong to whatever follows).
+    public var peerSections: [String: Range<Int>]
+}
+
+/// Parses the agent's line-based config format (see `AgentConfig` for the grammar). Pure: it reads
+/// only the text it is given.
+public struct ConfigParser: Sendable {
+    /// Turns a node id as written in the file into its canonical text, or nil if it is not one.
+    public typealias NodeIDNormalizer = @Sendable (String) -> String?
+
+    private let file: String
+    private let normalizeNodeID: NodeIDNormalizer
+
+    /// Creates a parser. `file` is used only in error messages.
+    public init(file: String, normalizeNodeID: @escaping NodeIDNormalizer) {
+        self.file = file
+        self.normalizeNodeID = normalizeNodeID
+    }
+
+    private enum Section: Equatable {
+        case top
+        case limits
+        case peer(String)
+    }
+
+    /// Parses the whole text; the first problem found is thrown.
+    public func parse(_ text: String) throws(ConfigError) -> ParsedConfig {
+        guard text.utf8.count <= AgentLimits.configFileBytesMax else {
+            throw ConfigError(file: file, line: 0, message: "file exceeds \(AgentLimits.configFileBytesMax) bytes")
+        }
+        var config = AgentConfig()
+        var sections: [String: Range<Int>] = [:]
+        var section = Section.top
+        var seenKeys: Set<String> = []
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        for (index, rawLine) in lines.enumerated() {
+            let lineNumber = index + 1
+            let line = Self.stripComment(rawLine)
+            if line.isEmpty { continue }
+            if line.hasPrefix("[") {
+                section = try parseHeader(line, lineNumber: lineNumber, config: &config)
+                if case .peer(let id) = section { sections[id] = index..<index + 1 }
+                seenKeys = []
+                continue
+            }
+            guard let equals = line.firstIndex(of: "=") else {
+                throw error(lineNumber, "expected `key = value` or `[section]`, found \"\(line.prefix(60))\"")
+            }
+            let key = line[..<equals].trimmingSpaces
+            let value = line[line.index(after: equals)...].trimmingSpaces
+            guard !key.isEmpty else { throw error(lineNumber, "missing key before '='") }
+            guard !value.isEmpty else { throw error(lineNumber, "missing value for `\(key)`") }
+            guard seenKeys.insert(key).inserted else { throw error(lineNumber, "`\(key)` is set twice in this section") }
+            switch section {
+            case .top: try applyTop(key, value, lineNumber, &config)
+            case .limits: try applyLimit(key, value, lineNumber, &config.limits)
+            case .peer(let id):
+                try applyPeer(key, value, lineNumber, &config.peers[config.peers.count - 1])
+                sections[id] = sections[id]!.lowerBound..<index + 1
+            }
+        }
+        return ParsedConfig(config: config, peerSections: sections)
+    }
+
+    private func parseHeader(_ line: String, lineNumber: Int, config: inout AgentConfig) throws(ConfigError) -> Section {
+        guard line.hasSuffix("]") else { throw error(lineNumber, "section header must end with ']'") }
+        let inner = line.dropFirst().dropLast().trimmingSpaces
+        if inner == "limits" { return .limits }
+        let words = inner.split(separator: " ", omittingEmptySubsequences: true)
+        guard words.count == 2, words[0] == "peer" else {
+            throw error(lineNumber, "unknown section [\(inner)]; expected [limits] or [peer NODE-ID]")
+        }
+        guard let id = normalizeNodeID(String(words[1])) else {
+            throw error(lineNumber, "\"\(words[1].prefix(80))\" is not a valid node id")
+        }
+        guard config.peer(id) == nil else { throw error(lineNumber, "peer \(id) is listed twice") }
+        guard config.peers.count < AgentLimits.peersMax else {
+            throw error(lineNumber, "more than \(AgentLimits.peersMax) peers")
+        }
+        config.peers.append(PeerConfig(nodeID: id, address: nil))
+        return .peer(id)
+    }
+
+    private func applyTop(_ key: String, _ value: String, _ line: Int, _ config: inout AgentConfig) throws(ConfigError) {
+        switch key {
+        case "listen":
+            guard let address = HostPort(parsing: value) else { throw error(line, "listen must be HOST:PORT, found \"\(value)\"") }
+            config.listen = address
+        case "conflicts":
+            config.conflicts = try choice(value, of: ConflictMode.self, key: key, line: line)
+        case "revs-limit":
+            config.revsLimit = try integer(value, key: key, in: 2...100_000, line: line)
+        default:
+            throw error(line, "unknown key `\(key)`; expected listen, conflicts or revs-limit")
+        }
+    }
+
+    private func applyLimit(_ key: String, _ value: String, _ line: Int, _ limits: inout ReplicationLimits) throws(ConfigError) {
+        switch key {
+        case "batch-revisions": limits.batchRevisions = try integer(value, key: key, in: 1...10_000, line: line)
+        case "batches-in-flight": limits.batchesInFlight = try integer(value, key: key, in: 1...64, line: line)
+        case "heartbeat-seconds": limits.heartbeatSeconds = try integer(value, key: key, in: 1...3600, line: line)
+        default:
+            throw error(line, "unknown key `\(key)` in [limits]; expected batch-revisions, batches-in-flight or heartbeat-seconds")
+        }
+    }
+
+    private func applyPeer(_ key: String, _ value: String, _ line: Int, _ peer: inout PeerConfig) throws(ConfigError) {
+        switch key {
+        case "address":
+            if value == "-" { peer.address = nil; return }
+            guard let address = HostPort(parsing: value), address.port != 0 else {
+                throw error(line, "address must be HOST:PORT with a nonzero port, or \"-\", found \"\(value)\"")
+            }
+            peer.address = address
+        case "direction": peer.direction = try choice(value, of: ReplicationDirection.self, key: key, line: line)
+        case "mode": peer.mode = try choice(value, of: ReplicationMode.self, key: key, line: line)
+        default:
+            throw error(line, "unknown key `\(key)` in a peer section; expected address, direction or mode")
+        }
+    }
+
+    private func integer(_ value: String, key: String, in range: ClosedRange<Int>, line: Int) throws(ConfigError) -> Int {
+        guard value.count <= 12, value.allSatisfy(\.isASCIIDigit), let number = Int(value), range.contains(number) else {
+            throw error(line, "\(key) must be an integer from \(range.lowerBound) to \(range.upperBound), found \"\(value.prefix(40))\"")
+        }
+        return number
+    }
+
+    private func choice<T: RawRepresentable & CaseIterable>(
+        _ value: String, of type: T.Type, key: String, line: Int
+    ) throws(ConfigError) -> T where T.RawValue == String {
+        if let result = T(rawValue: value) { return result }
+        let options = T.allCases.map(\.rawValue).joined(separator: ", ")
+        throw error(line, "\(key) must be one of \(options), found \"\(value.prefix(40))\"")
+    }
+
+    private func error(_ line: Int, _ message: String) -> ConfigError {
+        ConfigError(file: file, line: line, message: message)
+    }
+
+    /// The line without its comment (from the first `#`) and surrounding spaces/tabs/CR.
+    /// No value in this format may contain `#`, so no quoting is needed.
+    static func stripComment(_ line: Substring) -> String {
+        let content = line.firstIndex(of: "#").map { line[..<$0] } ?? line
+        return content.trimmingSpaces
+    }
+}
+
+extension StringProtocol {
+    /// The text without leading and trailing spaces, tabs and carriage returns.
+    var trimmingSpaces: String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first...last])
+    }
+}

@@ -1,0 +1,130 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The agent's data directory (DESIGN.md §6) and the names inside it:
+///
+/// ```
+/// DIR/              0700, owner only
+///   canopy.conf     the config file (ConfigParser)
+///   identity.key    the node's secret key, 0600
+///   canopy.sqlite   the document database (+ -wal, -shm)
+///   admin.sock      the admin socket, 0600, while an agent runs
+///   canopyd.lock    flock(LOCK_EX) held by the running agent for its whole life
+/// ```
+public struct DataDirectory: Sendable {
+    /// The directory path as given (not canonicalised, so messages show what the user typed).
+    public let path: String
+
+    /// Wraps a path. Nothing is touched on disk.
+    public init(path: String) {
+        self.path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+    }
+
+    public var configPath: String { path + "/canopy.conf" }
+    public var identityPath: String { path + "/identity.key" }
+    public var databasePath: String { path + "/canopy.sqlite" }
+    public var adminSocketPath: String { path + "/admin.sock" }
+    public var lockPath: String { path + "/canopyd.lock" }
+
+    /// Creates the directory with mode 0700 if it is missing; tightens an existing one to 0700
+    /// (it holds the secret key and the admin socket).
+    public func create() throws(AgentError) {
+        if mkdir(path, 0o700) != 0 {
+            guard errno == EEXIST else { throw .system(SystemError("create directory", path)) }
+            var info = stat()
+            guard stat(path, &info) == 0 else { throw .system(SystemError("stat", path)) }
+            guard info.st_mode & S_IFMT == S_IFDIR else { throw .system(SystemError("use directory", path, code: ENOTDIR)) }
+        }
+        guard chmod(path, 0o700) == 0 else { throw .system(SystemError("chmod 0700", path)) }
+    }
+
+    /// Throws `notInitialized` unless the identity and config exist.
+    public func requireInitialized() throws(AgentError) {
+        guard access(identityPath, F_OK) == 0, access(configPath, F_OK) == 0 else {
+            throw .notInitialized(directory: path)
+        }
+    }
+
+    /// Reads a whole small file; `limit` bounds the bytes accepted.
+    static func readFile(_ path: String, limit: Int) throws(AgentError) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .system(SystemError("open", path)) }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .system(SystemError("read", path))
+            }
+            if count == 0 { return bytes }
+            guard bytes.count + count <= limit else {
+                throw .system(SystemError("read (file larger than \(limit) bytes)", path, code: EFBIG))
+            }
+            bytes.append(contentsOf: chunk[0..<count])
+        }
+    }
+
+    /// Writes a file atomically (temporary file, fsync, rename) with the given mode, so a crash
+    /// leaves either the old or the new contents, never half of the new.
+    static func writeFileAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t) throws(AgentError) {
+        let temporary = path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw .system(SystemError("create", temporary)) }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes[written...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                let error = SystemError("write", temporary)
+                close(fd)
+                unlink(temporary)
+                throw .system(error)
+            }
+            written += count
+        }
+        let synced = fsync(fd) == 0
+        let syncError = SystemError("fsync", temporary)
+        close(fd)
+        guard synced else { unlink(temporary); throw .system(syncError) }
+        guard rename(temporary, path) == 0 else {
+            let error = SystemError("rename into place", path)
+            unlink(temporary)
+            throw .system(error)
+        }
+    }
+}
+
+/// The data directory's exclusive lock: `flock(LOCK_EX | LOCK_NB)` on `canopyd.lock`, held until
+/// the process exits (the kernel releases it even after kill -9, so a crashed agent never leaves
+/// a stale lock). The file holds the owner's pid for people, not for the protocol.
+public final class DirectoryLock: Sendable {
+    private let fd: Int32
+    /// The lock file path.
+    public let path: String
+
+    /// Takes the lock or throws `alreadyRunning` at once (never waits).
+    public init(path: String) throws(AgentError) {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .system(SystemError("open lock file", path)) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            close(fd)
+            if code == EWOULDBLOCK { throw .alreadyRunning(lockPath: path) }
+            throw .system(SystemError("lock", path, code: code))
+        }
+        let pid = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        self.fd = fd
+        self.path = path
+    }
+
+    deinit {
+        close(fd)  // releases the flock
+    }
+}

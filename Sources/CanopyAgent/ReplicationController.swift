@@ -1,0 +1,102 @@
+import CanopyCore
+import CanopyReplication
+
+/// Per-peer replication status as `status` and `peers` report it.
+public struct PeerReplicationStatus: Sendable, Equatable {
+    /// The peer's node id.
+    public var nodeID: String
+    /// True while an authenticated connection to the peer is open.
+    public var connected: Bool
+    /// The replicator's state.
+    public var state: ReplicatorState
+    /// The last local sequence the peer has acknowledged (push checkpoint), if any.
+    public var lastPushedSequence: Int64?
+    /// The last sequence of the peer's feed received (pull checkpoint), if any.
+    public var lastPulledSequence: Int64?
+    /// Local changes not yet pushed, if known.
+    public var pendingCount: Int64?
+    /// Progress of the current or last replication.
+    public var progress: ReplicationProgress
+    /// The last error, if the state is `error` or `offline`.
+    public var lastError: String?
+
+    /// Creates a status.
+    public init(
+        nodeID: String, connected: Bool, state: ReplicatorState, lastPushedSequence: Int64? = nil,
+        lastPulledSequence: Int64? = nil, pendingCount: Int64? = nil,
+        progress: ReplicationProgress = ReplicationProgress(), lastError: String? = nil
+    ) {
+        self.nodeID = nodeID
+        self.connected = connected
+        self.state = state
+        self.lastPushedSequence = lastPushedSequence
+        self.lastPulledSequence = lastPulledSequence
+        self.pendingCount = pendingCount
+        self.progress = progress
+        self.lastError = lastError
+    }
+}
+
+/// Why a `sync` did not complete.
+public struct ReplicationFailure: Error, Sendable, Equatable {
+    /// Machine-readable: `unknown_peer`, `unavailable`, `unreachable`, `protocol`, `cancelled`, `failed`.
+    public var code: String
+    /// For people.
+    public var message: String
+
+    /// Creates a failure.
+    public init(code: String, message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
+/// Where the replication engine reports what happens, so the agent can stream it to admin
+/// clients. Called from any queue; the agent serialises.
+public protocol ReplicationEventSink: AnyObject, Sendable {
+    /// Records an event (`type` like `sync.progress`, `document.pulled`, `peer.state`).
+    func emit(type: String, data: [String: JSONValue])
+}
+
+/// What the agent needs from replication. The agent owns sockets, config and the admin socket;
+/// the engine (CanopyReplication, wired in by the lead) owns everything between an authenticated
+/// message transport and the store.
+///
+/// All methods may be called from any queue and must not block; completions and callbacks may be
+/// called on any queue.
+public protocol ReplicationController: AnyObject, Sendable {
+    /// The status of every configured or connected peer, sorted by node id.
+    func statuses(_ completion: @escaping @Sendable ([PeerReplicationStatus]) -> Void)
+
+    /// Runs a one-shot replication with `peer` in its configured direction. `progress` is called as
+    /// work completes; `completion` exactly once, when the replication has finished or failed.
+    func sync(
+        peer nodeID: String,
+        progress: @escaping @Sendable (ReplicationProgress) -> Void,
+        completion: @escaping @Sendable (Result<ReplicationProgress, ReplicationFailure>) -> Void)
+
+    /// The configuration changed (start, reload, `peer add/remove`): start replicators for new
+    /// peers, stop those removed, apply new directions and modes.
+    func apply(config: AgentConfig)
+
+    /// An authenticated connection to `peer` is ready. The engine takes it over; it calls
+    /// `transport.close()` when done.
+    func connectionEstablished(peer nodeID: String, transport: any PeerTransport)
+
+    /// Finish the batch in flight, write checkpoints, close transports; then call `completion`.
+    func shutdown(_ completion: @escaping @Sendable () -> Void)
+}
+
+/// An authenticated, encrypted, message-oriented connection to one peer, as the agent hands it to
+/// the replication engine. Messages are whole plaintext messages (the channel frames, encrypts and
+/// fragments them).
+public protocol PeerTransport: AnyObject, Sendable {
+    /// The peer's node id (authenticated by the handshake).
+    var peerNodeID: String { get }
+    /// Sets the receive handlers; called once, before any message is delivered.
+    func start(onMessage: @escaping @Sendable ([UInt8]) -> Void, onClose: @escaping @Sendable (String?) -> Void)
+    /// Sends one message. Ignored after close.
+    func send(_ message: [UInt8])
+    /// Closes with the FINAL tag after flushing what was sent.
+    func close()
+}

@@ -1,0 +1,127 @@
+import Dispatch
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A connected, non-blocking stream socket driven by Dispatch read and write sources.
+///
+/// Invariants: all state is touched only on `queue` (a serial queue the owner provides, so the
+/// owner's own state and this connection's share one lock-free context). Bytes passed to `send`
+/// are written in order; at most `pendingWriteBytesMax` may wait, beyond that the connection is
+/// closed as the client is not reading. The descriptor is closed exactly once, in the read
+/// source's cancel handler, after both sources are cancelled.
+final class StreamConnection: @unchecked Sendable {
+    /// Called on `queue` with each chunk read.
+    typealias ReadHandler = ([UInt8]) -> Void
+    /// Called on `queue` once, when the connection has closed for any reason.
+    typealias CloseHandler = () -> Void
+
+    let fd: Int32
+    let queue: DispatchQueue
+    private let pendingWriteBytesMax: Int
+    private var readSource: (any DispatchSourceRead)?
+    private var writeSource: (any DispatchSourceWrite)?
+    private var writeSuspended = true
+    private var pending: [UInt8] = []
+    private var pendingOffset = 0
+    private var closeAfterFlush = false
+    private(set) var isClosed = false
+    private var onRead: ReadHandler = { _ in }
+    private var onClose: CloseHandler = {}
+
+    /// Wraps `fd`, which must already be non-blocking. Nothing happens until `start`.
+    init(fd: Int32, queue: DispatchQueue, pendingWriteBytesMax: Int) {
+        self.fd = fd
+        self.queue = queue
+        self.pendingWriteBytesMax = pendingWriteBytesMax
+    }
+
+    /// Starts reading. Must be called on `queue`.
+    func start(onRead: @escaping ReadHandler, onClose: @escaping CloseHandler) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        self.onRead = onRead
+        self.onClose = onClose
+        let fd = self.fd
+        let read = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+        read.setEventHandler { [weak self] in self?.readAvailable() }
+        read.setCancelHandler { Glibc.close(fd) }
+        let write = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
+        write.setEventHandler { [weak self] in self?.flush() }
+        readSource = read
+        writeSource = write
+        read.resume()
+    }
+
+    /// Queues bytes for writing. Must be called on `queue`. Ignored after close.
+    func send(_ bytes: [UInt8]) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !isClosed, !closeAfterFlush else { return }
+        guard pending.count - pendingOffset + bytes.count <= pendingWriteBytesMax else {
+            close()
+            return
+        }
+        pending.append(contentsOf: bytes)
+        flush()
+    }
+
+    /// Closes once everything queued has been written (used after a final error response).
+    func closeWhenFlushed() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        closeAfterFlush = true
+        if pendingOffset == pending.count { close() }
+    }
+
+    /// Closes now, dropping unwritten bytes. Must be called on `queue`. Idempotent.
+    func close() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !isClosed else { return }
+        isClosed = true
+        if let writeSource {
+            if writeSuspended { writeSource.resume() }  // a suspended source cannot be cancelled cleanly
+            writeSource.cancel()
+        }
+        readSource?.cancel()
+        if readSource == nil { Glibc.close(fd) }
+        readSource = nil
+        writeSource = nil
+        pending = []
+        let handler = onClose
+        onClose = {}
+        onRead = { _ in }
+        handler()
+    }
+
+    private func readAvailable() {
+        var buffer = [UInt8](repeating: 0, count: AgentLimits.socketReadChunkBytes)
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if count > 0 {
+            onRead(Array(buffer[0..<count]))
+        } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            close()
+        }
+    }
+
+    private func flush() {
+        while pendingOffset < pending.count {
+            let count = pending[pendingOffset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if count > 0 {
+                pendingOffset += count
+                continue
+            }
+            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                if writeSuspended { writeSuspended = false; writeSource?.resume() }
+                return
+            }
+            if count < 0 && errno == EINTR { continue }
+            close()
+            return
+        }
+        pending.removeAll(keepingCapacity: pending.count <= 64 * 1024)
+        pendingOffset = 0
+        if !writeSuspended { writeSuspended = true; writeSource?.suspend() }
+        if closeAfterFlush { close() }
+    }
+}

@@ -1,0 +1,176 @@
+// canopyd: the Canopy agent. `init` creates a data directory, `id` prints the node id, `run` runs
+// the agent in the foreground until SIGTERM or SIGINT (see README.md, "Running the agent").
+import ArgumentParser
+import CanopyAgent
+import Dispatch
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The command line. Exit codes: 0 success, 1 error, 2 usage.
+struct Canopyd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "canopyd",
+        abstract: "The Canopy peer-to-peer document replication agent.",
+        subcommands: [Init.self, ID.self, Run.self])
+}
+
+/// `--data-dir`, shared by every subcommand.
+struct DirectoryOption: ParsableArguments {
+    @Option(name: .customLong("data-dir"), help: "The agent's data directory.")
+    var dataDir: String
+}
+
+extension ConflictMode: ExpressibleByArgument {}
+
+extension HostPort: ExpressibleByArgument {
+    public init?(argument: String) { self.init(parsing: argument) }
+}
+
+/// Prints `canopyd: error: …` and exits 1: every failure a user can fix ends here.
+func fail(_ message: CustomStringConvertible) -> Never {
+    FileHandleOutput.standardError("canopyd: error: \(message)\n")
+    exit(1)
+}
+
+/// Writes to stderr without Foundation.
+enum FileHandleOutput {
+    static func standardError(_ text: String) {
+        var bytes = Array(text.utf8)
+        _ = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
+    }
+}
+
+struct Init: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a data directory: identity key, config file and database. Prints the node id last.")
+
+    @OptionGroup var directory: DirectoryOption
+    @Option(help: "Conflict policy: automatic or manual.")
+    var conflicts: ConflictMode = .automatic
+    @Option(help: "HOST:PORT to listen on for peers (port 0 picks a free port).")
+    var listen: HostPort = AgentConfig.defaultListen
+
+    func run() throws {
+        do throws(AgentError) {
+            let nodeID = try AgentSetup.initialize(
+                directory: DataDirectory(path: directory.dataDir), config: AgentConfig(listen: listen, conflicts: conflicts))
+            print("initialised \(directory.dataDir)")
+            print(nodeID)
+        } catch {
+            fail(error)
+        }
+    }
+}
+
+struct ID: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "id", abstract: "Print this node's id.")
+
+    @OptionGroup var directory: DirectoryOption
+
+    func run() throws {
+        let data = DataDirectory(path: directory.dataDir)
+        do throws(AgentError) {
+            try data.requireInitialized()
+            print(try AgentIdentity.load(path: data.identityPath).nodeID)
+        } catch {
+            fail(error)
+        }
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+struct Run: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the agent in the foreground until SIGTERM or SIGINT; SIGHUP reloads the config.")
+
+    @OptionGroup var directory: DirectoryOption
+    @Option(help: "HOST:PORT to listen on, overriding the config file (port 0 picks a free port).")
+    var listen: HostPort?
+    @Option(name: .customLong("admin-socket"), help: "Admin socket path (default DIR/admin.sock).")
+    var adminSocket: String?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .info
+
+    func run() throws {
+        let level = logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "canopyd")
+        let options = AgentOptions(
+            directory: DataDirectory(path: directory.dataDir), listen: listen, adminSocketPath: adminSocket, logger: logger)
+        let agent: Agent
+        do throws(AgentError) {
+            agent = try Agent(options: options, environment: Environment.variables())
+            try agent.start()
+        } catch {
+            fail(error)
+        }
+        let signals = SignalHandlers(agent: agent)
+        signals.install()
+        withExtendedLifetime(signals) { dispatchMain() }
+    }
+}
+
+/// Turns signals into Dispatch events on the main queue: TERM/INT shut down cleanly and exit 0;
+/// HUP reloads the config. The default actions are ignored first so a signal arriving between
+/// `signal(2)` and the source's start is not fatal.
+final class SignalHandlers: @unchecked Sendable {
+    private let agent: Agent
+    private var sources: [any DispatchSourceSignal] = []
+
+    init(agent: Agent) { self.agent = agent }
+
+    func install() {
+        for number in [SIGTERM, SIGINT, SIGHUP] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
+            source.setEventHandler { [agent] in
+                if number == SIGHUP {
+                    agent.reload()
+                } else {
+                    agent.shutdown { exit(0) }
+                }
+            }
+            source.resume()
+            sources.append(source)
+        }
+    }
+}
+
+/// The process environment without Foundation.
+enum Environment {
+    static func variables() -> [String: String] {
+        var result: [String: String] = [:]
+        var cursor = environ
+        while let entry = cursor.pointee {
+            let text = String(cString: entry)
+            if let equals = text.firstIndex(of: "=") {
+                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            cursor += 1
+        }
+        return result
+    }
+}
+
+/// Parses, runs, and maps errors to exit codes (usage errors exit 2, as for canopyctl).
+do {
+    var command = try Canopyd.parseAsRoot()
+    try command.run()
+} catch {
+    let code = Canopyd.exitCode(for: error)
+    if code == .success {
+        Canopyd.exit(withError: error)
+    }
+    FileHandleOutput.standardError(Canopyd.fullMessage(for: error) + "\n")
+    exit(code == .validationFailure ? 2 : code.rawValue == 0 ? 0 : (error is ValidationError || code.rawValue == 64 ? 2 : 1))
+}
