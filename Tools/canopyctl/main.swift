@@ -1,1 +1,157 @@
-print("canopyctl")
+// canopyctl: drives a running canopyd through its admin socket (Protocol/admin-v1.md).
+// Human-readable tables by default, exact JSON with --json. Exit codes: 0 ok, 1 error, 2 usage,
+// 3 conflict, 4 not found, 5 agent not reachable.
+import ArgumentParser
+import CanopyAgent
+import CanopyCore
+import Foundation
+
+/// The documented exit codes.
+enum ExitStatus: Int32 {
+    case ok = 0, error = 1, usage = 2, conflict = 3, notFound = 4, unreachable = 5
+}
+
+/// A failure that ends the command with a given exit status and a message on stderr.
+struct CtlFailure: Error {
+    var status: ExitStatus
+    var message: String
+    /// The agent's error object, printed on stdout with --json.
+    var errorObject: JSONValue?
+}
+
+struct Canopyctl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "canopyctl",
+        abstract: "Inspect and drive a running canopyd through its admin socket.",
+        discussion: "Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 not found, 5 agent not reachable.",
+        subcommands: [
+            Status.self, Peers.self, PeerCommand.self, Put.self, Get.self, Delete.self, Conflicts.self, Resolve.self,
+            Changes.self, Import.self, Export.self, Sync.self, Events.self, Stats.self, Reload.self, Shutdown.self,
+        ])
+}
+
+/// Options every command takes: where the agent is and how to print.
+struct ConnectionOptions: ParsableArguments {
+    @Option(name: .customLong("data-dir"), help: "The agent's data directory (its socket is DIR/admin.sock).")
+    var dataDir: String?
+    @Option(help: "The admin socket path (overrides --data-dir).")
+    var socket: String?
+    @Flag(help: "Print exact JSON instead of tables.")
+    var json = false
+
+    /// The socket path to use, or a usage failure when neither option nor $CANOPY_DATA_DIR says.
+    func socketPath() throws -> String {
+        if let socket { return socket }
+        if let dataDir { return DataDirectory(path: dataDir).adminSocketPath }
+        if let dir = ProcessInfo.processInfo.environment["CANOPY_DATA_DIR"], !dir.isEmpty {
+            return DataDirectory(path: dir).adminSocketPath
+        }
+        throw CtlFailure(status: .usage, message: "say where the agent is: --data-dir DIR or --socket PATH (or set CANOPY_DATA_DIR)")
+    }
+
+    /// Connects, sends one request and returns the result members (without `id` and `ok`);
+    /// an error response becomes a `CtlFailure` with the matching exit status.
+    func call(_ command: String, _ arguments: [String: JSONValue] = [:]) throws -> [String: JSONValue] {
+        try call(connect(), command, arguments)
+    }
+
+    func connect() throws -> AdminSocketClient {
+        let path = try socketPath()
+        do {
+            return try AdminSocketClient(path: path)
+        } catch {
+            throw CtlFailure(status: .unreachable, message: "agent not reachable: \(error) (is canopyd running?)")
+        }
+    }
+
+    func call(_ client: AdminSocketClient, _ command: String, _ arguments: [String: JSONValue]) throws -> [String: JSONValue] {
+        let response: [String: JSONValue]
+        do {
+            response = try client.request(command, arguments)
+        } catch {
+            throw CtlFailure(status: .error, message: "\(error)")
+        }
+        var result = response
+        result["id"] = nil
+        result["ok"] = nil
+        guard response["ok"] == .bool(true) else {
+            guard case .object(let error)? = response["error"], case .string(let code)? = error["code"] else {
+                throw CtlFailure(status: .error, message: "malformed error response")
+            }
+            let message: String
+            if case .string(let text)? = error["message"] { message = text } else { message = code }
+            let status: ExitStatus = code == "conflict" ? .conflict : code == "not_found" ? .notFound : .error
+            throw CtlFailure(status: status, message: message, errorObject: response["error"])
+        }
+        return result
+    }
+}
+
+/// Parses a JSON object given on the command line, in a file, or on stdin.
+func readBody(inline: String?, file: String?) throws -> JSONValue {
+    let data: Data
+    if let inline {
+        data = Data(inline.utf8)
+    } else if let file, file != "-" {
+        guard let contents = FileManager.default.contents(atPath: file) else {
+            throw CtlFailure(status: .error, message: "cannot read \(file)")
+        }
+        data = contents
+    } else {
+        data = FileHandle.standardInput.readDataToEndOfFile()
+    }
+    do {
+        let value = try JSONValue.parse(data)
+        guard case .object = value else { throw CtlFailure(status: .usage, message: "the body must be a JSON object") }
+        return value
+    } catch let error as JSONError {
+        throw CtlFailure(status: .usage, message: "the body is not valid JSON: \(error)")
+    }
+}
+
+/// Prints `value` as one line of canonical JSON.
+func printJSON(_ value: JSONValue) {
+    FileHandle.standardOutput.write(Data(CanonicalJSON.encode(value) + [UInt8(ascii: "\n")]))
+}
+
+func printError(_ message: String) {
+    FileHandle.standardError.write(Data("canopyctl: \(message)\n".utf8))
+}
+
+/// The arguments with the global options written before the command (`canopyctl --data-dir D
+/// status`, the order the usage line shows) moved after it, where ArgumentParser, which parses
+/// options per subcommand, looks for them.
+func reorderedArguments(_ arguments: [String]) -> [String] {
+    var leading: [String] = []
+    var index = 0
+    while index < arguments.count, arguments[index].hasPrefix("--") {
+        let argument = arguments[index]
+        let takesValue = argument == "--data-dir" || argument == "--socket"
+        guard takesValue || argument == "--json" || argument.hasPrefix("--data-dir=") || argument.hasPrefix("--socket=") else { break }
+        leading.append(argument)
+        if takesValue, index + 1 < arguments.count {
+            leading.append(arguments[index + 1])
+            index += 1
+        }
+        index += 1
+    }
+    return Array(arguments[index...]) + leading
+}
+
+do {
+    var command = try Canopyctl.parseAsRoot(reorderedArguments(Array(CommandLine.arguments.dropFirst())))
+    try command.run()
+} catch let failure as CtlFailure {
+    if let object = failure.errorObject, CommandLine.arguments.contains("--json") {
+        printJSON(.object(["ok": .bool(false), "error": object]))
+    }
+    printError(failure.message)
+    exit(failure.status.rawValue)
+} catch {
+    let code = Canopyctl.exitCode(for: error)
+    if code == .success {
+        Canopyctl.exit(withError: error)  // --help, --version
+    }
+    FileHandle.standardError.write(Data((Canopyctl.fullMessage(for: error) + "\n").utf8))
+    exit(ExitStatus.usage.rawValue)  // every other error is ArgumentParser's: a usage error
+}

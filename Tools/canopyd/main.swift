@@ -172,5 +172,5 @@ do {
         Canopyd.exit(withError: error)
     }
     FileHandleOutput.standardError(Canopyd.fullMessage(for: error) + "\n")
-    exit(code == .validationFailure ? 2 : code.rawValue == 0 ? 0 : (error is ValidationError || code.rawValue == 64 ? 2 : 1))
+    exit(2)  // run() reports its own failures with exit 1; what reaches here is a usage error
 }

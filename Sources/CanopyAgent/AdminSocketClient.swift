@@ -1,0 +1,107 @@
+import CanopyCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A blocking client of the admin socket, for `canopyctl` and tests: send a request, read lines.
+///
+/// Not thread-safe: one thread at a time uses one client (it may be handed to another thread, as
+/// `canopyctl sync --wait` hands its event connection to the progress-bar thread). Lines longer than `lineBytesMax` are refused (the
+/// agent's responses are bounded by what it holds; `export` pages keep them moderate).
+public final class AdminSocketClient: @unchecked Sendable {
+    /// Why talking to the agent failed.
+    public enum ClientError: Error, CustomStringConvertible {
+        /// Nothing accepted the connection at `path`.
+        case unreachable(path: String, detail: String)
+        /// The agent closed the connection.
+        case closed
+        /// The agent sent something that is not a JSON object line.
+        case badResponse(String)
+
+        public var description: String {
+            switch self {
+            case .unreachable(let path, let detail): return "cannot reach the agent at \(path): \(detail)"
+            case .closed: return "the agent closed the connection"
+            case .badResponse(let detail): return "unexpected response from the agent: \(detail)"
+            }
+        }
+    }
+
+    /// The longest line accepted from the agent.
+    public static let lineBytesMax = 256 << 20
+
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+    private var nextID: Int64 = 1
+
+    /// Connects to the admin socket at `path`.
+    public init(path: String) throws(ClientError) {
+        do {
+            fd = try Socket.connectUnix(path)
+        } catch {
+            if case .system(let system) = error {
+                throw .unreachable(path: path, detail: String(cString: strerror(system.code)))
+            }
+            throw .unreachable(path: path, detail: error.description)
+        }
+    }
+
+    deinit { close(fd) }
+
+    /// Sends `{"id":N,"cmd":command,…arguments}` and returns the matching response object,
+    /// skipping any event or resolver lines that arrive first.
+    public func request(_ command: String, _ arguments: [String: JSONValue] = [:]) throws(ClientError) -> [String: JSONValue] {
+        let id = nextID
+        nextID += 1
+        var members = arguments
+        members["id"] = .int(id)
+        members["cmd"] = .string(command)
+        try sendLine(CanonicalJSON.encode(.object(members)))
+        while true {
+            let response = try readObject()
+            if response["id"] == .int(id) { return response }
+        }
+    }
+
+    /// Sends raw bytes followed by a newline (tests use it to send malformed requests).
+    public func sendLine(_ bytes: [UInt8]) throws(ClientError) {
+        var data = bytes
+        data.append(UInt8(ascii: "\n"))
+        var offset = 0
+        while offset < data.count {
+            let count = data[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw .closed }
+            offset += count
+        }
+    }
+
+    /// Reads the next line as a JSON object.
+    public func readObject() throws(ClientError) -> [String: JSONValue] {
+        let line = try readLine()
+        guard let value = try? JSONValue.parse(line), case .object(let members) = value else {
+            throw .badResponse(String(decoding: line.prefix(200), as: UTF8.self))
+        }
+        return members
+    }
+
+    /// Reads the next line (without its newline).
+    public func readLine() throws(ClientError) -> [UInt8] {
+        while true {
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = Array(buffer[..<newline])
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            guard buffer.count <= Self.lineBytesMax else { throw .badResponse("line over \(Self.lineBytesMax) bytes") }
+            var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw .closed }
+            buffer.append(contentsOf: chunk[0..<count])
+        }
+    }
+}

@@ -1,0 +1,225 @@
+import ArgumentParser
+import CanopyAgent
+import CanopyCore
+import Foundation
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Node id, listen address, document counts and every peer.")
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+        let result = try connection.call("status")
+        if connection.json { return printJSON(.object(result)) }
+        let rows: [(String, String)] = [
+            ("node id", text(result["node_id"])), ("listen", text(result["listen"])),
+            ("documents", text(result["doc_count"])), ("update seq", text(result["update_seq"])),
+            ("conflicted", text(result["conflicted_count"])), ("conflicts", text(result["conflicts"])),
+        ]
+        for (name, value) in rows { print(name.padding(toLength: 12, withPad: " ", startingAt: 0) + value) }
+        print("")
+        printPeerTable(result["peers"])
+    }
+}
+
+struct Peers: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Configured peers, and pending ones (refused unknown node ids).")
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+        let result = try connection.call("peers")
+        if connection.json { return printJSON(.object(result)) }
+        printPeerTable(result["peers"])
+        if case .array(let pending)? = result["pending"], !pending.isEmpty {
+            print("\npending (accept with `canopyctl peer accept NODEID HOST:PORT`):")
+            printTable(["NODE ID", "ADDRESS", "ATTEMPTS"], pending.map { row in
+                [text(row.objectValue?["node_id"]), text(row.objectValue?["address"]), text(row.objectValue?["attempts"])]
+            })
+        }
+    }
+}
+
+struct PeerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "peer", abstract: "Add, remove or accept a peer (edits the config file).",
+        subcommands: [Add.self, Remove.self, Accept.self])
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Allow a peer and dial it at HOST:PORT.")
+        @OptionGroup var connection: ConnectionOptions
+        @Argument var nodeID: String
+        @Argument var address: String
+        @Option(help: "push, pull or both.") var direction = "both"
+        @Option(help: "continuous or once.") var mode = "continuous"
+
+        func run() throws {
+            let result = try connection.call("peer.add", [
+                "node_id": .string(nodeID), "address": .string(address), "direction": .string(direction), "mode": .string(mode),
+            ])
+            connection.json ? printJSON(.object(result)) : print("added \(text(result["node_id"]))")
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Stop replicating with a peer and forget it.")
+        @OptionGroup var connection: ConnectionOptions
+        @Argument var nodeID: String
+
+        func run() throws {
+            let result = try connection.call("peer.remove", ["node_id": .string(nodeID)])
+            connection.json ? printJSON(.object(result)) : print("removed \(text(result["node_id"]))")
+        }
+    }
+
+    struct Accept: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Allow a pending peer (one that was refused).")
+        @OptionGroup var connection: ConnectionOptions
+        @Argument var nodeID: String
+        @Argument var address: String
+
+        func run() throws {
+            let result = try connection.call("peer.accept", ["node_id": .string(nodeID), "address": .string(address)])
+            connection.json ? printJSON(.object(result)) : print("accepted \(text(result["node_id"]))")
+        }
+    }
+}
+
+struct Put: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write a document; prints its id and new revision. A stale --rev exits 3 (conflict).")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument var id: String
+    @Option(help: "The revision this write replaces (omit to create).") var rev: String?
+    @Option(help: "The body as JSON.") var body: String?
+    @Option(help: "Read the body from a file ('-' for stdin).") var file: String?
+
+    func validate() throws {
+        if body != nil && file != nil { throw ValidationError("give --body or --file, not both") }
+    }
+
+    func run() throws {
+        var arguments: [String: JSONValue] = ["doc": .string(id), "body": try readBody(inline: body, file: file)]
+        if let rev { arguments["rev"] = .string(rev) }
+        let result = try connection.call("put", arguments)
+        connection.json ? printJSON(.object(result)) : print("\(text(result["doc"])) \(text(result["rev"]))")
+    }
+}
+
+struct Get: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print a document in CouchDB's JSON shape.")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument var id: String
+    @Option(help: "A specific revision.") var rev: String?
+    @Flag(help: "Include _revisions (the history).") var revs = false
+    @Flag(help: "Include _conflicts.") var conflicts = false
+
+    func run() throws {
+        var arguments: [String: JSONValue] = ["doc": .string(id), "revs": .bool(revs), "conflicts": .bool(conflicts)]
+        if let rev { arguments["rev"] = .string(rev) }
+        let result = try connection.call("get", arguments)
+        printJSON(connection.json ? .object(result) : result["doc"] ?? .null)
+    }
+}
+
+struct Delete: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Delete a document (needs its current revision).")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument var id: String
+    @Option(help: "The current revision.") var rev: String
+
+    func run() throws {
+        let result = try connection.call("delete", ["doc": .string(id), "rev": .string(rev)])
+        connection.json ? printJSON(.object(result)) : print("\(text(result["doc"])) \(text(result["rev"]))")
+    }
+}
+
+struct Conflicts: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List conflicted documents.")
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+        let result = try connection.call("conflicts")
+        if connection.json { return printJSON(.object(result)) }
+        guard case .array(let rows)? = result["conflicts"] else { return }
+        printTable(["DOCUMENT", "CURRENT", "CONFLICTING"], rows.map { row in
+            let members = row.objectValue ?? [:]
+            return [text(members["doc"]), text(members["rev"]), list(members["conflicts"])]
+        })
+    }
+}
+
+struct Resolve: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Settle a conflict: keep a leaf, write a merged body, or delete.")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument var id: String
+    @Option(help: "The leaf to keep.") var pick: String?
+    @Option(help: "A merged body (JSON).") var body: String?
+    @Flag(help: "Delete the document.") var delete = false
+
+    func validate() throws {
+        guard [pick != nil, body != nil, delete].filter({ $0 }).count == 1 else {
+            throw ValidationError("give exactly one of --pick REV, --body JSON or --delete")
+        }
+    }
+
+    func run() throws {
+        var arguments: [String: JSONValue] = ["doc": .string(id)]
+        if let pick { arguments["pick"] = .string(pick) }
+        if let body { arguments["body"] = try readBody(inline: body, file: nil) }
+        if delete { arguments["delete"] = .bool(true) }
+        let result = try connection.call("resolve", arguments)
+        connection.json ? printJSON(.object(result)) : print("\(text(result["doc"])) \(text(result["rev"]))")
+    }
+}
+
+struct Changes: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The changes feed.")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "Only changes after this sequence.") var since: Int64 = 0
+    @Option(help: "At most this many.") var limit: Int64?
+
+    func run() throws {
+        var arguments: [String: JSONValue] = ["since": .int(since)]
+        if let limit { arguments["limit"] = .int(limit) }
+        let result = try connection.call("changes", arguments)
+        if connection.json { return printJSON(.object(result)) }
+        guard case .array(let rows)? = result["results"] else { return }
+        printTable(["SEQ", "DOCUMENT", "REVISIONS", "DELETED"], rows.map { row in
+            let members = row.objectValue ?? [:]
+            var revisions: [String] = []
+            if case .array(let items)? = members["changes"] { revisions = items.map { text($0.objectValue?["rev"]) } }
+            let revs = revisions.joined(separator: ",")
+            return [text(members["seq"]), text(members["doc"]), revs, members["deleted"] == .bool(true) ? "yes" : ""]
+        })
+    }
+}
+
+struct Stats: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Counters.")
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+        let result = try connection.call("stats")
+        if connection.json { return printJSON(.object(result)) }
+        for key in result.keys.sorted() { print(key.padding(toLength: 18, withPad: " ", startingAt: 0) + text(result[key])) }
+    }
+}
+
+struct Reload: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Re-read the config file.")
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+        let result = try connection.call("reload")
+        connection.json ? printJSON(.object(result)) : print("reloaded")
+    }
+}
+
+struct Shutdown: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Stop the agent cleanly.")
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+        let result = try connection.call("shutdown")
+        connection.json ? printJSON(.object(result)) : print("shutting down")
+    }
+}

@@ -1,0 +1,44 @@
+import CanopyCore
+
+/// A JSON value as table text: strings bare, null as "-", others in canonical JSON.
+func text(_ value: JSONValue?) -> String {
+    switch value {
+    case nil, .null?: return "-"
+    case .string(let string)?: return string
+    case .bool(let flag)?: return flag ? "yes" : "no"
+    case .int(let number)?: return String(number)
+    case let other?: return String(decoding: CanonicalJSON.encode(other), as: UTF8.self)
+    }
+}
+
+/// A JSON array of strings as comma-separated text.
+func list(_ value: JSONValue?) -> String {
+    guard case .array(let items)? = value, !items.isEmpty else { return "-" }
+    return items.map { text($0) }.joined(separator: ",")
+}
+
+/// Prints rows under a header, each column as wide as its widest cell.
+func printTable(_ header: [String], _ rows: [[String]]) {
+    var widths = header.map(\.count)
+    for row in rows {
+        for (index, cell) in row.enumerated() where index < widths.count { widths[index] = max(widths[index], cell.count) }
+    }
+    for row in [header] + rows {
+        let cells = row.enumerated().map { index, cell in
+            index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+        }
+        print(cells.joined(separator: "  "))
+    }
+}
+
+/// The per-peer table of `status` and `peers`.
+func printPeerTable(_ peers: JSONValue?) {
+    guard case .array(let rows)? = peers, !rows.isEmpty else { return print("no peers configured") }
+    printTable(
+        ["NODE ID", "ADDRESS", "CONNECTED", "STATE", "DIRECTION", "MODE", "PUSHED", "PULLED", "PENDING"],
+        rows.map { row in
+            let peer = row.objectValue ?? [:]
+            return ["node_id", "address", "connected", "state", "direction", "mode", "last_pushed_seq", "last_pulled_seq", "pending"]
+                .map { text(peer[$0]) }
+        })
+}
