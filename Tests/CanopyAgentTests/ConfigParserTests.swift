@@ -1,0 +1,125 @@
+import CanopyAgent
+import Testing
+
+/// A node id in the agent's canonical form (52 base32 characters).
+let nodeA = String(repeating: "A", count: 52)
+let nodeB = String(repeating: "B", count: 52)
+
+private func parse(_ text: String) throws(ConfigError) -> ParsedConfig {
+    try ConfigParser(file: "canopy.conf", normalizeNodeID: AgentIdentity.normalizeNodeID).parse(text)
+}
+
+private func error(in text: String) -> ConfigError? {
+    do { _ = try parse(text) } catch { return error }
+    return nil
+}
+
+@Suite("config file parsing")
+struct ConfigParserTests {
+    @Test("an empty file gives the defaults")
+    func emptyFileGivesDefaults() throws {
+        let parsed = try parse("")
+        #expect(parsed.config == AgentConfig())
+        #expect(parsed.config.listen == HostPort(host: "127.0.0.1", port: 4987))
+    }
+
+    @Test("every setting, section and comment is read")
+    func everySettingIsRead() throws {
+        let text = """
+            # top comment
+            listen = [::1]:0   # any port
+            conflicts = manual
+            revs-limit = 50
+
+            [limits]
+            batch-revisions = 20
+            batches-in-flight = 2
+            heartbeat-seconds = 5
+
+            [peer \(nodeA.lowercased())]
+            address = 10.0.0.1:4987
+            direction = push
+            mode = once
+
+            [peer \(nodeB)]
+            address = -
+            """
+        let config = try parse(text).config
+        #expect(config.listen == HostPort(host: "::1", port: 0))
+        #expect(config.conflicts == .manual)
+        #expect(config.revsLimit == 50)
+        #expect(config.limits == ReplicationLimits(batchRevisions: 20, batchesInFlight: 2, heartbeatSeconds: 5))
+        #expect(config.peers == [
+            PeerConfig(nodeID: nodeA, address: HostPort(host: "10.0.0.1", port: 4987), direction: .push, mode: .once),
+            PeerConfig(nodeID: nodeB, address: nil, direction: .both, mode: .continuous),
+        ])
+    }
+
+    @Test("errors name the file and the line", arguments: [
+        ("listen = nowhere", 1, "listen must be HOST:PORT"),
+        ("\n\nconflicts = sometimes", 3, "conflicts must be one of automatic, manual"),
+        ("revs-limit = 1", 1, "revs-limit must be an integer from 2 to 100000"),
+        ("revs-limit = 12abc", 1, "revs-limit must be an integer"),
+        ("colour = blue", 1, "unknown key `colour`"),
+        ("[limits]\nwindow = 3", 2, "unknown key `window` in [limits]"),
+        ("[peer NOTANODE]", 1, "is not a valid node id"),
+        ("[peers]", 1, "unknown section [peers]"),
+        ("[limits", 1, "must end with ']'"),
+        ("listen", 1, "expected `key = value`"),
+        ("listen =", 1, "missing value for `listen`"),
+        ("conflicts = manual\nconflicts = automatic", 2, "is set twice"),
+        ("[peer \(String(repeating: "A", count: 52))]\naddress = 1.2.3.4:0", 2, "nonzero port"),
+        ("[peer \(String(repeating: "A", count: 52))]\n[peer \(String(repeating: "A", count: 52))]", 2, "listed twice"),
+    ])
+    func errorsNameFileAndLine(text: String, line: Int, message: String) {
+        let found = error(in: text)
+        #expect(found?.file == "canopy.conf")
+        #expect(found?.line == line)
+        #expect(found?.message.contains(message) == true, "\(String(describing: found))")
+        #expect(found?.description.hasPrefix("canopy.conf:\(line): ") == true)
+    }
+
+    @Test("HOST:PORT parsing accepts names, IPv4 and bracketed IPv6, and nothing else")
+    func hostPortParsing() {
+        #expect(HostPort(parsing: "example.org:80") == HostPort(host: "example.org", port: 80))
+        #expect(HostPort(parsing: "[fe80::1]:443")?.description == "[fe80::1]:443")
+        for bad in ["::1:80", "host", ":80", "host:", "host:65536", "host:-1", "host:８０", "[::1]80", "a b:1"] {
+            #expect(HostPort(parsing: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test("a rendered config parses back to the same config")
+    func renderRoundTrips() throws {
+        let config = AgentConfig(
+            listen: HostPort(host: "0.0.0.0", port: 5000), conflicts: .manual, revsLimit: 77,
+            limits: ReplicationLimits(batchRevisions: 9, batchesInFlight: 3, heartbeatSeconds: 60),
+            peers: [PeerConfig(nodeID: nodeA, address: HostPort(host: "h", port: 1), direction: .pull, mode: .once)])
+        #expect(try parse(ConfigEditor.render(config)).config == config)
+    }
+
+    @Test("adding and removing a peer keeps every other line, comments included")
+    func peerEditsKeepOtherLines() throws {
+        let original = """
+            # my agent
+            listen = 127.0.0.1:4987  # keep me
+
+            [peer \(nodeA)]
+            address = 10.0.0.1:1
+            # trailing comment
+            """
+        let peerB = PeerConfig(nodeID: nodeB, address: HostPort(host: "10.0.0.2", port: 2), direction: .pull)
+        let added = ConfigEditor.settingPeer(peerB, in: original, parsed: try parse(original))
+        #expect(added.hasPrefix(original))
+        #expect(try parse(added).config.peers.map(\.nodeID) == [nodeA, nodeB])
+
+        let removed = ConfigEditor.removingPeer(nodeA, from: added, parsed: try parse(added))
+        #expect(removed.contains("# my agent"))
+        #expect(removed.contains("listen = 127.0.0.1:4987  # keep me"))
+        #expect(removed.contains("# trailing comment"))
+        #expect(try parse(removed).config.peers == [peerB])
+
+        let changed = PeerConfig(nodeID: nodeB, address: nil, direction: .push, mode: .once)
+        let replaced = ConfigEditor.settingPeer(changed, in: removed, parsed: try parse(removed))
+        #expect(try parse(replaced).config.peers == [changed])
+    }
+}

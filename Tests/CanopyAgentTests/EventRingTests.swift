@@ -1,0 +1,46 @@
+import CanopyAgent
+import Testing
+
+@Suite("event ring buffer")
+struct EventRingTests {
+    @Test("sequence numbers start at 1 and have no gaps")
+    func sequencesAreConsecutive() {
+        var ring = EventRing(capacity: 4)
+        let sequences = (0..<3).map { _ in ring.append(type: "t", time: 0, data: [:]).sequence }
+        #expect(sequences == [1, 2, 3])
+        #expect(ring.events(after: 0).events.map(\.sequence) == [1, 2, 3])
+        #expect(ring.events(after: 2).events.map(\.sequence) == [3])
+        #expect(ring.events(after: 3).events.isEmpty)
+        #expect(ring.events(after: 99).events.isEmpty)
+    }
+
+    @Test("a full ring drops the oldest and says how many a late reader missed")
+    func fullRingReportsMissed() {
+        var ring = EventRing(capacity: 3)
+        for index in 0..<10 { ring.append(type: "t\(index)", time: Double(index), data: [:]) }
+        #expect(ring.count == 3)
+        #expect(ring.firstSequence == 8)
+        let late = ring.events(after: 2)
+        #expect(late.events.map(\.sequence) == [8, 9, 10])
+        #expect(late.missed == 5)
+        let current = ring.events(after: 7)
+        #expect(current.events.map(\.type) == ["t7", "t8", "t9"])
+        #expect(current.missed == 0)
+    }
+
+    @Test("a reader resuming with since misses nothing the ring still holds, at every wrap position")
+    func resumeAtEveryPosition() {
+        for capacity in 1...5 {
+            var ring = EventRing(capacity: capacity)
+            for total in 1...12 {
+                ring.append(type: "t", time: 0, data: [:])
+                for since in 0...UInt64(total) {
+                    let (events, missed) = ring.events(after: since)
+                    let expectedFirst = max(since + 1, UInt64(max(1, total - capacity + 1)))
+                    #expect(events.map(\.sequence) == Array(expectedFirst...UInt64(total + 1)).dropLast().map { $0 })
+                    #expect(missed + UInt64(events.count) == UInt64(total) - since)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,149 @@
+import CanopyAgent
+import CanopyCore
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs the real `canopyd` and `canopyctl` binaries built next to this test bundle.
+enum Binaries {
+    /// The build products directory: the directory holding the running test executable.
+    static let directory: String = {
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var url = URL(fileURLWithPath: executable)
+        // On Linux the bundle is `…/debug/CanopyPackageTests.xctest` (a file); be robust to a
+        // directory bundle too.
+        while !FileManager.default.isExecutableFile(atPath: url.deletingLastPathComponent().appendingPathComponent("canopyd").path),
+            url.pathComponents.count > 1
+        {
+            url.deleteLastPathComponent()
+        }
+        return url.deletingLastPathComponent().path
+    }()
+
+    static var canopyd: String { directory + "/canopyd" }
+    static var canopyctl: String { directory + "/canopyctl" }
+}
+
+/// The outcome of a command run to completion.
+struct CommandResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Seconds any single wait in these tests may take before the test fails (generous: two cores
+/// shared with other builds).
+let waitLimitSeconds = 30.0
+
+/// Runs a binary to completion (bounded by `waitLimitSeconds`) and captures its output.
+func run(_ path: String, _ arguments: [String], stdin: String? = nil) throws -> CommandResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    let input = Pipe()
+    process.standardInput = input
+    try process.run()
+    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+    try input.fileHandleForWriting.close()
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    let errData = err.fileHandleForReading.readDataToEndOfFile()
+    try waitForExit(process)
+    return CommandResult(
+        status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+        stderr: String(decoding: errData, as: UTF8.self))
+}
+
+/// Waits for a process to exit, failing after `waitLimitSeconds` (and killing it then).
+func waitForExit(_ process: Process) throws {
+    try poll("process \(process.processIdentifier) to exit") { !process.isRunning }
+}
+
+struct TimedOut: Error, CustomStringConvertible {
+    var what: String
+    var description: String { "timed out after \(waitLimitSeconds) s waiting for \(what)" }
+}
+
+/// Polls `condition` until it holds or `waitLimitSeconds` pass. The interval is how often to look,
+/// never an assumption about how long anything takes.
+func poll(_ what: String, _ condition: () throws -> Bool) throws {
+    let deadline = Date().addingTimeInterval(waitLimitSeconds)
+    while Date() < deadline {
+        if try condition() { return }
+        usleep(20_000)
+    }
+    throw TimedOut(what: what)
+}
+
+/// A temporary data directory under /tmp (short, so the socket path fits in sun_path).
+final class TemporaryDirectory {
+    let path: String
+
+    init() {
+        var template = Array("/tmp/canopy-e2e-XXXXXX".utf8CString)
+        path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// One `canopyd run` child process on a fresh, initialised data directory.
+final class AgentProcess {
+    let temporary = TemporaryDirectory()
+    let process = Process()
+    let nodeID: String
+    var dataDir: String { temporary.path + "/data" }
+    var socketPath: String { dataDir + "/admin.sock" }
+    var logPath: String { temporary.path + "/canopyd.log" }
+
+    /// `canopyd init` with the given extra arguments; does not start the agent.
+    init(initArguments: [String] = ["--listen", "127.0.0.1:0"]) throws {
+        let result = try run(Binaries.canopyd, ["init", "--data-dir", temporary.path + "/data"] + initArguments)
+        guard result.status == 0, let last = result.stdout.split(separator: "\n").last else {
+            throw TimedOut(what: "canopyd init (status \(result.status): \(result.stderr))")
+        }
+        nodeID = String(last)
+    }
+
+    /// Starts `canopyd run` and waits until its admin socket answers `status`.
+    func start(extraArguments: [String] = []) throws {
+        process.executableURL = URL(fileURLWithPath: Binaries.canopyd)
+        process.arguments = ["run", "--data-dir", dataDir, "--log-level", "debug"] + extraArguments
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = FileHandle(forWritingAtPath: logPath)
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+        try poll("the admin socket of \(dataDir)") {
+            guard process.isRunning else { throw TimedOut(what: "canopyd to start; it exited: \(self.log)") }
+            return (try? AdminSocketClient(path: socketPath).request("status")["ok"]) == .bool(true)
+        }
+    }
+
+    /// The agent's log so far (for failure messages).
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// A connected admin client.
+    func client() throws -> AdminSocketClient { try AdminSocketClient(path: socketPath) }
+
+    /// Runs canopyctl against this agent.
+    func ctl(_ arguments: [String], stdin: String? = nil) throws -> CommandResult {
+        try run(Binaries.canopyctl, ["--data-dir", dataDir] + arguments, stdin: stdin)
+    }
+
+    /// Sends a signal to the agent.
+    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import CanopyAgent
+import CanopyCore
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private func mode(_ path: String) -> mode_t? {
+    var info = stat()
+    guard stat(path, &info) == 0 else { return nil }
+    return info.st_mode & 0o777
+}
+
+@Suite("canopyd lifecycle, with real processes", .serialized)
+struct AgentLifecycleTests {
+    @Test("init creates a private directory and key, prints the node id last, and refuses to run twice")
+    func initCreatesDirectory() throws {
+        let temporary = TemporaryDirectory()
+        let dir = temporary.path + "/data"
+        let first = try run(Binaries.canopyd, ["init", "--data-dir", dir, "--conflicts", "manual"])
+        #expect(first.status == 0)
+        let nodeID = String(first.stdout.split(separator: "\n").last ?? "")
+        #expect(AgentIdentity.normalizeNodeID(nodeID) == nodeID)
+        #expect(mode(dir) == 0o700)
+        #expect(mode(dir + "/identity.key") == 0o600)
+        #expect(FileManager.default.fileExists(atPath: dir + "/canopy.sqlite"))
+        let config = try String(contentsOfFile: dir + "/canopy.conf", encoding: .utf8)
+        #expect(config.contains("conflicts = manual"))
+
+        let id = try run(Binaries.canopyd, ["id", "--data-dir", dir])
+        #expect(id.status == 0)
+        #expect(id.stdout == nodeID + "\n")
+
+        let keyBefore = try Data(contentsOf: URL(fileURLWithPath: dir + "/identity.key"))
+        let again = try run(Binaries.canopyd, ["init", "--data-dir", dir])
+        #expect(again.status == 1)
+        #expect(again.stderr.contains("refusing to overwrite"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/identity.key")) == keyBefore)
+    }
+
+    @Test("a second agent on the same data directory refuses to start with exit code 1")
+    func secondAgentRefuses() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        let second = try run(Binaries.canopyd, ["run", "--data-dir", agent.dataDir, "--admin-socket", agent.temporary.path + "/other.sock"])
+        #expect(second.status == 1)
+        #expect(second.stderr.contains("another canopyd is already running"))
+        #expect(try agent.client().request("status")["ok"] == .bool(true))
+    }
+
+    @Test("SIGTERM shuts down cleanly: exit 0 and the socket is removed")
+    func sigtermExitsCleanly() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        #expect(FileManager.default.fileExists(atPath: agent.socketPath))
+        agent.signal(SIGTERM)
+        try waitForExit(agent.process)
+        #expect(agent.process.terminationReason == .exit)
+        #expect(agent.process.terminationStatus == 0)
+        #expect(!FileManager.default.fileExists(atPath: agent.socketPath))
+    }
+
+    @Test("a socket left by a killed agent is replaced, and a live one is never stolen")
+    func staleSocketIsReplaced() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        // Another data dir pointed at the live socket must not take it over.
+        let intruder = try AgentProcess()
+        let stolen = try run(Binaries.canopyd, ["run", "--data-dir", intruder.dataDir, "--admin-socket", agent.socketPath])
+        #expect(stolen.status == 1)
+        #expect(stolen.stderr.contains("already answering"))
+        #expect(try agent.client().request("status")["ok"] == .bool(true))
+
+        agent.signal(SIGKILL)
+        try waitForExit(agent.process)
+        #expect(FileManager.default.fileExists(atPath: agent.socketPath))  // left behind
+        let restarted = Process()
+        restarted.executableURL = URL(fileURLWithPath: Binaries.canopyd)
+        restarted.arguments = ["run", "--data-dir", agent.dataDir]
+        restarted.standardError = FileHandle.nullDevice
+        try restarted.run()
+        defer {
+            restarted.terminate()
+            restarted.waitUntilExit()
+        }
+        try poll("the restarted agent's socket") {
+            (try? AdminSocketClient(path: agent.socketPath).request("status")["node_id"]) == .string(agent.nodeID)
+        }
+    }
+
+    @Test("SIGHUP reloads the config: a peer added to the file appears without a restart")
+    func sighupReloads() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        let peer = String(repeating: "C", count: 52)
+        let configPath = agent.dataDir + "/canopy.conf"
+        let text = try String(contentsOfFile: configPath, encoding: .utf8)
+        try (text + "\n[peer \(peer)]\naddress = 127.0.0.1:9\ndirection = pull\n").write(toFile: configPath, atomically: true, encoding: .utf8)
+        agent.signal(SIGHUP)
+        try poll("the reloaded peer to be listed") {
+            guard case .array(let peers)? = try agent.client().request("peers")["peers"] else { return false }
+            return peers.contains { $0.objectValue?["node_id"] == .string(peer) && $0.objectValue?["direction"] == .string("pull") }
+        }
+        // A broken file is reported and the running config kept.
+        try (text + "\nbogus line\n").write(toFile: configPath, atomically: true, encoding: .utf8)
+        let reload = try agent.client().request("reload")
+        #expect(reload["ok"] == .bool(false))
+        if case .object(let error)? = reload["error"], case .string(let message)? = error["message"] {
+            #expect(message.contains("canopy.conf:"))
+        } else {
+            Issue.record("reload of a bad file did not fail: \(reload)")
+        }
+        #expect(try agent.client().request("status")["ok"] == .bool(true))
+    }
+}
