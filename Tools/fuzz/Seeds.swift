@@ -1,0 +1,76 @@
+// Compiled into every fuzz target (not part of the package build). When Tools/fuzz/run starts a
+// target with CANOPY_FUZZ_SEED_ROOT and CANOPY_FUZZ_SEED_CORPUS set, libFuzzer's initialisation
+// hook writes the seed corpora from Protocol/vectors and exits instead of fuzzing:
+//
+// message-decoder/: every valid and invalid message vector, raw.
+// frame-decoder/: every frame vector's stream, and every message vector framed as the secure
+// channel frames it (flags byte, 17 stand-in MAC bytes, fragments of 16 bytes), each prefixed by
+// the read-size byte the frame-decoder target expects.
+import CanopyWire
+import Foundation
+
+@_cdecl("LLVMFuzzerInitialize")
+public func fuzzInitialize(_ argc: UnsafeMutableRawPointer?, _ argv: UnsafeMutableRawPointer?) -> CInt {
+    let environment = ProcessInfo.processInfo.environment
+    guard let root = environment["CANOPY_FUZZ_SEED_ROOT"], let corpus = environment["CANOPY_FUZZ_SEED_CORPUS"] else {
+        return 0
+    }
+    let count = FuzzSeeds(root: root, corpus: corpus).writeAll()
+    print("seeds: wrote \(count) files into \(corpus)")
+    exit(0)
+}
+
+/// Turns the JSON vectors into seed files.
+struct FuzzSeeds {
+    let root: String
+    let corpus: String
+
+    func writeAll() -> Int {
+        var count = 0
+        let messages = load("Protocol/vectors/messages.json")
+        for key in ["valid", "invalid"] {
+            for vector in messages[key] as? [[String: String]] ?? [] {
+                guard let name = vector["name"], let hex = vector["hex"] else { continue }
+                let message = bytes(hex: hex)
+                write(message, "message-decoder", name)
+                var stream: [UInt8] = [7]
+                for plaintext in MessageFragmenter.plaintexts(of: message, fragmentBytesMax: 16) {
+                    FrameEncoder.encode(ciphertext: plaintext + [UInt8](repeating: 0, count: 17), into: &stream)
+                }
+                write(stream, "frame-decoder", "framed-" + name)
+                count += 2
+            }
+        }
+        let frames = load("Protocol/vectors/frames.json")
+        for key in ["valid", "invalid"] {
+            for vector in frames[key] as? [[String: Any]] ?? [] {
+                guard let name = vector["name"] as? String, let stream = vector["stream"] as? String else { continue }
+                write([3] + bytes(hex: stream), "frame-decoder", name)
+                count += 1
+            }
+        }
+        return count
+    }
+
+    private func load(_ relative: String) -> [String: Any] {
+        guard let data = FileManager.default.contents(atPath: root + "/" + relative),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { fatalError("cannot read \(relative)") }
+        return object
+    }
+
+    private func bytes(hex: String) -> [UInt8] {
+        let digits = Array(hex.utf8)
+        return stride(from: 0, to: digits.count - 1, by: 2).compactMap {
+            UInt8(String(decoding: digits[$0...$0 + 1], as: UTF8.self), radix: 16)
+        }
+    }
+
+    private func write(_ bytes: [UInt8], _ directory: String, _ name: String) {
+        let path = corpus + "/" + directory
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        guard FileManager.default.createFile(atPath: path + "/seed-" + name, contents: Data(bytes)) else {
+            fatalError("cannot write seed \(name) into \(path)")
+        }
+    }
+}
