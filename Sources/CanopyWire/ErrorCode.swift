@@ -67,7 +67,8 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let forbidden = ErrorCode(rawValue: 0x0201)
     /// A local failure (disk full, database error); retrying later may succeed.
     public static let storageFailure = ErrorCode(rawValue: 0x0202)
-    /// A revision's body or ancestry was refused (e.g. body is not a JSON object).
+    /// A revision failed the content check: its body is not a canonical JSON object or its id is
+    /// not the hash of its content (§6.6). Sent in `close`: the peer is lying or broken.
     public static let invalidDocument = ErrorCode(rawValue: 0x0203)
     /// The side is overloaded; retry later.
     public static let busy = ErrorCode(rawValue: 0x0204)
