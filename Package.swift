@@ -106,11 +106,11 @@ let package = Package(
         .testTarget(
             name: "CanopyReplicationTests",
             dependencies: ["CanopyReplication", "CanopyStore", "CanopyCore", "CanopyWire", "CanopySimulation"]),
-        .testTarget(name: "CanopyAgentTests", dependencies: ["CanopyAgent", "CanopyCore"]),
+        .testTarget(name: "CanopyAgentTests", dependencies: ["CanopyAgent", "CanopyCore", "CanopyCrypto"]),
         // Black-box tests: run the built canopyd/canopyctl binaries as child processes.
         .testTarget(
             name: "CanopyEndToEndTests",
-            dependencies: ["CanopyAgent", "CanopyCore", "canopyd", "canopyctl"]),
+            dependencies: ["CanopyAgent", "CanopyCore", "CanopyCrypto", "canopyd", "canopyctl"]),
     ],
     swiftLanguageModes: [.v6]
 )

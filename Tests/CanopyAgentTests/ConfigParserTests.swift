@@ -1,9 +1,18 @@
 import CanopyAgent
+import CanopyCrypto
+import Foundation
 import Testing
 
-/// A node id in the agent's canonical form (52 base32 characters).
-let nodeA = String(repeating: "A", count: 52)
-let nodeB = String(repeating: "B", count: 52)
+/// A valid node id in its printed form, derived from a fixed seed byte.
+func testNodeID(_ seed: UInt8) -> String {
+    var entropy = DeterministicEntropy(seed: [UInt8](repeating: seed, count: DeterministicEntropy.seedBytes))
+    return Identity.generate(random: &entropy).nodeID.description
+}
+
+let nodeA = testNodeID(1)
+/// `nodeA` with its last character (a check character) changed.
+let corruptedNodeID = String(nodeA.dropLast()) + (nodeA.last == "A" ? "B" : "A")
+let nodeB = testNodeID(2)
 
 private func parse(_ text: String) throws(ConfigError) -> ParsedConfig {
     try ConfigParser(file: "canopy.conf", normalizeNodeID: AgentIdentity.normalizeNodeID).parse(text)
@@ -36,7 +45,7 @@ struct ConfigParserTests {
             batches-in-flight = 2
             heartbeat-seconds = 5
 
-            [peer \(nodeA.lowercased())]
+            [peer \(nodeA.lowercased().replacingOccurrences(of: "-", with: ""))]
             address = 10.0.0.1:4987
             direction = push
             mode = once
@@ -68,8 +77,9 @@ struct ConfigParserTests {
         ("listen", 1, "expected `key = value`"),
         ("listen =", 1, "missing value for `listen`"),
         ("conflicts = manual\nconflicts = automatic", 2, "is set twice"),
-        ("[peer \(String(repeating: "A", count: 52))]\naddress = 1.2.3.4:0", 2, "nonzero port"),
-        ("[peer \(String(repeating: "A", count: 52))]\n[peer \(String(repeating: "A", count: 52))]", 2, "listed twice"),
+        ("[peer \(testNodeID(1))]\naddress = 1.2.3.4:0", 2, "nonzero port"),
+        ("[peer \(testNodeID(1))]\n[peer \(testNodeID(1).lowercased())]", 2, "listed twice"),
+        ("[peer \(corruptedNodeID)]", 1, "is not a valid node id"),
     ])
     func errorsNameFileAndLine(text: String, line: Int, message: String) {
         let found = error(in: text)

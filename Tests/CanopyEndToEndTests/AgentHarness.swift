@@ -1,5 +1,6 @@
 import CanopyAgent
 import CanopyCore
+import CanopyCrypto
 import Foundation
 import Testing
 
@@ -146,4 +147,10 @@ final class AgentProcess {
             process.waitUntilExit()
         }
     }
+}
+
+/// A valid node id in its printed form, derived from a fixed seed byte.
+func testNodeID(_ seed: UInt8) -> String {
+    var entropy = DeterministicEntropy(seed: [UInt8](repeating: seed, count: DeterministicEntropy.seedBytes))
+    return Identity.generate(random: &entropy).nodeID.description
 }

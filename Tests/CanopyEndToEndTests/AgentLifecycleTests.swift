@@ -94,7 +94,7 @@ struct AgentLifecycleTests {
     func sighupReloads() throws {
         let agent = try AgentProcess()
         try agent.start()
-        let peer = String(repeating: "C", count: 52)
+        let peer = testNodeID(3)
         let configPath = agent.dataDir + "/canopy.conf"
         let text = try String(contentsOfFile: configPath, encoding: .utf8)
         try (text + "\n[peer \(peer)]\naddress = 127.0.0.1:9\ndirection = pull\n").write(toFile: configPath, atomically: true, encoding: .utf8)

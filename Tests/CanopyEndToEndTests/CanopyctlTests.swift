@@ -25,7 +25,7 @@ struct CanopyctlTests {
         #expect(try agent.ctl(["resolve", "doc1"]).status == 2)  // needs exactly one of --pick/--body/--delete
         #expect(try agent.ctl(["put", "doc1", "--body", "{not json"]).status == 2)
         #expect(try agent.ctl(["delete", "doc1", "--rev", "1-00000000000000000000000000000000"]).status == 3)
-        #expect(try agent.ctl(["sync", String(repeating: "D", count: 52)]).status == 4)
+        #expect(try agent.ctl(["sync", testNodeID(4)]).status == 4)
 
         let fromStdin = try agent.ctl(["put", "doc2"], stdin: #"{"from":"stdin"}"#)
         #expect(fromStdin.status == 0)
@@ -70,7 +70,7 @@ struct CanopyctlTests {
     func statusOutput() throws {
         let agent = try AgentProcess()
         try agent.start()
-        let peer = String(repeating: "E", count: 52)
+        let peer = testNodeID(5)
         #expect(try agent.ctl(["peer", "add", peer, "127.0.0.1:9", "--direction", "push", "--mode", "once"]).status == 0)
         let table = try agent.ctl(["status"])
         #expect(table.status == 0)
