@@ -60,7 +60,7 @@ extension Agent {
         } else {
             document = try store.get(id: id, options: options)
         }
-        return ["doc": CouchJSON.document(document)]
+        return ["doc": try Self.couchDocument(document)]
     }
 
     private func delete(_ request: AdminRequest) throws -> [String: JSONValue] {

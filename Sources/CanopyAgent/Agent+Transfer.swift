@@ -2,8 +2,26 @@ import CanopyCore
 import CanopyStore
 import Dispatch
 
-/// `import` and `export` in CouchDB's JSON shape (see `CouchJSON`).
+/// `get`'s document shape, `import` and `export`: CouchDB's JSON shape as CanopyStore's
+/// `CouchJSON` defines it (with its `_closed`/`_resolved` extensions).
 extension Agent {
+    /// A revision in CouchDB shape; `_revisions` only when the history was asked for.
+    static func couchDocument(_ document: Document) throws(StoreError) -> JSONValue {
+        let history = document.history ?? [document.revision]
+        let path: RevisionPath
+        do {
+            path = try RevisionPath(leaf: document.revision, kind: document.kind, ancestors: Array(history.dropFirst()))
+        } catch {
+            throw .corrupt(detail: "stored history of \"\(document.id.prefix(80))\": \(error)")
+        }
+        var members = CouchJSON.export(documentID: document.id, path: path, body: document.body, conflicts: document.conflicts).objectValue ?? [:]
+        if document.history == nil { members["_revisions"] = nil }
+        if let deleted = document.deletedConflicts, !deleted.isEmpty {
+            members["_deleted_conflicts"] = .array(deleted.map { .string($0.description) })
+        }
+        return .object(members)
+    }
+
     /// `import`: `{"docs": [...], "couchdb": bool}`, a `_bulk_docs` body with `new_edits: false`.
     /// All revisions go in one store transaction: on any bad revision nothing is written.
     /// Revisions are inserted as if received from a peer, so the node's conflict policy applies.
@@ -17,22 +35,16 @@ extension Agent {
         if let newEdits = request.arguments["new_edits"], newEdits != .bool(false) {
             throw AdminFailure(.invalidArgument, "only \"new_edits\": false is supported (revisions are imported as they are)")
         }
-        let couchDB = try request.bool("couchdb")
-        var revisions: [CouchJSON.ImportedRevision] = []
-        revisions.reserveCapacity(docs.count)
-        for (index, doc) in docs.enumerated() { revisions.append(try CouchJSON.revision(from: doc, index: index)) }
-        if couchDB { CouchJSON.settleCouchDBBranches(&revisions) }
-        let foreign = revisions.map { ForeignRevision(documentID: $0.documentID, path: $0.path, body: .value($0.body)) }
-        // CouchDB's ids are MD5-based, so only Canopy's own exports can pass the content-hash check.
-        let results = try store.bulkInsertForeign(foreign, idCheck: couchDB ? .trusted : .contentHash)
+        let body = CanonicalJSON.encode(.object(["docs": .array(docs), "new_edits": .bool(false)]))
+        let results = try store.importBulkDocs(body, couchDB: try request.bool("couchdb"))
         let added = results.reduce(0) { $0 + $1.added.count }
         emit("import.finished", ["documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added))])
         return ["documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added))]
     }
 
     /// `export`: one page of documents in change order, every leaf (closed ones included) with its
-    /// full stored history. `since`/`limit` page through; `last_seq` is the next `since`, and
-    /// `done` is true on the last page.
+    /// stored history. `since`/`limit` page through; `last_seq` is the next `since`, and `done` is
+    /// true on the last page.
     func exportDocuments(_ request: AdminRequest) throws -> [String: JSONValue] {
         let since = try request.optionalInt("since", in: 0...Int64.max) ?? 0
         let limit = try request.optionalInt("limit", in: 1...Int64(AgentLimits.changesLimitMax)) ?? Int64(AgentLimits.changesDefaultLimit)
@@ -40,7 +52,7 @@ extension Agent {
         var docs: [JSONValue] = []
         for change in changes {
             for leaf in change.leaves {
-                if let document = try exportedRevision(change.documentID, leaf.revision) { docs.append(CouchJSON.document(document)) }
+                if let document = try exportedRevision(change.documentID, leaf.revision) { docs.append(try Self.couchDocument(document)) }
             }
         }
         return [
