@@ -4,6 +4,8 @@ import CanopyCore
 struct StoredDocument {
     let id: String
     var key: Int64?
+    /// The sequence of the document's row (its rowid), nil before its first write.
+    var sequence: Int64?
     /// The tree as stored; the baseline `persist` compares against.
     var storedTree: RevTree
     /// The tree being changed.
@@ -15,9 +17,10 @@ struct StoredDocument {
     /// Canonical bodies of revisions added in this transaction (never re-read from the file).
     var newBodies: [RevisionID: [UInt8]] = [:]
 
-    init(id: String, key: Int64?, tree: RevTree) {
+    init(id: String, key: Int64?, sequence: Int64?, tree: RevTree) {
         self.id = id
         self.key = key
+        self.sequence = sequence
         self.storedTree = tree
         self.tree = tree
     }
@@ -35,17 +38,18 @@ struct StoredDocument {
 enum RevisionRows {
     /// Loads a document's row key and tree, or nil when the document does not exist.
     static func load(_ db: Database, documentID: String) throws -> StoredDocument? {
-        let lookup = try db.statement("SELECT doc_key FROM documents WHERE doc_id = ?")
+        let lookup = try db.statement("SELECT doc_key, sequence FROM documents WHERE doc_id = ?")
         try lookup.bind(documentID, at: 1)
-        let found = try lookup.step() ? lookup.int64(0) : nil
+        let found = try lookup.step() ? (key: lookup.int64(0), sequence: lookup.int64(1)) : nil
         lookup.reset()
-        guard let key = found else { return nil }
-        return StoredDocument(id: documentID, key: key, tree: try loadTree(db, key: key, documentID: documentID))
+        guard let found else { return nil }
+        let tree = try loadTree(db, key: found.key, documentID: documentID)
+        return StoredDocument(id: documentID, key: found.key, sequence: found.sequence, tree: tree)
     }
 
     /// Loads a document for writing: the stored one, or an empty one.
     static func loadForWrite(_ db: Database, documentID: String) throws -> StoredDocument {
-        try load(db, documentID: documentID) ?? StoredDocument(id: documentID, key: nil, tree: RevTree())
+        try load(db, documentID: documentID) ?? StoredDocument(id: documentID, key: nil, sequence: nil, tree: RevTree())
     }
 
     /// Reads a document's tree with one range scan of the revisions primary key.
@@ -57,14 +61,15 @@ enum RevisionRows {
         while try statement.step() {
             let row = statement
             let generation = row.int(0)
-            guard let id = RevisionID(generation: generation, digest: row.blob(1) ?? []),
+            guard let id = row.revisionID(generation: generation, digestColumn: 1),
                 let kind = RevisionKind(rawValue: UInt8(truncatingIfNeeded: row.int(3)))
             else { throw StoreError.corrupt(detail: "revision row of \"\(documentID.prefix(80))\"") }
-            let parent = try row.blob(2).map { digest in
-                guard let parent = RevisionID(generation: generation - 1, digest: digest) else {
+            var parent: RevisionID? = nil
+            if !row.isNull(2) {
+                guard let known = row.revisionID(generation: generation - 1, digestColumn: 2) else {
                     throw StoreError.corrupt(detail: "parent of \(id) in \"\(documentID.prefix(80))\"")
                 }
-                return parent
+                parent = known
             }
             nodes.append(RevTree.Node(id: id, parent: parent, kind: kind))
         }
@@ -76,7 +81,9 @@ enum RevisionRows {
     static func body(_ db: Database, key: Int64, revision: RevisionID) throws -> [UInt8]? {
         let statement = try db.statement("SELECT body FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?")
         defer { statement.reset() }
-        try statement.bind([.integer(key), .integer(Int64(revision.generation)), .blob(revision.digest)])
+        try statement.bind(key, at: 1)
+        try statement.bind(revision.generation, at: 2)
+        try statement.bind(digestOf: revision, at: 3)
         return try statement.step() ? statement.blob(0) : nil
     }
 
@@ -99,32 +106,33 @@ enum RevisionRows {
         let leaves = LeafList.encode(tree.leaves)
         let db = context.db
         let statement: Statement
-        if let key = document.key {
+        if let previous = document.sequence {
             statement = try db.statement(
                 """
                 UPDATE documents SET sequence = ?, current_generation = ?, current_digest = ?, deleted = ?,
-                    conflicted = ?, leaves = ? WHERE doc_key = ?
+                    conflicted = ?, leaves = ? WHERE sequence = ?
                 """)
-            try statement.bind(key, at: 7)
+            try statement.bind(previous, at: 7)
         } else {
-            // A plain INSERT (no upsert, no RETURNING): the document was looked up in this
-            // transaction and does not exist.
+            // A plain INSERT (no upsert): the document was looked up in this transaction and does
+            // not exist. Its stable key is this first sequence.
             statement = try db.statement(
                 """
-                INSERT INTO documents(sequence, current_generation, current_digest, deleted, conflicted, leaves, doc_id)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO documents(sequence, current_generation, current_digest, deleted, conflicted, leaves, doc_id, doc_key)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?1)
                 """)
             try statement.bind(document.id, at: 7)
         }
         try statement.bind(sequence, at: 1)
         try statement.bind(current.id.generation, at: 2)
-        try statement.bind(current.id.digest, at: 3)
+        try statement.bind(digestOf: current.id, at: 3)
         try statement.bind(current.kind.isDeleted ? 1 : 0, at: 4)
         try statement.bind(tree.isConflicted ? 1 : 0, at: 5)
         try statement.bind(leaves, at: 6)
         try statement.run()
-        let key = document.key ?? db.lastInsertRowID
+        let key = document.key ?? sequence
         document.key = key
+        document.sequence = sequence
         // Sorted so that rows are written in the same order on every node and every run.
         for revision in document.touched.sorted() {
             try persistRevision(context.db, key: key, document: document, revision: revision)
@@ -150,8 +158,8 @@ enum RevisionRows {
                 "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body) VALUES (?, ?, ?, ?, ?, ?, ?)")
             try statement.bind(key, at: 1)
             try statement.bind(generation, at: 2)
-            try statement.bind(revision.digest, at: 3)
-            try statement.bind(node.parent?.digest, at: 4)
+            try statement.bind(digestOf: revision, at: 3)
+            try statement.bind(digestOf: node.parent, at: 4)
             try statement.bind(Int(node.kind.rawValue), at: 5)
             try statement.bind(document.tree.isLeaf(revision) ? 1 : 0, at: 6)
             try statement.bind(document.newBodies[revision], at: 7)

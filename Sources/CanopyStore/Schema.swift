@@ -5,12 +5,18 @@
 /// Data model (one row per thing, every query served by an index):
 ///
 ///     metadata(key, value)                       database id, revs limit, sequence counter
-///     documents(doc_key, doc_id UNIQUE, sequence UNIQUE, current_generation, current_digest,
-///               deleted, conflicted, leaves)     the changes index: each document once, at the
+///     documents(sequence PRIMARY KEY, doc_key, doc_id UNIQUE, current_generation,
+///               current_digest, deleted, conflicted, leaves)
+///                                                the changes index: each document once, at the
 ///                                                sequence of its latest change
 ///     revisions(doc_key, generation, digest, parent, kind, leaf, body)
 ///               PRIMARY KEY (doc_key, generation, digest)
 ///     local_documents(local_id, body)            never replicated (checkpoints, settings)
+///
+/// `documents.sequence` is the rowid, so the changes feed is a rowid range scan and a document
+/// write maintains one index (doc_id) besides the table, not two. A document's row moves to a new
+/// rowid on every change; `doc_key`, the sequence of its first write, is the stable key its
+/// revisions refer to (never reused: sequences only grow).
 ///
 /// `revisions.parent` is the parent's digest (its generation is always one less), NULL for a root
 /// (a first revision or the oldest revision kept after stemming). A document's whole tree is read
@@ -33,9 +39,9 @@ enum Schema {
             value ANY
         ) WITHOUT ROWID, STRICT;
         CREATE TABLE documents (
-            doc_key INTEGER PRIMARY KEY,
+            sequence INTEGER PRIMARY KEY,
+            doc_key INTEGER NOT NULL,
             doc_id TEXT NOT NULL UNIQUE,
-            sequence INTEGER NOT NULL UNIQUE,
             current_generation INTEGER NOT NULL,
             current_digest BLOB NOT NULL,
             deleted INTEGER NOT NULL,
@@ -43,7 +49,7 @@ enum Schema {
             leaves BLOB NOT NULL
         ) STRICT;
         CREATE TABLE revisions (
-            doc_key INTEGER NOT NULL REFERENCES documents(doc_key) ON DELETE CASCADE,
+            doc_key INTEGER NOT NULL,
             generation INTEGER NOT NULL,
             digest BLOB NOT NULL,
             parent BLOB,

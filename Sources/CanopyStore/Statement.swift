@@ -1,4 +1,5 @@
 import CSQLite
+import CanopyCore
 
 /// A value to bind to a statement parameter.
 public enum SQLiteValue: Sendable, Equatable {
@@ -90,6 +91,17 @@ public final class Statement {
         try check(result)
     }
 
+    /// Binds the 16 digest bytes of `revision` (nil binds NULL) without building an array: the
+    /// hot paths bind two or three digests per revision written.
+    public func bind(digestOf revision: RevisionID?, at index: Int32) throws(SQLiteError) {
+        guard let revision else { return try check(sqlite3_bind_null(handle, index)) }
+        var halves = (revision.digestHigh.bigEndian, revision.digestLow.bigEndian)
+        let result = withUnsafeBytes(of: &halves) { raw in
+            sqlite3_bind_blob(handle, index, raw.baseAddress, Int32(RevisionID.digestBytes), transientDestructor)
+        }
+        try check(result)
+    }
+
     /// Binds a list of values to parameters 1, 2, ….
     public func bind(_ values: [SQLiteValue]) throws(SQLiteError) {
         for (offset, value) in values.enumerated() { try bind(value, at: Int32(offset + 1)) }
@@ -129,6 +141,18 @@ public final class Statement {
         guard let pointer = sqlite3_column_text(handle, index) else { return "" }
         let count = Int(sqlite3_column_bytes(handle, index))
         return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
+    }
+
+    /// Column `index` of the current row read as the digest of a revision of `generation`; nil
+    /// unless it is exactly 16 bytes and the generation is valid. Reads in place, no array.
+    public func revisionID(generation: Int, digestColumn index: Int32) -> RevisionID? {
+        guard (1...RevisionID.generationMax).contains(generation),
+            sqlite3_column_bytes(handle, index) == Int32(RevisionID.digestBytes),
+            let pointer = sqlite3_column_blob(handle, index)
+        else { return nil }
+        let high = UInt64(bigEndian: pointer.loadUnaligned(as: UInt64.self))
+        let low = UInt64(bigEndian: pointer.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        return RevisionID(generation: generation, digestHigh: high, digestLow: low)
     }
 
     /// Column `index` of the current row as bytes, or nil for NULL.

@@ -37,7 +37,10 @@ struct SchemaTests {
         let revision = RevisionHasher.revisionID(parent: nil, kind: .live, body: body(1))
         let tree = RevTree(nodes: [RevTree.Node(id: revision, parent: nil, kind: .live)])
         try db.run(
-            "INSERT INTO documents VALUES (1, 'old', 1, 1, ?, 0, 0, ?)", .blob(revision.digest),
+            """
+            INSERT INTO documents(sequence, doc_key, doc_id, current_generation, current_digest, deleted, conflicted, leaves)
+            VALUES (1, 1, 'old', 1, ?, 0, 0, ?)
+            """, .blob(revision.digest),
             .blob(LeafList.encode(tree.leaves)))
         try db.run(
             "INSERT INTO revisions VALUES (1, 1, ?, NULL, 0, 1, ?)", .blob(revision.digest),
