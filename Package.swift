@@ -87,7 +87,8 @@ let package = Package(
         .executableTarget(
             name: "canopy-bench",
             dependencies: [
-                "CanopyCore", "CanopyStore", "CanopyWire", "CanopyCrypto", "CSQLite", "CSodium",
+                "CanopyCore", "CanopyStore", "CanopyWire", "CanopyCrypto", "CanopyReplication", "CanopySimulation",
+                "CSQLite", "CSodium",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/canopy-bench"),

@@ -26,15 +26,24 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         self.digestLow = digestLow
     }
 
-    /// Creates a revision id from a generation and 16 digest bytes.
-    public init?(generation: Int, digest: some Collection<UInt8>) {
+    /// Creates a revision id from a generation and 16 digest bytes. `@inlinable` so that callers
+    /// (the store's row decoding, the wire codec) get a specialised loop: this is on the hot path
+    /// of every revision read.
+    @inlinable
+    public init?<Bytes: Collection<UInt8>>(generation: Int, digest: Bytes) {
         guard (1...RevisionID.generationMax).contains(generation), digest.count == 16 else {
             return nil
         }
         var high: UInt64 = 0
         var low: UInt64 = 0
-        for (index, byte) in digest.enumerated() {
-            if index < 8 { high = high << 8 | UInt64(byte) } else { low = low << 8 | UInt64(byte) }
+        var index = digest.startIndex
+        for _ in 0..<8 {
+            high = high << 8 | UInt64(digest[index])
+            index = digest.index(after: index)
+        }
+        for _ in 0..<8 {
+            low = low << 8 | UInt64(digest[index])
+            index = digest.index(after: index)
         }
         self.init(generation: generation, digestHigh: high, digestLow: low)
     }

@@ -77,7 +77,7 @@ enum StoreBenchPhases {
 
     /// Wall-clock seconds `body` takes; its CPU seconds go to stderr (on a shared machine the
     /// gap between the two shows time lost waiting for a core or the disk).
-    private static func measure(_ body: () throws -> Void) throws -> Double {
+    static func measure(_ body: () throws -> Void) throws -> Double {
         let start = DispatchTime.now().uptimeNanoseconds
         let cpuStart = cpuSeconds()
         try body()
