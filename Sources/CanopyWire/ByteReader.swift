@@ -49,21 +49,50 @@ public struct ByteReader: Sendable {
     /// beyond 64, and non-minimal encodings (a final zero byte after the first), so each value has
     /// exactly one encoding and vectors are byte-exact.
     public mutating func readVarint(_ field: String) throws(ProtocolError) -> UInt64 {
+        switch readVarintValue() {
+        case .value(let value): return value
+        case .truncated: throw .truncated(field: field)
+        case .malformed: throw .malformedVarint(field: field)
+        }
+    }
+
+    /// The outcome of reading a varint, before any field name is attached (so the hot path never
+    /// builds a string).
+    private enum VarintRead {
+        case value(UInt64), truncated, malformed
+    }
+
+    private mutating func readVarintValue() -> VarintRead {
         var value: UInt64 = 0
         var shift: UInt64 = 0
         for index in 0..<10 {
-            guard position < bytes.endIndex else { throw .truncated(field: field) }
+            guard position < bytes.endIndex else { return .truncated }
             let byte = bytes[position]
             position += 1
-            if index == 9, byte > 1 { throw .malformedVarint(field: field) }
+            if index == 9, byte > 1 { return .malformed }
             value |= UInt64(byte & 0x7F) << shift
             if byte & 0x80 == 0 {
-                if byte == 0, index > 0 { throw .malformedVarint(field: field) }
-                return value
+                if byte == 0, index > 0 { return .malformed }
+                return .value(value)
             }
             shift += 7
         }
-        throw .malformedVarint(field: field)
+        return .malformed
+    }
+
+    /// Reads the varint length of `field` and checks it lies in `range`; the error names
+    /// "`field` length".
+    private mutating func readLength(of field: String, in range: ClosedRange<Int>) throws(ProtocolError) -> Int {
+        switch readVarintValue() {
+        case .value(let value):
+            guard value >= UInt64(range.lowerBound), value <= UInt64(range.upperBound) else {
+                throw .outOfRange(field: field + " length", value: value, min: UInt64(range.lowerBound),
+                                  max: UInt64(range.upperBound))
+            }
+            return Int(value)
+        case .truncated: throw .truncated(field: field + " length")
+        case .malformed: throw .malformedVarint(field: field + " length")
+        }
     }
 
     /// Reads a varint and checks it lies in `range`, returning it as an `Int`.
@@ -77,13 +106,13 @@ public struct ByteReader: Sendable {
 
     /// Reads `varint(length) ‖ bytes`, checking the length against `range` before copying.
     public mutating func readLengthPrefixed(_ field: String, in range: ClosedRange<Int>) throws(ProtocolError) -> [UInt8] {
-        let count = try readVarint(field + " length", in: range)
+        let count = try readLength(of: field, in: range)
         return Array(try readRaw(count, field))
     }
 
     /// Reads a length-prefixed UTF-8 string whose byte count lies in `range`, refusing invalid UTF-8.
     public mutating func readString(_ field: String, in range: ClosedRange<Int>) throws(ProtocolError) -> String {
-        let count = try readVarint(field + " length", in: range)
+        let count = try readLength(of: field, in: range)
         let raw = try readRaw(count, field)
         guard let text = String(validating: raw, as: UTF8.self) else { throw .invalidUTF8(field: field) }
         return text

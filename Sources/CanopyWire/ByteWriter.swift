@@ -11,6 +11,11 @@ public struct ByteWriter: Sendable {
         bytes.reserveCapacity(capacity)
     }
 
+    /// Makes room for `count` more bytes, so a large message grows its buffer once.
+    public mutating func reserve(additional count: Int) {
+        bytes.reserveCapacity(bytes.count + count)
+    }
+
     /// Appends one byte.
     public mutating func writeByte(_ byte: UInt8) {
         bytes.append(byte)

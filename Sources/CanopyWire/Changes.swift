@@ -53,6 +53,7 @@ public struct Changes: WireMessageBody {
     public func encode(into writer: inout ByteWriter) {
         precondition(entries.count <= WireLimits.changesEntriesMax, "too many entries")
         precondition(revisionCount <= WireLimits.batchRevisionsMax, "too many revisions in batch")
+        writer.reserve(additional: entries.reduce(16) { $0 + 8 + $1.docID.utf8.count + 18 * $1.revisions.count })
         writer.writeVarint(requestID)
         writer.writeVarint(subscriptionID)
         writer.writeByte(caughtUp ? Changes.caughtUpFlag : 0)

@@ -6,6 +6,8 @@
 /// ```
 /// awaitingHello ──hello──▶ ready ──close(local)──▶ closing ──(transport closed)──▶ closed
 ///        └────────close received, or a violation, in any state────────────────────▶ closed
+///
+/// (`heartbeat` and `heartbeatEcho` are valid in `awaitingHello` too.)
 /// ```
 ///
 /// Invariants: a message is delivered only if it is valid in the current state and every request
@@ -112,6 +114,9 @@ public struct ConnectionStateMachine: Sendable {
             return [.deliver(message), .closeTransport(code: close.code)]
         }
         if state == .awaitingHello {
+            // Heartbeats are valid before the peer's hello: a slow peer must not make a timer fatal.
+            if case .heartbeat = message { return [.send(.heartbeatEcho)] }
+            if case .heartbeatEcho = message { return [.deliver(message)] }
             guard case .hello(let hello) = message else { throw unexpected(message) }
             // The connection runs at min(ours, theirs); the decoder already refused version 0 and
             // every version ≥ 1 includes version 1, so there is always a common version.
@@ -151,7 +156,7 @@ public struct ConnectionStateMachine: Sendable {
         case .hello: preconditionFailure("hello is sent by start()")
         case .close: preconditionFailure("use close(code:reason:)")
         case .heartbeat, .heartbeatEcho:
-            precondition(state == .ready || state == .awaitingHello, "sending after close")
+            // Carry no state; a timer racing a close is harmless (the peer discards it).
             return
         default:
             precondition(state == .ready, "replication messages need both hellos and an open connection")

@@ -82,6 +82,7 @@ struct RequestTables: Sendable {
         switch message {
         case .subscribe(let subscribe):
             precondition(!weUse(subscribe.requestID), "request id in use")
+            precondition(ourSubscriptions.count < WireLimits.subscriptionsMax, "more subscriptions than the peer accepts")
             ourSubscriptions[subscribe.requestID] = Subscription(continuous: subscribe.continuous, lastSequence: subscribe.since)
         case .unsubscribe(let unsubscribe):
             let subscription = ourSubscriptions.removeValue(forKey: unsubscribe.subscriptionID)
@@ -109,6 +110,7 @@ struct RequestTables: Sendable {
 
     private mutating func sendRequest(_ id: RequestID, kind: RequestKind) {
         precondition(!weUse(id), "request id in use")
+        precondition(ourRequests.count < WireLimits.inFlightRequestsMax, "more requests than the peer accepts")
         ourRequests[id] = kind
     }
 }

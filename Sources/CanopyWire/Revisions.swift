@@ -58,6 +58,7 @@ public struct Revisions: WireMessageBody {
 
     public func encode(into writer: inout ByteWriter) {
         precondition(revisions.count <= WireLimits.batchRevisionsMax, "too many revisions")
+        writer.reserve(additional: revisions.reduce(16) { $0 + 16 + $1.body.count + 16 * $1.ancestry.count })
         writer.writeVarint(requestID)
         writer.writeByte(final ? Revisions.finalFlag : 0)
         writer.writeVarint(UInt64(revisions.count))

@@ -261,3 +261,14 @@ struct ConnectionStateMachineTests {
         #expect(close.reason.utf8.count == 1024)
     }
 }
+
+extension ConnectionStateMachineTests {
+    @Test("heartbeats are answered even before the peer's hello, and do not count as the hello")
+    func heartbeatBeforeHello() {
+        var machine = ConnectionStateMachine(localHello: Hello(databaseID: Self.databaseA, revsLimit: 10, window: 1))
+        #expect(machine.receive(.heartbeat) == [.send(.heartbeatEcho)])
+        #expect(machine.receive(.heartbeatEcho) == [.deliver(.heartbeatEcho)])
+        #expect(machine.state == .awaitingHello)
+        #expect(machine.receive(.unsubscribe(Unsubscribe(subscriptionID: 1))).last == .closeTransport(code: .unexpectedMessage))
+    }
+}
