@@ -89,12 +89,11 @@ extension Agent: AdminRequestHandler {
     /// connection state. Calls `completion` on `queue`.
     private func peerRows(_ completion: @escaping @Sendable ([JSONValue]) -> Void) {
         let configured = config.peers
-        let connected = peers?.connectedPeers() ?? []
         replication.statuses { statuses in
             self.queue.async {
                 completion(configured.map { peer in
                     let status = statuses.first { $0.nodeID == peer.nodeID }
-                    return Self.peerRow(peer, status: status, connected: connected.contains(peer.nodeID) || status?.connected == true)
+                    return Self.peerRow(peer, status: status, connected: status?.connected == true)
                 })
             }
         }

@@ -38,6 +38,8 @@ public struct AgentOptions: Sendable {
 public final class Agent: @unchecked Sendable {
     let queue = DispatchQueue(label: "canopy.agent")
     let storeQueue = DispatchQueue(label: "canopy.agent.store")
+    /// The replication engine's serial context (its scheduler and every peer transport).
+    let replicationQueue = DispatchQueue(label: "canopy.replication")
     let options: AgentOptions
     let logger: Logger
     let identity: AgentIdentity
@@ -53,16 +55,23 @@ public final class Agent: @unchecked Sendable {
     var eventSubscribers: [ObjectIdentifier: AdminClient] = [:]
     var pendingPeers: [String: PendingPeerRecord] = [:]
     var resolver: ResolverBroker?
-    var replication: any ReplicationController
-    var peers: PeerConnectionManager?
+    var replication: (any ReplicationController)!
+    var peers: PeerConnectionManager!
     var admin: AdminServer?
     var boundListen: HostPort?
     var shuttingDown = false
+    private var stopped = false
     private var shutdownWaiters: [@Sendable () -> Void] = []
+    /// Called once when a shutdown has finished, whoever asked for it (a signal or the admin
+    /// `shutdown` command); `canopyd` exits the process here.
+    private let whenStopped: @Sendable () -> Void
 
     /// Takes the lock, loads identity and config, opens the store. Nothing listens yet.
-    public init(options: AgentOptions, environment: [String: String]) throws(AgentError) {
+    public init(
+        options: AgentOptions, environment: [String: String], whenStopped: @escaping @Sendable () -> Void = {}
+    ) throws(AgentError) {
         self.options = options
+        self.whenStopped = whenStopped
         self.logger = options.logger
         let directory = options.directory
         try directory.requireInitialized()
@@ -81,30 +90,30 @@ public final class Agent: @unchecked Sendable {
         }
         notifier = SystemdNotifier(environment: environment)
         startedAt = Self.wallClock()
-        replication = DetachedReplication()
+        peers = PeerConnectionManager(identity: identity.identity, deliveryQueue: replicationQueue, logger: logger, events: self)
+        replication = EngineReplication(queue: replicationQueue, store: store, manager: peers, logger: logger, sink: self)
     }
 
     /// The node id.
     public var nodeID: String { identity.nodeID }
 
-    /// Replaces the replication controller (the lead plugs the engine in here before `start`).
-    public func setReplicationController(_ controller: any ReplicationController) {
-        queue.sync { replication = controller }
-    }
-
     /// Binds the admin socket and the peer listener, applies the config, and tells systemd it is
     /// ready. Throws if either socket cannot be bound (a live agent on the admin socket included).
     public func start() throws(AgentError) {
         let socketPath = options.adminSocketPath ?? options.directory.adminSocketPath
-        let manager = PeerConnectionManager(localNodeID: identity.nodeID, logger: logger, events: self)
-        let port = try manager.start(listen: config.listen)
         let server = try AdminServer(path: socketPath, handler: self, logger: logger)
+        let port: UInt16
+        do throws(AgentError) {
+            port = try peers.start(listen: config.listen)
+        } catch {
+            server.stop()
+            throw error
+        }
         queue.sync {
-            peers = manager
             admin = server
             boundListen = HostPort(host: config.listen.host, port: port)
+            peers.allow(config.peers)
             replication.apply(config: config)
-            manager.apply(peers: config.peers)
         }
         server.start()
         logger.info("canopyd \(identity.nodeID) listening on \(boundListen!) (admin socket \(socketPath))")
@@ -148,8 +157,8 @@ public final class Agent: @unchecked Sendable {
         parsedConfig = parsed
         config = next
         for peer in next.peers { pendingPeers[peer.nodeID] = nil }
+        peers.allow(next.peers)
         replication.apply(config: next)
-        peers?.apply(peers: next.peers)
     }
 
     /// Shuts down cleanly: stops accepting, lets replication finish its batch and checkpoint,
@@ -157,6 +166,7 @@ public final class Agent: @unchecked Sendable {
     /// asked several times). Work still running after `AgentLimits.shutdownGraceSeconds` is abandoned.
     public func shutdown(_ completion: @escaping @Sendable () -> Void) {
         queue.async { [self] in
+            guard !stopped else { return completion() }
             shutdownWaiters.append(completion)
             guard !shuttingDown else { return }
             shuttingDown = true
@@ -173,14 +183,16 @@ public final class Agent: @unchecked Sendable {
 
     private func finishShutdown() {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard !shutdownWaiters.isEmpty else { return }
-        peers?.stop()
+        guard !stopped else { return }
+        stopped = true
+        peers.stop()
         resolver?.stop()
         admin?.stop()
         storeQueue.sync {}  // let a store operation in flight commit
         let waiters = shutdownWaiters
         shutdownWaiters = []
         for waiter in waiters { waiter() }
+        whenStopped()
     }
 
     /// Records an event and streams it to subscribers. Callable from any queue.
@@ -228,9 +240,9 @@ extension Agent: ReplicationEventSink, PeerEventSink {
         emit("peer.pending", ["node_id": .string(nodeID), "address": .string(address)])
     }
 
-    func peerConnected(nodeID: String, transport: any PeerTransport) {
-        queue.async { [self] in replication.connectionEstablished(peer: nodeID, transport: transport) }
-        emit("peer.connected", ["node_id": .string(nodeID)])
+    func peerConnected(nodeID: String, transport: ChannelTransport) {
+        queue.async { [self] in replication.accept(inbound: transport, from: nodeID, connection: transport.identity) }
+        emit("peer.connected", ["node_id": .string(nodeID), "inbound": .bool(true)])
     }
 }
 

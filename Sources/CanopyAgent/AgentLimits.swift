@@ -47,12 +47,24 @@ public enum AgentLimits {
     /// Bytes of an `import` body given inline on the socket.
     public static let importBodyBytesMax = adminLineBytesMax
 
+    /// Bytes queued for one peer connection that is not reading fast enough. Beyond this the
+    /// connection is dropped (the engine reconnects and resumes from its checkpoint). Several
+    /// pipelined batches of messages up to `WireLimits.messageBytesMax` fit.
+    public static let peerPendingWriteBytesMax = 64 << 20
+
     /// Concurrent inbound TCP connections that have not finished their handshake.
     public static let pendingInboundConnectionsMax = 32
 
     /// Pending (refused, unknown) peers remembered for `peer accept`; further unknown peers are
     /// still refused but not listed, so a scan of node ids cannot grow the agent's memory.
     public static let pendingPeersMax = 256
+
+    /// Local changes counted for a peer's `pending` figure in `status`; beyond it `status` shows
+    /// this number (counting is a query over the changes feed, so it is bounded).
+    public static let pendingCountMax = 10_000
+
+    /// Seconds a shutdown leaves for the final `close` frames to be written to peers.
+    public static let closeFlushSeconds = 0.2
 
     /// The TCP listen backlog.
     public static let tcpListenBacklog = 64

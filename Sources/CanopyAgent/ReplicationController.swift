@@ -1,4 +1,5 @@
 import CanopyCore
+import CanopyCrypto
 import CanopyReplication
 
 /// Per-peer replication status as `status` and `peers` report it.
@@ -79,24 +80,11 @@ public protocol ReplicationController: AnyObject, Sendable {
     /// peers, stop those removed, apply new directions and modes.
     func apply(config: AgentConfig)
 
-    /// An authenticated connection to `peer` is ready. The engine takes it over; it calls
-    /// `transport.close()` when done.
-    func connectionEstablished(peer nodeID: String, transport: any PeerTransport)
+    /// An allowed peer dialled us and authenticated. The engine takes the transport over (or
+    /// closes it: when a connection to that peer is already up, the simultaneous-connect rule of
+    /// Protocol/replication-v1.md §4.7 decides which one survives, from `connection`).
+    func accept(inbound transport: any MessageTransport, from nodeID: String, connection: SimultaneousConnect.Connection)
 
     /// Finish the batch in flight, write checkpoints, close transports; then call `completion`.
     func shutdown(_ completion: @escaping @Sendable () -> Void)
-}
-
-/// An authenticated, encrypted, message-oriented connection to one peer, as the agent hands it to
-/// the replication engine. Messages are whole plaintext messages (the channel frames, encrypts and
-/// fragments them).
-public protocol PeerTransport: AnyObject, Sendable {
-    /// The peer's node id (authenticated by the handshake).
-    var peerNodeID: String { get }
-    /// Sets the receive handlers; called once, before any message is delivered.
-    func start(onMessage: @escaping @Sendable ([UInt8]) -> Void, onClose: @escaping @Sendable (String?) -> Void)
-    /// Sends one message. Ignored after close.
-    func send(_ message: [UInt8])
-    /// Closes with the FINAL tag after flushing what was sent.
-    func close()
 }

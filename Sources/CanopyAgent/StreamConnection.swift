@@ -55,6 +55,15 @@ final class StreamConnection: @unchecked Sendable {
         read.resume()
     }
 
+    /// Hands the connection to a new owner (a handshake hands it to the secure channel). Must be
+    /// called on `queue`; bytes read afterwards go to the new handler.
+    func replaceHandlers(onRead: @escaping ReadHandler, onClose: @escaping CloseHandler) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !isClosed else { return onClose() }
+        self.onRead = onRead
+        self.onClose = onClose
+    }
+
     /// Queues bytes for writing. Must be called on `queue`. Ignored after close.
     func send(_ bytes: [UInt8]) {
         dispatchPrecondition(condition: .onQueue(queue))

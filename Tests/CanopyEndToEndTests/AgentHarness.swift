@@ -154,3 +154,34 @@ func testNodeID(_ seed: UInt8) -> String {
     var entropy = DeterministicEntropy(seed: [UInt8](repeating: seed, count: DeterministicEntropy.seedBytes))
     return Identity.generate(random: &entropy).nodeID.description
 }
+
+extension AgentProcess {
+    /// The `HOST:PORT` the agent actually listens on (`status.listen`).
+    func listenAddress() throws -> String {
+        guard case .string(let address)? = try client().request("status")["listen"] else {
+            throw TimedOut(what: "a listen address in status")
+        }
+        return address
+    }
+
+    /// Allows `other` and dials it at its listen address.
+    func allow(_ other: AgentProcess) throws {
+        let response = try client().request("peer.add", ["node_id": .string(other.nodeID), "address": .string(try other.listenAddress())])
+        guard response["ok"] == .bool(true) else { throw TimedOut(what: "peer.add to succeed: \(response)") }
+    }
+
+    /// The document's body member `key` as this agent has it, or nil if it has no such document.
+    func value(of id: String, _ key: String) throws -> JSONValue? {
+        let response = try client().request("get", ["doc": .string(id)])
+        return response["doc"]?.objectValue?[key]
+    }
+
+    /// Writes a document through the admin socket and returns its revision.
+    @discardableResult
+    func put(_ id: String, _ body: [String: JSONValue]) throws -> String {
+        guard case .string(let rev)? = try client().request("put", ["doc": .string(id), "body": .object(body)])["rev"] else {
+            throw TimedOut(what: "put \(id) to succeed")
+        }
+        return rev
+    }
+}

@@ -62,6 +62,16 @@ struct AgentLifecycleTests {
         #expect(!FileManager.default.fileExists(atPath: agent.socketPath))
     }
 
+    @Test("the admin shutdown command stops the agent with exit 0")
+    func adminShutdownExits() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        #expect(try agent.ctl(["shutdown"]).status == 0)
+        try waitForExit(agent.process)
+        #expect(agent.process.terminationStatus == 0)
+        #expect(!FileManager.default.fileExists(atPath: agent.socketPath))
+    }
+
     @Test("a socket left by a killed agent is replaced, and a live one is never stolen")
     func staleSocketIsReplaced() throws {
         let agent = try AgentProcess()

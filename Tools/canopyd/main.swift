@@ -109,7 +109,7 @@ struct Run: ParsableCommand {
             directory: DataDirectory(path: directory.dataDir), listen: listen, adminSocketPath: adminSocket, logger: logger)
         let agent: Agent
         do throws(AgentError) {
-            agent = try Agent(options: options, environment: Environment.variables())
+            agent = try Agent(options: options, environment: Environment.variables()) { Glibc.exit(0) }
             try agent.start()
         } catch {
             fail(error)
@@ -137,7 +137,7 @@ final class SignalHandlers: @unchecked Sendable {
                 if number == SIGHUP {
                     agent.reload()
                 } else {
-                    agent.shutdown { exit(0) }
+                    agent.shutdown {}  // the agent's whenStopped exits
                 }
             }
             source.resume()

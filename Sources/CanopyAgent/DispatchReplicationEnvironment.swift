@@ -1,0 +1,50 @@
+import CanopyReplication
+import Dispatch
+
+/// The replication engine's scheduler in the agent: one serial Dispatch queue (the engine's
+/// serial context, STYLE.md §9) and the monotonic clock. The simulator passes its own instead.
+final class DispatchReplicationScheduler: ReplicationScheduler, @unchecked Sendable {
+    let queue: DispatchQueue
+
+    init(queue: DispatchQueue) {
+        self.queue = queue
+    }
+
+    var now: Double {
+        let elapsed = monotonicNow().components
+        return Double(elapsed.seconds) + Double(elapsed.attoseconds) * 1e-18
+    }
+
+    @discardableResult
+    func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) -> any Cancellable {
+        let item = DispatchWorkItem(block: work)
+        queue.asyncAfter(deadline: .now() + max(0, seconds), execute: item)
+        return CancellableWorkItem(item)
+    }
+
+    func execute(_ work: @escaping @Sendable () -> Void) {
+        queue.async(execute: work)
+    }
+}
+
+/// Cancels a scheduled Dispatch work item.
+final class CancellableWorkItem: Cancellable, @unchecked Sendable {
+    private let item: DispatchWorkItem
+
+    init(_ item: DispatchWorkItem) {
+        self.item = item
+    }
+
+    func cancel() {
+        item.cancel()
+    }
+}
+
+/// Randomness for session ids and backoff jitter from the system generator (the agent is the
+/// I/O shell; only the simulator needs reproducible draws).
+final class SystemRandomSource: RandomSource, @unchecked Sendable {
+    func next() -> UInt64 {
+        var generator = SystemRandomNumberGenerator()
+        return generator.next()
+    }
+}

@@ -1,0 +1,166 @@
+import CanopyCore
+import CanopyCrypto
+import CanopyReplication
+import CanopyStore
+import CanopyWire
+import Dispatch
+import Logging
+
+/// The `ReplicationController` backed by CanopyReplication's engine: one `PeerReplicator` per
+/// configured peer, dialling through `PeerConnectionManager` and accepting its inbound
+/// connections.
+///
+/// Invariants: everything runs on `queue`, the engine's serial context, which is also the
+/// delivery queue of every transport; `peers` holds exactly the configured peers; `connections`
+/// records the connection each replicator's current session runs on, for the simultaneous-connect
+/// rule.
+final class EngineReplication: ReplicationController, @unchecked Sendable {
+    let queue: DispatchQueue
+    private let scheduler: DispatchReplicationScheduler
+    private let random = SystemRandomSource()
+    private let store: DocumentStore
+    private let manager: PeerConnectionManager
+    private let logger: Logger
+    private weak var sink: (any ReplicationEventSink)?
+
+    private struct Peer {
+        var config: PeerConfig
+        var replicator: PeerReplicator
+        var connection: SimultaneousConnect.Connection?
+        var progressWatchers: [Int: @Sendable (ReplicationProgress) -> Void] = [:]
+    }
+
+    private var peers: [String: Peer] = [:]
+    private var nextWatcher = 0
+    private var limits = ReplicationLimits()
+
+    init(queue: DispatchQueue, store: DocumentStore, manager: PeerConnectionManager, logger: Logger, sink: any ReplicationEventSink) {
+        self.queue = queue
+        self.scheduler = DispatchReplicationScheduler(queue: queue)
+        self.store = store
+        self.manager = manager
+        self.logger = logger
+        self.sink = sink
+    }
+
+    func apply(config: AgentConfig) {
+        queue.async { [self] in
+            limits = config.limits
+            let wanted = Dictionary(config.peers.map { ($0.nodeID, $0) }, uniquingKeysWith: { first, _ in first })
+            for id in peers.keys.sorted() where wanted[id] != peers[id]?.config {
+                peers[id]?.replicator.stop()
+                peers[id] = nil
+            }
+            for peer in config.peers where peers[peer.nodeID] == nil {
+                guard let replicator = makeReplicator(peer) else { continue }
+                peers[peer.nodeID] = Peer(config: peer, replicator: replicator)
+                replicator.start()
+            }
+        }
+    }
+
+    private func makeReplicator(_ peer: PeerConfig) -> PeerReplicator? {
+        guard let nodeID = AgentIdentity.nodeID(peer.nodeID) else { return nil }
+        let id = peer.nodeID
+        let dialer = peer.address.map { address in
+            TCPPeerDialer(manager: manager, address: address, nodeID: nodeID) { [weak self] transport in
+                // Runs on `queue` (the dial completes on the delivery queue).
+                self?.peers[id]?.connection = transport.identity
+            }
+        }
+        let configuration = ReplicationConfiguration(
+            direction: peer.direction, continuous: peer.mode == .continuous,
+            batchSize: min(limits.batchRevisions, WireLimits.changesEntriesMax),
+            window: min(limits.batchesInFlight, WireLimits.inFlightBatchesMax),
+            heartbeatIntervalSeconds: Double(limits.heartbeatSeconds))
+        return PeerReplicator(
+            peerName: id, store: store, dialer: dialer, scheduler: scheduler, random: random, configuration: configuration,
+            backoff: Backoff(
+                initialSeconds: AgentLimits.dialBackoffInitialSeconds, maximumSeconds: AgentLimits.dialBackoffMaximumSeconds,
+                jitter: AgentLimits.dialBackoffJitter),
+            logger: logger,
+            onStatus: { [weak self] status in self?.statusChanged(id, status) },
+            onEvent: { [weak self] event in self?.documentEvent(id, event) })
+    }
+
+    private func statusChanged(_ id: String, _ status: PeerStatus) {
+        guard let watchers = peers[id]?.progressWatchers, !watchers.isEmpty else { return }
+        let progress = Self.combined(status)
+        for key in watchers.keys.sorted() { watchers[key]?(progress) }
+    }
+
+    private func documentEvent(_ id: String, _ event: DocumentEvent) {
+        var data: [String: JSONValue] = ["node_id": .string(id), "doc": .string(event.documentID)]
+        if let revision = event.revision { data["rev"] = .string(revision.description) }
+        if let detail = event.detail { data["detail"] = .string(detail) }
+        sink?.emit(type: "document.\(event.kind.rawValue)", data: data)
+    }
+
+    /// Pull and push progress as one figure (a sync waits for both).
+    private static func combined(_ status: PeerStatus) -> ReplicationProgress {
+        ReplicationProgress(
+            completed: status.pull.completed + status.push.completed, total: status.pull.total + status.push.total)
+    }
+
+    func statuses(_ completion: @escaping @Sendable ([PeerReplicationStatus]) -> Void) {
+        queue.async { [self] in
+            completion(peers.keys.sorted().map { id in
+                let replicator = peers[id]!.replicator
+                let status = replicator.status
+                let pending = (try? replicator.pendingDocumentIDs(limit: AgentLimits.pendingCountMax).count).map(Int64.init)
+                return PeerReplicationStatus(
+                    nodeID: id, connected: status.connected, state: status.state,
+                    lastPushedSequence: status.lastPushedSequence.map { Int64(clamping: $0) },
+                    lastPulledSequence: status.lastPulledSequence.map { Int64(clamping: $0) },
+                    pendingCount: pending, progress: Self.combined(status), lastError: status.lastError)
+            })
+        }
+    }
+
+    func sync(
+        peer nodeID: String, progress: @escaping @Sendable (ReplicationProgress) -> Void,
+        completion: @escaping @Sendable (Result<ReplicationProgress, ReplicationFailure>) -> Void
+    ) {
+        queue.async { [self] in
+            guard let peer = peers[nodeID] else {
+                return completion(.failure(ReplicationFailure(code: "unknown_peer", message: "\(nodeID) is not a configured peer")))
+            }
+            let watcher = nextWatcher
+            nextWatcher += 1
+            peers[nodeID]?.progressWatchers[watcher] = progress
+            peer.replicator.sync { [weak self] result in
+                guard let self else { return }
+                self.peers[nodeID]?.progressWatchers[watcher] = nil
+                let done = self.peers[nodeID].map { Self.combined($0.replicator.status) } ?? ReplicationProgress()
+                switch result {
+                case .success: completion(.success(done))
+                case .failure(let error): completion(.failure(ReplicationFailure(code: "failed", message: "\(error)")))
+                }
+            }
+        }
+    }
+
+    func accept(inbound transport: any MessageTransport, from nodeID: String, connection: SimultaneousConnect.Connection) {
+        queue.async { [self] in
+            guard let peer = peers[nodeID] else { return transport.close(.localClosed) }
+            if peer.replicator.status.connected, let current = peer.connection,
+                SimultaneousConnect.keep(current, connection) == .first
+            {
+                logger.debug("keeping the existing connection to \(nodeID); closing the new one")
+                return transport.close(.localClosed)
+            }
+            peers[nodeID]?.connection = connection
+            peer.replicator.accept(transport)
+        }
+    }
+
+    func shutdown(_ completion: @escaping @Sendable () -> Void) {
+        queue.async { [self] in
+            for id in peers.keys.sorted() { peers[id]?.replicator.stop() }
+            peers = [:]
+            // Stopping sends each peer a `close` with the FINAL tag; those writes are queued on the
+            // connections' own queues. Give them a moment to leave before the process exits.
+            queue.asyncAfter(deadline: .now() + AgentLimits.closeFlushSeconds) { completion() }
+        }
+    }
+}
