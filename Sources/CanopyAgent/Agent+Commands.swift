@@ -11,7 +11,7 @@ typealias AdminReply = @Sendable (Result<[String: JSONValue], AdminFailure>) -> 
 /// agent's own state run on `queue`; document handlers run on `storeQueue`.
 extension Agent: AdminRequestHandler {
     /// Every command name, for `unknown_command` messages and the spec test.
-    static let commandNames: [String] = [
+    public static let commandNames: [String] = [
         "changes", "conflicts", "delete", "events", "export", "get", "import", "peer.accept", "peer.add",
         "peer.remove", "peers", "put", "reload", "resolve", "resolver.answer", "resolver.register", "shutdown",
         "stats", "status", "sync",
