@@ -121,13 +121,19 @@ final class SubscriptionSource {
             requests.append((entryIndex, RevisionRequest(documentID: entry.docID, revisions: revisions, knownAncestors: item.knownAncestors), item.knownAncestors))
         }
         var messages = RevisionsMessageBuilder(requestID: reply.requestID)
+        // One store call for the whole batch; if a document changed or was compacted since the
+        // batch was read, fall back to one call per document and skip what can no longer be
+        // supplied (the next batch carries its newer revisions).
+        let batched = try? store.revisionsToSend(requests.map(\.request))
+        var offset = 0
         for (_, request, ancestors) in requests {
             let outgoing: [ForeignRevision]
-            do {
-                outgoing = try store.revisionsToSend([request])
-            } catch {
-                // The document changed or was compacted since the batch was read: skip what we can
-                // no longer supply; the next batch carries its newer revisions.
+            if let batched {
+                outgoing = Array(batched[offset..<offset + request.revisions.count])
+                offset += request.revisions.count
+            } else if let single = try? store.revisionsToSend([request]) {
+                outgoing = single
+            } else {
                 for _ in request.revisions { messages.skip() }
                 continue
             }
