@@ -33,7 +33,7 @@ extension DocumentStore {
                     guard let bytes = try RevisionRows.body(db, of: document, revision: leaf.id) else {
                         throw StoreError.bodyUnavailable(documentID: id, revision: leaf.id)
                     }
-                    let body = try InputValidation.parseBody(bytes, documentID: id)
+                    let body = try InputValidation.storedBody(bytes, documentID: id)
                     let ancestry = document.tree.ancestry(of: leaf.id, limit: limit)
                     let path = try RevisionPath(leaf: leaf.id, kind: leaf.kind, ancestors: Array(ancestry.dropFirst()))
                     docs.append(CouchJSON.export(documentID: id, path: path, body: body))

@@ -11,7 +11,7 @@ extension DocumentStore {
         }
         guard let bytes else { return nil }
         do {
-            return try InputValidation.parseBody(bytes, documentID: id)
+            return try InputValidation.storedBody(bytes, documentID: id)
         } catch {
             throw .corrupt(detail: "local document \"\(id.prefix(80))\": \(error)")
         }

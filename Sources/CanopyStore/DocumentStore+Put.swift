@@ -135,7 +135,7 @@ extension DocumentStore {
             throw StoreError.bodyUnavailable(documentID: document.id, revision: revision)
         }
         let body: JSONValue
-        do { body = try InputValidation.parseBody(bytes, documentID: document.id) } catch {
+        do { body = try InputValidation.storedBody(bytes, documentID: document.id) } catch {
             throw StoreError.corrupt(detail: "stored body of \"\(document.id.prefix(80))\" \(revision): \(error)")
         }
         var result = Document(id: document.id, revision: revision, kind: node.kind, body: body)

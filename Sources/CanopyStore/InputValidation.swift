@@ -38,6 +38,13 @@ enum InputValidation {
         return value
     }
 
+    /// Decodes a body the store wrote (canonical bytes): the fast reader, falling back to the
+    /// general parser for anything it does not expect.
+    static func storedBody(_ bytes: [UInt8], documentID: String?) throws(StoreInputError) -> JSONValue {
+        if let value = CanonicalJSONReader.parse(bytes), case .object = value { return value }
+        return try parseBody(bytes, documentID: documentID)
+    }
+
     /// Checks bytes received as a canonical body (replication input): size, then canonical form.
     static func checkCanonicalBody(_ bytes: [UInt8], documentID: String) throws(StoreInputError) {
         guard bytes.count <= StoreLimits.bodyBytesMax else {

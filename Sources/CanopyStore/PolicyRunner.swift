@@ -92,7 +92,7 @@ enum PolicyRunner {
     /// The parsed body of a revision, nil when it was dropped.
     private static func parsedBody(_ db: Database, _ document: StoredDocument, _ revision: RevisionID) throws -> JSONValue? {
         guard let bytes = try RevisionRows.body(db, of: document, revision: revision) else { return nil }
-        do { return try InputValidation.parseBody(bytes, documentID: document.id) } catch {
+        do { return try InputValidation.storedBody(bytes, documentID: document.id) } catch {
             throw StoreError.corrupt(detail: "stored body of \"\(document.id.prefix(80))\" \(revision): \(error)")
         }
     }

@@ -107,3 +107,36 @@ struct BadInputTests {
         try expectInputError(store, { if case .batchTooLarge = $0 { true } else { false } }) { _ = try store.putBatch(writes) }
     }
 }
+
+@Suite("Canonical JSON reader")
+struct CanonicalJSONReaderTests {
+    @Test("the fast reader gives the same value as JSONValue.parse for canonical bytes")
+    func matchesGeneralParser() throws {
+        var random = SplitMix64(seed: 42)
+        let samples: [JSONValue] = [
+            .object([:]),
+            .object(["a": .array([]), "b": .object([:]), "c": .null, "d": .bool(false), "e": .bool(true)]),
+            .object(["big": .double(1e21), "neg": .int(Int64.min), "max": .int(Int64.max), "frac": .double(-0.000001),
+                     "huge": .double(1.8446744073709552e19), "tiny": .double(5e-324), "half": .double(0.5)]),
+            .object(["esc\"\\\u{0}\u{1f}\n\t\u{8}\u{c}\r": .string("é漢字😀\u{7f}/"), "": .string("")]),
+            .object(["nested": .array([.array([.object(["x": .int(1)])]), .string("s")])]),
+        ]
+        var values = samples
+        for _ in 0..<200 { values.append(.object(["r": .double(Double(bitPattern: random.next() & 0x7FEF_FFFF_FFFF_FFFF)), "i": .int(Int64(bitPattern: random.next()))])) }
+        for value in values {
+            let bytes = CanonicalJSON.encode(value)
+            let fast = try #require(CanonicalJSONReader.parse(bytes), "reader refused \(String(decoding: bytes, as: UTF8.self))")
+            // Integral doubles read back as integers (canonical form writes them so): compare
+            // with the general parser and with the bytes, not with `value` itself.
+            #expect(fast == (try JSONValue.parse(bytes)))
+            #expect(CanonicalJSON.encode(fast) == bytes)
+        }
+    }
+
+    @Test("the fast reader refuses what it does not expect, leaving it to the general parser")
+    func refusesNonCanonical() {
+        for text in ["{\"a\": 1}", "{\"a\":01x}", "{\"a\":", "[1,]", "{\"a\":1}x", "{\"a\":1e400}", "{\"a\":\"\\q\"}"] {
+            #expect(CanonicalJSONReader.parse(Array(text.utf8)) == nil, "accepted \(text)")
+        }
+    }
+}
