@@ -6,6 +6,7 @@
 // frame-decoder/: every frame vector's stream, and every message vector framed as the secure
 // channel frames it (flags byte, 17 stand-in MAC bytes, fragments of 16 bytes), each prefixed by
 // the read-size byte the frame-decoder target expects.
+// state-machine/: the example exchange as one conversation, and each valid message alone.
 import CanopyWire
 import Foundation
 
@@ -41,6 +42,22 @@ struct FuzzSeeds {
                 count += 2
             }
         }
+        // state-machine/: the example exchange's messages from A, in order, as length-prefixed
+        // records (A's hello is implied by the target), and each other valid vector alone.
+        let valid = messages["valid"] as? [[String: String]] ?? []
+        var conversation: [UInt8] = []
+        for vector in valid where vector["name"]?.hasPrefix("example-") == true {
+            guard let hex = vector["hex"], let type = vector["type"], type != "hello" else { continue }
+            if ["checkpoint", "changes", "revisions", "checkpointSetAck"].contains(type) {
+                conversation += record(bytes(hex: hex))
+            }
+        }
+        write(conversation, "state-machine", "example-conversation")
+        for vector in valid {
+            guard let name = vector["name"], let hex = vector["hex"] else { continue }
+            write(record(bytes(hex: hex)), "state-machine", name)
+        }
+        count += 1 + valid.count
         let frames = load("Protocol/vectors/frames.json")
         for key in ["valid", "invalid"] {
             for vector in frames[key] as? [[String: Any]] ?? [] {
@@ -50,6 +67,11 @@ struct FuzzSeeds {
             }
         }
         return count
+    }
+
+    /// `u16 big-endian length ‖ bytes`, the state-machine target's record.
+    private func record(_ message: [UInt8]) -> [UInt8] {
+        [UInt8(message.count >> 8 & 0xFF), UInt8(message.count & 0xFF)] + message
     }
 
     private func load(_ relative: String) -> [String: Any] {
