@@ -62,6 +62,7 @@ public struct ByteReader: Sendable {
         case value(UInt64), truncated, malformed
     }
 
+    /// Decodes one varint at the read position (see `readVarint(_:)` for the rules).
     private mutating func readVarintValue() -> VarintRead {
         var value: UInt64 = 0
         var shift: UInt64 = 0

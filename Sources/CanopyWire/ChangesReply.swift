@@ -83,6 +83,7 @@ public struct ChangesReply: WireMessageBody {
         for _ in 0..<count { items.append(try ChangesReply.readItem(from: &reader)) }
     }
 
+    /// Reads one item: the missing header in either form, then the known ancestors.
     private static func readItem(from reader: inout ByteReader) throws(ProtocolError) -> ChangesReplyItem {
         let header = try reader.readVarint("changesReply.missing")
         if header == 0 { return .complete }

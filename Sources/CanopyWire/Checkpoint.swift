@@ -105,6 +105,7 @@ public struct CheckpointSetAck: WireMessageBody {
 }
 
 extension ByteWriter {
+    /// Writes a replication id (1...replicationIDBytesMax bytes).
     mutating func writeReplicationID(_ id: [UInt8]) {
         precondition(!id.isEmpty, "empty replication id")
         writeLengthPrefixed(id, maxBytes: WireLimits.replicationIDBytesMax)
@@ -112,6 +113,7 @@ extension ByteWriter {
 }
 
 extension ByteReader {
+    /// Reads a replication id, refusing an empty or over-long one.
     mutating func readReplicationID(_ field: String) throws(ProtocolError) -> [UInt8] {
         try readLengthPrefixed(field, in: 1...WireLimits.replicationIDBytesMax)
     }

@@ -108,6 +108,8 @@ public struct ConnectionStateMachine: Sendable {
         state = .closed
     }
 
+    /// Applies the rules of §7 to a message received in `awaitingHello` or `ready`; throws the
+    /// first violation.
     private mutating func validateReceived(_ message: Message) throws(ProtocolError) -> [Action] {
         if case .close(let close) = message {
             state = .closed
@@ -145,6 +147,7 @@ public struct ConnectionStateMachine: Sendable {
         return [.deliver(message)]
     }
 
+    /// The violation for a message that is not valid in the current state.
     private func unexpected(_ message: Message) -> ProtocolError {
         .unexpectedMessage(messageType: message.type.description, state: state.rawValue)
     }

@@ -50,6 +50,9 @@ struct Batch: Sendable {
 }
 
 extension RequestTables {
+    /// A peer's `changes`: fresh request id, within our window, for a subscription of ours (or
+    /// one we just ended), sequences above the subscription's last. Ends a one-shot subscription
+    /// on `caughtUp`.
     mutating func receiveChanges(_ changes: Changes, window: Int) throws(ProtocolError) {
         let id = changes.requestID
         guard !peerUses(id) else { throw .duplicateRequestID(requestID: id) }
@@ -81,6 +84,7 @@ extension RequestTables {
         incomingBatches[id] = Batch(changes: changes)
     }
 
+    /// A reply to one of our `changes` awaiting it; nothing missing completes the batch.
     mutating func receiveChangesReply(_ reply: ChangesReply) throws(ProtocolError) {
         guard let batch = outgoingBatches[reply.requestID], case .awaitingReply = batch.phase else {
             throw .unknownRequest(messageType: "changesReply", requestID: reply.requestID)
@@ -146,6 +150,7 @@ extension RequestTables {
         }
     }
 
+    /// An ack for one of our batches whose final `revisions` we sent; completes it.
     mutating func receiveRevisionsAck(_ ack: RevisionsAck) throws(ProtocolError) {
         guard let batch = outgoingBatches[ack.requestID], case .awaitingAck = batch.phase else {
             throw .unknownRequest(messageType: "revisionsAck", requestID: ack.requestID)
@@ -153,6 +158,7 @@ extension RequestTables {
         outgoingBatches[ack.requestID] = nil
     }
 
+    /// Our `changes`: within the peer's window, for a subscription the peer holds.
     mutating func sendChanges(_ changes: Changes, peerWindow: Int) {
         precondition(!weUse(changes.requestID), "request id in use")
         precondition(outgoingBatches.count < peerWindow, "changes beyond the peer's window")
@@ -166,6 +172,7 @@ extension RequestTables {
         outgoingBatches[changes.requestID] = Batch(changes: changes)
     }
 
+    /// Our reply to the peer's `changes`; it must match the request.
     mutating func sendChangesReply(_ reply: ChangesReply) {
         guard let batch = incomingBatches[reply.requestID], case .awaitingReply = batch.phase else {
             preconditionFailure("changesReply for no outstanding changes")
@@ -181,6 +188,7 @@ extension RequestTables {
         }
     }
 
+    /// Our `revisions`, only for revisions the peer asked for, in order.
     mutating func sendRevisions(_ revisions: Revisions) {
         guard let batch = outgoingBatches[revisions.requestID], case .transferring(let missing, let known, var cursor) = batch.phase else {
             preconditionFailure("revisions for no request awaiting them")
@@ -193,6 +201,7 @@ extension RequestTables {
             revisions.final ? .awaitingAck : .transferring(missing: missing, known: known, cursor: cursor)
     }
 
+    /// Our ack, only after the peer's final `revisions` of the request.
     mutating func sendRevisionsAck(_ ack: RevisionsAck) {
         guard let batch = incomingBatches[ack.requestID], case .awaitingAck = batch.phase else {
             preconditionFailure("revisionsAck before the final revisions")

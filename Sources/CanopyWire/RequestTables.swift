@@ -37,6 +37,7 @@ struct RequestTables: Sendable {
         ourSubscriptions[id] != nil || ourRequests[id] != nil || outgoingBatches[id] != nil
     }
 
+    /// A peer's `subscribe`: fresh id, at most `subscriptionsMax` active.
     mutating func receiveSubscribe(_ subscribe: Subscribe) throws(ProtocolError) {
         guard !peerUses(subscribe.requestID) else { throw .duplicateRequestID(requestID: subscribe.requestID) }
         guard peerSubscriptions.count < WireLimits.subscriptionsMax else {
@@ -45,12 +46,14 @@ struct RequestTables: Sendable {
         peerSubscriptions[subscribe.requestID] = Subscription(continuous: subscribe.continuous, lastSequence: subscribe.since)
     }
 
+    /// A peer's `unsubscribe` of one of its active subscriptions.
     mutating func receiveUnsubscribe(_ unsubscribe: Unsubscribe) throws(ProtocolError) {
         guard peerSubscriptions.removeValue(forKey: unsubscribe.subscriptionID) != nil else {
             throw .invalidReference(detail: "unsubscribe names no active subscription")
         }
     }
 
+    /// A peer's checkpoint request: fresh id, at most `inFlightRequestsMax` outstanding.
     mutating func receivePeerRequest(_ id: RequestID, kind: RequestKind) throws(ProtocolError) {
         guard !peerUses(id) else { throw .duplicateRequestID(requestID: id) }
         guard peerRequests.count < WireLimits.inFlightRequestsMax else {
@@ -59,6 +62,7 @@ struct RequestTables: Sendable {
         peerRequests[id] = kind
     }
 
+    /// A reply that must answer one of our requests of `kind`.
     mutating func receiveReply(_ id: RequestID, to kind: RequestKind, _ message: Message) throws(ProtocolError) {
         guard ourRequests[id] == kind else {
             throw .unknownRequest(messageType: message.type.description, requestID: id)
@@ -108,6 +112,7 @@ struct RequestTables: Sendable {
         }
     }
 
+    /// Records one of our checkpoint requests.
     private mutating func sendRequest(_ id: RequestID, kind: RequestKind) {
         precondition(!weUse(id), "request id in use")
         precondition(ourRequests.count < WireLimits.inFlightRequestsMax, "more requests than the peer accepts")
