@@ -1,6 +1,7 @@
 import CanopyCore
 import Dispatch
 import Foundation
+import Logging
 
 /// Inserting revisions received from peers (the replication hot path) and imports.
 extension DocumentStore {
@@ -131,6 +132,9 @@ extension DocumentStore {
         let (resolution, planned) = try PolicyRunner.run(
             policy, context.db, &document, localRevision: localRevision)
         added.append(contentsOf: planned)
+        if case .failed(let reason) = resolution {
+            context.logger.warning("conflict kept: resolver failed", metadata: ["document": "\(documentID.prefix(80))", "reason": "\(reason)"])
+        }
         RevisionRows.stem(&document, limit: context.revsLimit)
         // Touched with nothing new (a re-sent revision) still needs no write: compare first.
         if added.isEmpty && document.tree == document.storedTree { document.touched = [] }

@@ -61,7 +61,12 @@ public final class DocumentStore: @unchecked Sendable {
         self.configuration = configuration
         do {
             db = try Database(path: path, durable: configuration.durable)
+            let version = try db.pragmaInt("user_version")
             try Schema.migrate(db)
+            if version < Schema.currentVersion {
+                configuration.logger.info(
+                    "store schema migrated", metadata: ["path": "\(path)", "from": "\(version)", "to": "\(Schema.currentVersion)"])
+            }
             let meta = try Metadata.loadOrCreate(db, revsLimit: configuration.revsLimit)
             databaseID = meta.databaseID
             storedRevsLimit = meta.revsLimit

@@ -128,3 +128,30 @@ struct LocalEditTests {
         #expect(revA == revB)
     }
 }
+
+@Suite("Thread safety")
+struct ThreadSafetyTests {
+    @Test("concurrent writers and readers on one store lose no write")
+    func concurrentWriters() async throws {
+        let store = try TestStore().store
+        let writers = 8
+        let writesEach = 50
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<writers {
+                group.addTask {
+                    var rev: RevisionID? = nil
+                    for n in 0..<writesEach {
+                        rev = try store.put(id: "w\(writer)", body: body(n), replacing: rev)
+                        _ = try store.changes(since: 0, limit: 10)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try store.documentCount == writers)
+        #expect(store.lastSequence == Int64(writers * writesEach))
+        for writer in 0..<writers {
+            #expect(try store.get(id: "w\(writer)").body == body(writesEach - 1))
+        }
+    }
+}
