@@ -84,9 +84,8 @@ public struct Changes: WireMessageBody {
         for _ in 0..<count {
             let delta = try reader.readVarint("changes.sequence")
             let (next, overflow) = sequence.addingReportingOverflow(delta)
-            guard delta >= 1, !overflow else {
-                throw .outOfRange(field: "changes.sequence", value: delta, min: 1, max: UInt64.max - sequence)
-            }
+            // Sequences strictly increase: a zero step or one past 2^64 − 1 breaks the layout.
+            guard delta >= 1, !overflow else { throw .invalidValue(field: "changes.sequence", value: delta) }
             sequence = next
             let docID = try reader.readDocID("changes.docID")
             let revisionsLeft = WireLimits.batchRevisionsMax - revisionsSoFar

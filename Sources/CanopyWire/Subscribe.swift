@@ -128,7 +128,7 @@ extension ByteReader {
     /// Reads a request id, which is never 0.
     mutating func readRequestID(_ field: String) throws(ProtocolError) -> RequestID {
         let id = try readVarint(field)
-        guard id >= 1 else { throw .outOfRange(field: field, value: 0, min: 1, max: UInt64.max) }
+        guard id >= 1 else { throw .invalidValue(field: field, value: 0) }
         return id
     }
 }
