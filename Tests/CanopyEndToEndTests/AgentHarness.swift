@@ -73,8 +73,8 @@ struct TimedOut: Error, CustomStringConvertible {
 
 /// Polls `condition` until it holds or `waitLimitSeconds` pass. The interval is how often to look,
 /// never an assumption about how long anything takes.
-func poll(_ what: String, _ condition: () throws -> Bool) throws {
-    let deadline = Date().addingTimeInterval(waitLimitSeconds)
+func poll(_ what: String, limitSeconds: Double = waitLimitSeconds, _ condition: () throws -> Bool) throws {
+    let deadline = Date().addingTimeInterval(limitSeconds)
     while Date() < deadline {
         if try condition() { return }
         usleep(20_000)
@@ -97,7 +97,7 @@ final class TemporaryDirectory {
 /// One `canopyd run` child process on a fresh, initialised data directory.
 final class AgentProcess {
     let temporary = TemporaryDirectory()
-    let process = Process()
+    private(set) var process = Process()
     let nodeID: String
     var dataDir: String { temporary.path + "/data" }
     var socketPath: String { dataDir + "/admin.sock" }
@@ -112,12 +112,23 @@ final class AgentProcess {
         nodeID = String(last)
     }
 
+    /// Kills the agent with SIGKILL (no clean shutdown) and starts it again on the same directory.
+    func killAndRestart() throws {
+        kill(process.processIdentifier, SIGKILL)
+        try waitForExit(process)
+        let environment = process.environment
+        process = Process()
+        process.environment = environment
+        try start()
+    }
+
     /// Starts `canopyd run` and waits until its admin socket answers `status`.
     func start(extraArguments: [String] = []) throws {
         process.executableURL = URL(fileURLWithPath: Binaries.canopyd)
         process.arguments = ["run", "--data-dir", dataDir, "--log-level", "debug"] + extraArguments
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
         let log = FileHandle(forWritingAtPath: logPath)
+        log?.seekToEndOfFile()
         process.standardOutput = log
         process.standardError = log
         try process.run()
@@ -183,5 +194,13 @@ extension AgentProcess {
             throw TimedOut(what: "put \(id) to succeed")
         }
         return rev
+    }
+}
+
+extension AgentProcess {
+    /// `doc_count` from `stats`.
+    func documentCount() throws -> Int64 {
+        guard case .int(let count)? = try client().request("stats")["doc_count"] else { return -1 }
+        return count
     }
 }
