@@ -45,9 +45,11 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
 
     func apply(config: AgentConfig) {
         queue.async { [self] in
+            // New limits take effect by restarting every replicator (they resume from checkpoints).
+            let limitsChanged = config.limits != limits
             limits = config.limits
             let wanted = Dictionary(config.peers.map { ($0.nodeID, $0) }, uniquingKeysWith: { first, _ in first })
-            for id in peers.keys.sorted() where wanted[id] != peers[id]?.config {
+            for id in peers.keys.sorted() where limitsChanged || wanted[id] != peers[id]?.config {
                 peers[id]?.replicator.stop()
                 peers[id] = nil
             }
