@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "canopy-bench", targets: ["canopy-bench"]),
         .executable(name: "canopyd", targets: ["canopyd"]),
         .executable(name: "canopyctl", targets: ["canopyctl"]),
+        .executable(name: "canopy-sim", targets: ["canopy-sim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -53,7 +54,11 @@ let package = Package(
         // Deterministic simulation: scheduler, network with faults, invariant checkers.
         .target(
             name: "CanopySimulation",
-            dependencies: ["CanopyCore", "CanopyWire", "CanopyStore", "CanopyReplication"]),
+            dependencies: [
+                "CanopyCore", "CanopyWire", "CanopyStore", "CanopyReplication",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ]),
         // The library an application embeds.
         .target(
             name: "Canopy",
@@ -93,6 +98,15 @@ let package = Package(
             ],
             path: "Tools/canopy-bench"),
 
+        // The deterministic simulator's command line (issue 6).
+        .executableTarget(
+            name: "canopy-sim",
+            dependencies: [
+                "CanopySimulation", "CanopyCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/canopy-sim"),
+
         // Child process of the store's durability test: writes batches until it is killed.
         .executableTarget(
             name: "canopy-crashtest", dependencies: ["CanopyCore", "CanopyStore"], path: "Tools/canopy-crashtest"),
@@ -112,6 +126,9 @@ let package = Package(
         .testTarget(
             name: "CanopyEndToEndTests",
             dependencies: ["CanopyAgent", "CanopyCore", "CanopyCrypto", "canopyd", "canopyctl"]),
+        .testTarget(
+            name: "CanopySimulationTests",
+            dependencies: ["CanopySimulation", "CanopyReplication", "CanopyStore", "CanopyCore"]),
     ],
     swiftLanguageModes: [.v6]
 )

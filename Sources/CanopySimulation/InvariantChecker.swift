@@ -1,0 +1,204 @@
+import CanopyCore
+import CanopyReplication
+import CanopyStore
+
+/// Checks the invariants of issue 6 against the nodes' stores, reading them the way an
+/// application would (changes feed, revision trees, local documents). Every check is written so
+/// that it can fail: `SimulationTests` plants violations and expects them to be reported.
+struct InvariantChecker {
+    let simulation: Simulation
+
+    private var nodes: [SimulationNode] { simulation.nodes }
+    private var revsLimit: Int { simulation.configuration.revsLimit }
+
+    /// One node's view of one document: current revision, open leaves (sorted), the tree.
+    struct DocumentView: Equatable {
+        let current: RevisionID
+        let open: [RevisionID]
+        let currentIsDeleted: Bool
+    }
+
+    // MARK: Before the heal
+
+    /// Invariant 5 (throwing resolver): a conflict the resolver could not settle is kept and
+    /// flagged for the retry pass, never dropped; and invariant 4 for every running node.
+    func checkBeforeHeal() throws -> [Violation] {
+        var violations: [Violation] = []
+        if simulation.configuration.policy == .throwing {
+            for node in nodes {
+                guard let store = node.store else { continue }
+                let flagged = Set(try store.conflictedDocumentIDs())
+                for change in try allChanges(store) {
+                    let conflicted = try store.revisionTree(id: change.documentID)?.isConflicted ?? false
+                    if conflicted != flagged.contains(change.documentID) {
+                        violations.append(Violation(
+                            invariant: .conflicts, documentID: change.documentID, nodes: [node.index],
+                            detail: conflicted ? "tree is conflicted but the document is not flagged (the conflict would be dropped)"
+                                : "document flagged conflicted but its tree is not"))
+                    }
+                }
+            }
+        }
+        for node in nodes where node.store != nil {
+            violations += try checkCheckpoints(involving: node.index)
+        }
+        return violations
+    }
+
+    // MARK: After settling
+
+    /// Invariants 1, 2, 3, 5 and 4 on the settled nodes.
+    func checkAfterSettling() throws -> [Violation] {
+        var views: [[String: DocumentView]] = []
+        for node in nodes {
+            guard let store = node.store else { return [Violation(invariant: .convergence, documentID: nil, nodes: [node.index], detail: "node is down after the heal")] }
+            var view: [String: DocumentView] = [:]
+            for change in try allChanges(store) {
+                let open = change.leaves.filter { !$0.kind.isClosed }.map(\.revision).sorted()
+                view[change.documentID] = DocumentView(current: change.current, open: open, currentIsDeleted: change.deleted)
+            }
+            views.append(view)
+        }
+        var violations = convergence(views)
+        violations += try lostWrites()
+        violations += try deletions(views)
+        violations += try conflicts()
+        for node in nodes { violations += try checkCheckpoints(involving: node.index) }
+        return violations
+    }
+
+    /// Invariant 1: every node has the same current revision and open leaves for every document.
+    private func convergence(_ views: [[String: DocumentView]]) -> [Violation] {
+        var violations: [Violation] = []
+        let ids = Set(views.flatMap(\.keys)).sorted()
+        for id in ids {
+            let reference = views[0][id]
+            for index in views.indices.dropFirst() where views[index][id] != reference {
+                violations.append(Violation(
+                    invariant: .convergence, documentID: id, nodes: [0, index],
+                    detail: "n0 has \(describe(reference)), n\(index) has \(describe(views[index][id]))"))
+            }
+        }
+        return violations
+    }
+
+    private func describe(_ view: DocumentView?) -> String {
+        guard let view else { return "nothing" }
+        return "current \(view.current) open [\(view.open.map(\.description).joined(separator: ","))]"
+    }
+
+    /// Invariant 2: every acknowledged revision is in every node's tree, or was stemmed.
+    private func lostWrites() throws -> [Violation] {
+        var violations: [Violation] = []
+        var trees: [Int: [String: RevTree]] = [:]
+        for write in simulation.writes {
+            for node in nodes {
+                guard let store = node.store else { continue }
+                let tree: RevTree
+                if let cached = trees[node.index]?[write.documentID] {
+                    tree = cached
+                } else {
+                    tree = try store.revisionTree(id: write.documentID) ?? RevTree()
+                    trees[node.index, default: [:]][write.documentID] = tree
+                }
+                if tree.contains(write.revision) || wasStemmed(write.revision, from: tree) { continue }
+                violations.append(Violation(
+                    invariant: .lostWrite, documentID: write.documentID, nodes: [write.node, node.index],
+                    detail: "revision \(write.revision) written on n\(write.node) at \(SimulationTrace.format(write.time)) is missing on n\(node.index)"))
+            }
+        }
+        return violations
+    }
+
+    /// A revision absent from a tree may have been stemmed: some leaf is at least `revsLimit`
+    /// generations newer, so the revision lies beyond what every branch through it keeps.
+    private func wasStemmed(_ revision: RevisionID, from tree: RevTree) -> Bool {
+        tree.leaves.contains { $0.id.generation - revision.generation >= revsLimit }
+    }
+
+    /// Invariant 3: an acknowledged deletion that is still an open leaf (nobody revived it by
+    /// writing on it, no resolution superseded it) wins: the document is deleted everywhere.
+    private func deletions(_ views: [[String: DocumentView]]) throws -> [Violation] {
+        var violations: [Violation] = []
+        for node in nodes {
+            guard let store = node.store else { continue }
+            var checked = Set<String>()
+            for write in simulation.writes where write.isDeletion && !checked.contains(write.documentID) {
+                guard let tree = try store.revisionTree(id: write.documentID), tree.isLeaf(write.revision),
+                      let view = views[node.index][write.documentID], !view.currentIsDeleted else { continue }
+                checked.insert(write.documentID)
+                violations.append(Violation(
+                    invariant: .deletion, documentID: write.documentID, nodes: [write.node, node.index],
+                    detail: "deletion \(write.revision) from n\(write.node) is an open leaf on n\(node.index) but the current revision \(view.current) is live"))
+            }
+        }
+        return violations
+    }
+
+    /// Invariant 5 after settling: no node is left with a conflicted document (automatic and
+    /// merge settle on receipt; the fixed flaky resolver and the manual passes settle the rest).
+    private func conflicts() throws -> [Violation] {
+        var violations: [Violation] = []
+        for node in nodes {
+            guard let store = node.store else { continue }
+            for id in try store.conflictedDocumentIDs() {
+                violations.append(Violation(invariant: .conflicts, documentID: id, nodes: [node.index],
+                                            detail: "still conflicted after settling under policy \(simulation.configuration.policy.rawValue)"))
+            }
+        }
+        return violations
+    }
+
+    // MARK: Checkpoints
+
+    /// Invariant 4 for every replication into and out of `node` whose both ends are up: the
+    /// checkpoint a target keeps (and the copy its source keeps) names a source sequence Q; every
+    /// document whose source sequence is ≤ Q has not changed since the batch that reached Q was
+    /// read, so the target must hold all of its leaves (or have stemmed them).
+    func checkCheckpoints(involving node: Int) throws -> [Violation] {
+        var violations: [Violation] = []
+        for peer in nodes[node].peers {
+            for (source, target) in [(peer, node), (node, peer)] {
+                guard let sourceStore = nodes[source].store, let targetStore = nodes[target].store else { continue }
+                let replicationID = ReplicationIdentity.replicationID(
+                    source: sourceStore.databaseIDBytes, target: targetStore.databaseIDBytes, filter: .all)
+                let documentID = ReplicationIdentity.checkpointDocumentID(replicationID)
+                for (holder, store) in [(target, targetStore), (source, sourceStore)] {
+                    guard let json = try store.localGet(documentID),
+                          let checkpoint = ReplicationCheckpoint(encoded: CanonicalJSON.encode(json)) else { continue }
+                    if let problem = try firstMissing(upTo: checkpoint.current.sequence, source: sourceStore, target: targetStore) {
+                        violations.append(Violation(
+                            invariant: .checkpoint, documentID: problem.0, nodes: [source, target],
+                            detail: "checkpoint n\(source)->n\(target) kept on n\(holder) is at source sequence \(checkpoint.current.sequence) but n\(target) lacks \(problem.1)"))
+                    }
+                }
+            }
+        }
+        return violations
+    }
+
+    private func firstMissing(upTo sequence: UInt64, source: DocumentStore, target: DocumentStore) throws -> (String, RevisionID)? {
+        let covered = try allChanges(source).filter { $0.sequence <= Int64(clamping: sequence) }
+        guard !covered.isEmpty else { return nil }
+        var offered: [String: [RevisionID]] = [:]
+        for change in covered { offered[change.documentID] = change.leaves.map(\.revision) }
+        for entry in try target.revsDiff(offered).sorted(by: { $0.documentID < $1.documentID }) {
+            let tree = try target.revisionTree(id: entry.documentID) ?? RevTree()
+            if let missing = entry.missing.sorted().first(where: { !wasStemmed($0, from: tree) }) {
+                return (entry.documentID, missing)
+            }
+        }
+        return nil
+    }
+
+    private func allChanges(_ store: DocumentStore) throws -> [Change] {
+        var all: [Change] = []
+        var since: Int64 = 0
+        while true {
+            let batch = try store.changes(since: since, limit: 1000)
+            guard let last = batch.last else { return all }
+            all += batch
+            since = last.sequence
+        }
+    }
+}

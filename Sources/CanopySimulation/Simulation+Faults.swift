@@ -1,0 +1,125 @@
+import CanopyCore
+import CanopyStore
+
+/// The seeded fault schedule of the fault phase (shared/reference/p2p_security.md §5.6), besides
+/// the in-connection faults the links inject themselves (loss, duplication, reordering, reset
+/// mid-batch):
+///
+///     partition   both ways or one way between two neighbours, for 1–20 s
+///     clog        one direction holds its traffic for 1–8 s
+///     reset       an open connection resets
+///     crash       a node dies at this step and restarts 1–15 s later from its file
+///     pause       a node's deliveries and timers are held for 1–40 s (past the 30 s dead-peer
+///                 timeout sometimes)
+///
+/// Every fault has ended by the end of the phase or is ended by the heal.
+extension Simulation {
+    enum Fault: CaseIterable {
+        case partition, oneWayPartition, clog, reset, crash, pause
+    }
+
+    func scheduleFaults(until end: Double) {
+        guard let mean = configuration.faults.meanSecondsBetweenFaults else { return }
+        var time = 0.0
+        while true {
+            time += exponential(mean: mean, &faultRandom)
+            guard time < end else { break }
+            let fault = Fault.allCases[faultRandom.index(below: Fault.allCases.count)]
+            let edge = edges[faultRandom.index(below: edges.count)]
+            let (from, to) = faultRandom.chance(1, in: 2) ? (edge.a, edge.b) : (edge.b, edge.a)
+            let node = faultRandom.index(below: nodes.count)
+            let duration = 1 + faultRandom.next(below: 1000) // per-mille of the fault's range
+            scheduler.schedule(after: time - scheduler.now) { [weak self] in
+                self?.inject(fault, from: from, to: to, node: node, permille: Double(duration))
+            }
+        }
+    }
+
+    private func inject(_ fault: Fault, from: Int, to: Int, node: Int, permille: Double) {
+        let fraction = permille / 1000
+        switch fault {
+        case .partition, .oneWayPartition:
+            let seconds = 1 + 19 * fraction
+            network.count(fault: fault == .partition ? "partition" : "oneWayPartition", "n\(from)-n\(to) \(Int(seconds))s")
+            network.partition(from: from, to: to)
+            if fault == .partition { network.partition(from: to, to: from) }
+            scheduler.schedule(after: seconds) { [weak self] in
+                self?.network.unpartition(from: from, to: to)
+                if fault == .partition { self?.network.unpartition(from: to, to: from) }
+            }
+        case .clog:
+            let seconds = 1 + 7 * fraction
+            network.count(fault: "clog", "n\(from)->n\(to) \(Int(seconds))s")
+            network.clog(from: from, to: to, seconds: seconds)
+        case .reset:
+            network.resetRandomLink()
+        case .crash:
+            let victim = nodes[node]
+            guard victim.store != nil else { return }
+            let seconds = 1 + 14 * fraction
+            network.count(fault: "crash", "n\(node) \(Int(seconds))s")
+            checkCheckpointsAtCrash(of: node)
+            victim.crash()
+            scheduler.schedule(after: seconds) { [weak self] in
+                guard let self, victim.store == nil else { return }
+                do {
+                    try victim.restart(configuration: self.replication)
+                    self.trace.record("restart n\(node)")
+                } catch {
+                    self.trace.record("restart n\(node) failed: \(error)")
+                }
+            }
+        case .pause:
+            let victim = nodes[node]
+            guard victim.store != nil, !victim.scheduler.isPaused else { return }
+            let seconds = 1 + 39 * fraction
+            network.count(fault: "pause", "n\(node) \(Int(seconds))s")
+            victim.scheduler.pause()
+            scheduler.schedule(after: seconds) { [weak self] in
+                victim.scheduler.resume()
+                self?.trace.record("resume n\(node)")
+            }
+        }
+    }
+
+    /// Invariant 4 at the moment of a crash: the crashing node's checkpoints, and its neighbours'
+    /// checkpoints of it, must not be ahead of what is durably stored.
+    private func checkCheckpointsAtCrash(of node: Int) {
+        let checker = InvariantChecker(simulation: self)
+        do {
+            crashCheckViolations += try checker.checkCheckpoints(involving: node)
+        } catch {
+            crashCheckViolations.append(Violation(invariant: .checkpoint, documentID: nil, nodes: [node], detail: "check failed: \(error)"))
+        }
+    }
+
+    /// Manual nodes resolve their oldest conflicts every few seconds; resolver nodes retry
+    /// failed resolutions (the agent's periodic retry pass).
+    func schedulePeriodicResolution(until end: Double) {
+        guard configuration.policy == .manual || configuration.policy == .throwing else { return }
+        var time = 3.0
+        while time < end {
+            scheduler.schedule(after: time - scheduler.now) { [weak self] in self?.resolvePass() }
+            time += 3
+        }
+    }
+
+    private func resolvePass() {
+        for node in nodes where node.isRunning {
+            guard let store = node.store else { continue }
+            do {
+                if configuration.policy == .manual {
+                    for id in try store.conflictedDocumentIDs().prefix(2) {
+                        let revision = try store.resolveConflicts(id: id, resolver: BuiltInResolver.mergeJSON)
+                        trace.record("n\(node.index) resolved \(id) \(revision)", documents: [id])
+                    }
+                } else {
+                    let results = try store.retryConflictResolution()
+                    trace.record("n\(node.index) retried \(results.count) conflicts")
+                }
+            } catch {
+                trace.record("n\(node.index) resolution pass failed: \(error)")
+            }
+        }
+    }
+}

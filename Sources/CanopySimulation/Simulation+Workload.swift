@@ -1,0 +1,145 @@
+import CanopyCore
+import CanopyStore
+import Foundation
+
+/// The seeded workload: what the applications on the nodes write during the fault phase.
+///
+/// Operations, drawn one at a time at exponentially spaced moments from the workload stream:
+///
+///     create      a document id from the pool that the node does not hold (two nodes may create
+///                 the same id concurrently: a conflict between unrelated branches)
+///     update      a new revision on the node's current one
+///     delete      a deletion of the node's current live revision
+///     recreate    a new revision on a deleted document (a child of its tombstone)
+///     hot         2–3 nodes update one of the three "hot" documents at the same instant
+///     chain       one node makes 8–30 consecutive edits (long chains against short ones;
+///                 with a small revsLimit they outrun stemming)
+///     identical   two nodes that hold the same current revision write the same body on it
+///                 (same content address: no conflict must appear)
+///
+/// Only a running node writes (a crashed or paused process takes no writes).
+extension Simulation {
+    enum Operation: CaseIterable {
+        case create, update, delete, recreate, hot, chain, identical
+    }
+
+    func scheduleWorkload(until end: Double) {
+        var time = 0.05
+        var moments: [Double] = []
+        while true {
+            time += exponential(mean: configuration.meanSecondsBetweenWrites, &workloadRandom)
+            guard time < end else { break }
+            moments.append(time)
+        }
+        for moment in moments {
+            scheduler.schedule(after: moment - scheduler.now) { [weak self] in self?.performRandomOperation() }
+        }
+    }
+
+    private func performRandomOperation() {
+        let weights: [(Operation, UInt64)] = [(.create, 6), (.update, 10), (.delete, 3), (.recreate, 2), (.hot, 3), (.chain, 1), (.identical, 2)]
+        var pick = workloadRandom.next(below: weights.map(\.1).reduce(0, +))
+        var operation = Operation.update
+        for (candidate, weight) in weights {
+            if pick < weight { operation = candidate; break }
+            pick -= weight
+        }
+        let node = nodes[workloadRandom.index(below: nodes.count)]
+        guard node.isRunning, let store = node.store else { return }
+        do {
+            switch operation {
+            case .create: try create(on: node, store)
+            case .update: try update(on: node, store, documentID: documentID(workloadRandom.index(below: configuration.documents)))
+            case .delete: try deleteSomething(on: node, store)
+            case .recreate: try recreateSomething(on: node, store)
+            case .hot:
+                let id = documentID(workloadRandom.index(below: min(3, configuration.documents)))
+                let writers = workloadRandom.shuffled(nodes.filter(\.isRunning)).prefix(2 + workloadRandom.index(below: 2))
+                for writer in writers.sorted(by: { $0.index < $1.index }) {
+                    if let writerStore = writer.store { try update(on: writer, writerStore, documentID: id) }
+                }
+            case .chain:
+                let id = documentID(workloadRandom.index(below: configuration.documents))
+                for _ in 0..<(8 + workloadRandom.index(below: 23)) { try update(on: node, store, documentID: id) }
+            case .identical: try identicalEdit()
+            }
+        } catch {
+            trace.record("n\(node.index) write failed: \(error)")
+        }
+    }
+
+    func documentID(_ number: Int) -> String {
+        let digits = String(number)
+        return "doc-" + String(repeating: "0", count: max(0, 3 - digits.count)) + digits
+    }
+
+    private func nextBody(_ node: SimulationNode) -> JSONValue {
+        nextBodyNumber += 1
+        let field = "f\(workloadRandom.index(below: 4))"
+        return .object(["by": .string(node.name), "n": .int(nextBodyNumber), field: .int(Int64(workloadRandom.index(below: 1000)))])
+    }
+
+    private func current(_ store: DocumentStore, _ id: String) throws -> Document? {
+        do {
+            return try store.get(id: id)
+        } catch .notFound {
+            return nil
+        }
+    }
+
+    private func create(on node: SimulationNode, _ store: DocumentStore) throws {
+        let id = documentID(workloadRandom.index(below: configuration.documents))
+        guard try current(store, id) == nil else { return try update(on: node, store, documentID: id) }
+        let revision = try store.put(id: id, body: nextBody(node), replacing: nil)
+        acknowledge(node: node.index, documentID: id, revision: revision, deletion: false)
+    }
+
+    /// Updates `id` on its current revision (creating it when absent, re-creating when deleted).
+    private func update(on node: SimulationNode, _ store: DocumentStore, documentID id: String) throws {
+        let document = try current(store, id)
+        let parent = document.flatMap { $0.isDeleted ? nil : $0.revision }
+        let revision = try store.put(id: id, body: nextBody(node), replacing: parent)
+        acknowledge(node: node.index, documentID: id, revision: revision, deletion: false)
+    }
+
+    private func deleteSomething(on node: SimulationNode, _ store: DocumentStore) throws {
+        let id = documentID(workloadRandom.index(below: configuration.documents))
+        guard let document = try current(store, id), !document.isDeleted else { return }
+        let revision = try store.delete(id: id, rev: document.revision)
+        acknowledge(node: node.index, documentID: id, revision: revision, deletion: true)
+    }
+
+    private func recreateSomething(on node: SimulationNode, _ store: DocumentStore) throws {
+        let id = documentID(workloadRandom.index(below: configuration.documents))
+        guard let document = try current(store, id), document.isDeleted else { return }
+        let revision = try store.put(id: id, body: nextBody(node), replacing: nil)
+        acknowledge(node: node.index, documentID: id, revision: revision, deletion: false)
+    }
+
+    /// Two running nodes with the same current revision of a document write the same body on it.
+    private func identicalEdit() throws {
+        let id = documentID(workloadRandom.index(below: configuration.documents))
+        let running = nodes.filter(\.isRunning)
+        var byRevision: [RevisionID: [SimulationNode]] = [:]
+        for node in running {
+            if let store = node.store, let document = try current(store, id), !document.isDeleted {
+                byRevision[document.revision, default: []].append(node)
+            }
+        }
+        guard let (revision, holders) = byRevision.filter({ $0.value.count >= 2 }).min(by: { $0.key < $1.key }) else { return }
+        nextBodyNumber += 1
+        let body: JSONValue = .object(["same": .int(nextBodyNumber)])
+        for node in holders.prefix(2) {
+            guard let store = node.store else { continue }
+            let written = try store.put(id: id, body: body, replacing: revision)
+            acknowledge(node: node.index, documentID: id, revision: written, deletion: false)
+        }
+    }
+}
+
+/// An exponentially distributed delay with the given mean, from a uniform draw.
+func exponential(mean: Double, _ random: inout SplitMix64) -> Double {
+    let unit = Double(random.next() >> 11) * 0x1p-53
+    return -mean * log(1 - unit)
+}
+

@@ -1,0 +1,201 @@
+import CanopyCore
+import CanopyReplication
+import CanopyStore
+import Foundation
+import Logging
+
+/// A revision a node's `put`, `delete` or `putBatch` returned: the application was told it is
+/// stored, so it must never be lost.
+public struct AcknowledgedWrite: Sendable, Equatable {
+    public let node: Int
+    public let documentID: String
+    public let revision: RevisionID
+    public let isDeletion: Bool
+    public let time: Double
+}
+
+/// One deterministic run of the real replication engine and real stores over a simulated
+/// network (DESIGN.md §7):
+///
+///     setup      nodes with fresh SQLite files, a continuous PeerReplicator per edge
+///     fault      `faultPhaseSeconds` of seeded writes and faults (network and node)
+///     heal       every node up and running, links clean, resolvers fixed
+///     settle     run to quiescence; manual nodes resolve their conflicts; repeat until stable
+///     check      the invariants of issue 6 (`InvariantChecker`)
+///
+/// Randomness comes from separate SplitMix64 streams derived from the seed (network, engine,
+/// workload, faults), consumed in scheduler order, so the same configuration replays exactly and
+/// produces the same trace hash.
+public final class Simulation: @unchecked Sendable {
+    public let configuration: SimulationConfiguration
+    public let scheduler = SimulatedScheduler()
+    public let trace: SimulationTrace
+    public let network: SimulatedNetwork
+    public private(set) var nodes: [SimulationNode] = []
+    public let edges: [Edge]
+    public private(set) var writes: [AcknowledgedWrite] = []
+    let directory: URL
+    let replication: ReplicationConfiguration
+    var workloadRandom: SplitMix64
+    var faultRandom: SplitMix64
+    let resolver: FlakyResolver?
+    /// Document events that reported a failed resolution: (node, document).
+    var resolutionFailures: [(Int, String)] = []
+    /// Called for every document event (node, peer, event); the mesh experiment tracks hops.
+    public var observer: (@Sendable (Int, Int, DocumentEvent) -> Void)?
+    /// Hook run after the run settled and before the checks (tests plant violations with it).
+    public var beforeChecks: ((Simulation) throws -> Void)?
+    var nextBodyNumber: Int64 = 0
+    /// Invariant 4 violations found at crash moments during the fault phase.
+    var crashCheckViolations: [Violation] = []
+
+    /// Sets up the nodes (files in a fresh temporary directory) without starting anything.
+    public init(_ configuration: SimulationConfiguration, logger: Logger = Simulation.quietLogger) throws {
+        self.configuration = configuration
+        let seed = configuration.seed
+        let scheduler = self.scheduler
+        trace = SimulationTrace(document: configuration.traceDocument) { scheduler.now }
+        var topologyRandom = SplitMix64(seed: seed ^ 0x7070_0001)
+        edges = configuration.topology.edges(count: configuration.nodes, averageDegree: configuration.averageDegree, random: &topologyRandom)
+        network = SimulatedNetwork(
+            nodeCount: configuration.nodes, base: scheduler, random: SeededRandom(seed: seed ^ 0x4E37_0002), trace: trace,
+            latencySeconds: configuration.latencySeconds, jitterSeconds: configuration.jitterSeconds,
+            rates: configuration.faults.rates)
+        workloadRandom = SplitMix64(seed: seed ^ 0x3070_0003)
+        faultRandom = SplitMix64(seed: seed ^ 0xFA17_0004)
+        replication = ReplicationConfiguration(direction: .both, continuous: true, batchSize: 50, window: 4)
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("canopy-sim-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let policy: ConflictPolicy
+        switch configuration.policy {
+        case .automatic: policy = .automatic; resolver = nil
+        case .merge: policy = .custom(BuiltInResolver.mergeJSON); resolver = nil
+        case .throwing:
+            let flaky = FlakyResolver(seed: seed)
+            policy = .custom(flaky)
+            resolver = flaky
+        case .manual: policy = .manual; resolver = nil
+        }
+        let engineRandom = SeededRandom(seed: seed ^ 0xE461_0005)
+        for index in 0..<configuration.nodes {
+            let peers = edges.compactMap { $0.a == index ? $0.b : ($0.b == index ? $0.a : nil) }.sorted()
+            let node = try SimulationNode(
+                index: index, path: directory.appendingPathComponent("n\(index).sqlite").path, peers: peers,
+                network: network, random: engineRandom,
+                configuration: .init(revsLimit: configuration.revsLimit, conflictPolicy: policy, logger: logger), logger: logger)
+            nodes.append(node)
+        }
+        for node in nodes {
+            node.lookup = { [weak self] index in self?.nodes[index] }
+            node.onEvent = { [weak self] peer, event in self?.documentEvent(node: node.index, peer: peer, event) }
+        }
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// A logger that drops everything (the engine logs expected failures at warning level).
+    public static let quietLogger: Logger = {
+        var logger = Logger(label: "canopy.sim") { _ in SwiftLogNoOpLogHandler() }
+        logger.logLevel = .critical
+        return logger
+    }()
+
+    private func documentEvent(node: Int, peer: Int, _ event: DocumentEvent) {
+        trace.record("n\(node) \(event.kind.rawValue) \(event.documentID) \(event.revision.map { "\($0)" } ?? "-") via n\(peer)",
+                     documents: [event.documentID])
+        if event.kind == .resolutionFailed { resolutionFailures.append((node, event.documentID)) }
+        observer?(node, peer, event)
+    }
+
+    /// Starts every node's replicators.
+    public func start() {
+        for node in nodes { node.startReplication(configuration: replication) }
+    }
+
+    /// Runs the whole scenario and checks the invariants.
+    public func run() throws -> SimulationReport {
+        start()
+        scheduleWorkload(until: configuration.faultPhaseSeconds)
+        scheduleFaults(until: configuration.faultPhaseSeconds)
+        schedulePeriodicResolution(until: configuration.faultPhaseSeconds)
+        scheduler.run(deadline: configuration.faultPhaseSeconds)
+        let checker = InvariantChecker(simulation: self)
+        var violations = try checker.checkBeforeHeal() + crashCheckViolations
+        let healedAt = scheduler.now
+        try heal()
+        let settled = try settle(deadline: healedAt + configuration.healDeadlineSeconds)
+        if !settled {
+            violations.append(Violation(invariant: .convergence, documentID: nil, nodes: [],
+                                        detail: "no quiescence within \(Int(configuration.healDeadlineSeconds)) s after the heal"))
+        }
+        try beforeChecks?(self)
+        violations += try checker.checkAfterSettling()
+        return SimulationReport(
+            configuration: configuration, violations: violations, convergeSeconds: scheduler.now - healedAt,
+            messages: network.messagesSent, bytes: network.bytesSent, revisionsTransferred: network.revisionsSent,
+            writes: writes.count, faults: network.faults, traceHash: trace.hashHex, documentLines: trace.documentLines)
+    }
+
+    /// Ends every fault: crashed nodes restart, paused nodes resume, partitions and clogs end,
+    /// links stop corrupting, the flaky resolver is fixed.
+    func heal() throws {
+        trace.record("heal")
+        network.rates = .none
+        network.healAll()
+        resolver?.fixed = true
+        for node in nodes {
+            if node.store == nil { try node.restart(configuration: replication) }
+            node.scheduler.resume()
+        }
+    }
+
+    /// Runs to quiescence, letting manual and resolver nodes settle their conflicts, until a
+    /// round changes nothing. False if the deadline passed first.
+    func settle(deadline: Double) throws -> Bool {
+        for _ in 0..<8 {
+            guard runUntilQuiescent(deadline: deadline) else { return false }
+            var changed = false
+            for node in nodes {
+                guard let store = node.store else { continue }
+                switch configuration.policy {
+                case .manual:
+                    for id in try store.conflictedDocumentIDs() {
+                        _ = try store.resolveConflicts(id: id, resolver: BuiltInResolver.mergeJSON)
+                        changed = true
+                    }
+                case .automatic, .merge:
+                    // These must settle every conflict on receipt: nothing to retry (a leftover
+                    // conflict is an invariant 5 violation, not something to paper over).
+                    break
+                case .throwing:
+                    if !(try store.conflictedDocumentIDs().isEmpty) {
+                        _ = try store.retryConflictResolution()
+                        changed = true
+                    }
+                }
+            }
+            if !changed { return true }
+        }
+        return runUntilQuiescent(deadline: deadline)
+    }
+
+    /// Steps until every node's every session is open and idle, twice in a row with a second of
+    /// virtual time between (so trailing messages land), or until `deadline`.
+    func runUntilQuiescent(deadline: Double) -> Bool {
+        while scheduler.now < deadline {
+            scheduler.run(until: { self.nodes.allSatisfy(\.isQuiescent) }, deadline: deadline)
+            guard nodes.allSatisfy(\.isQuiescent) else { return false }
+            scheduler.advance(by: 1)
+            if nodes.allSatisfy(\.isQuiescent) { return true }
+        }
+        return false
+    }
+
+    /// Records an acknowledged write.
+    func acknowledge(node: Int, documentID: String, revision: RevisionID, deletion: Bool) {
+        writes.append(AcknowledgedWrite(node: node, documentID: documentID, revision: revision, isDeletion: deletion, time: scheduler.now))
+        trace.record("n\(node) wrote \(documentID) \(revision)\(deletion ? " deleted" : "")", documents: [documentID])
+    }
+}

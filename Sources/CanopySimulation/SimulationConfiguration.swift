@@ -1,0 +1,141 @@
+import CanopyCore
+
+/// How the nodes of a run are connected.
+public enum SimulationTopology: String, Sendable, CaseIterable {
+    case pair, line, ring, mesh, random
+
+    /// The edges (i < j, sorted) for `count` nodes. `random` draws a connected graph: a random
+    /// spanning tree plus extra edges up to an average degree of about `averageDegree`.
+    public func edges(count: Int, averageDegree: Double = 3, random: inout SplitMix64) -> [Edge] {
+        precondition(count >= 2, "a topology needs two nodes")
+        var edges: [Edge] = []
+        switch self {
+        case .pair: edges = [Edge(0, 1)]
+        case .line: edges = (0..<(count - 1)).map { Edge($0, $0 + 1) }
+        case .ring: edges = (0..<count).map { Edge($0, ($0 + 1) % count) }
+        case .mesh:
+            for i in 0..<count { for j in (i + 1)..<count { edges.append(Edge(i, j)) } }
+        case .random:
+            var seen = Set<Edge>()
+            for node in 1..<count {
+                let edge = Edge(node, random.index(below: node))
+                if seen.insert(edge).inserted { edges.append(edge) }
+            }
+            let target = Int((Double(count) * averageDegree / 2).rounded())
+            let possible = count * (count - 1) / 2
+            while edges.count < min(target, possible) {
+                let edge = Edge(random.index(below: count), random.index(below: count))
+                if edge.a != edge.b, seen.insert(edge).inserted { edges.append(edge) }
+            }
+        }
+        return Array(Set(edges)).sorted()
+    }
+}
+
+/// An undirected edge between node indices, normalised so that `a < b`.
+public struct Edge: Hashable, Comparable, Sendable {
+    public let a: Int
+    public let b: Int
+
+    /// The edge between `x` and `y` (in either order).
+    public init(_ x: Int, _ y: Int) {
+        a = min(x, y)
+        b = max(x, y)
+    }
+
+    public static func < (lhs: Edge, rhs: Edge) -> Bool { (lhs.a, lhs.b) < (rhs.a, rhs.b) }
+}
+
+/// The conflict policy every node of a run uses.
+public enum SimulationPolicy: String, Sendable, CaseIterable {
+    /// Deletes win, then most revisions.
+    case automatic
+    /// `BuiltInResolver.mergeJSON`, deterministic.
+    case merge
+    /// A resolver that throws for some conflicts (seeded, a pure function of document and leaves)
+    /// until the heal, then merges.
+    case throwing
+    /// Conflicts kept; the node calls `resolveConflicts` periodically and at the heal.
+    case manual
+}
+
+/// How much goes wrong during the fault phase.
+public enum FaultLevel: String, Sendable, CaseIterable {
+    case none, low, high
+
+    /// In-connection fault rates.
+    var rates: NetworkFaultRates {
+        switch self {
+        case .none: return .none
+        case .low: return NetworkFaultRates(streamCorruption: 0.002, resetDuringRevisions: 0.02)
+        case .high: return NetworkFaultRates(streamCorruption: 0.01, resetDuringRevisions: 0.08)
+        }
+    }
+
+    /// Mean seconds between injected partitions, clogs, crashes, pauses and resets (nil: none).
+    var meanSecondsBetweenFaults: Double? {
+        switch self {
+        case .none: return nil
+        case .low: return 8
+        case .high: return 3
+        }
+    }
+}
+
+/// Everything that defines a run; with the seed it determines the run completely.
+public struct SimulationConfiguration: Sendable {
+    public var seed: UInt64
+    public var nodes: Int
+    public var topology: SimulationTopology
+    public var faults: FaultLevel
+    public var policy: SimulationPolicy
+    /// Size of the pool of document ids the workload uses.
+    public var documents: Int
+    /// Seconds of virtual time with faults and writes.
+    public var faultPhaseSeconds: Double
+    /// Mean seconds between workload operations.
+    public var meanSecondsBetweenWrites: Double
+    /// The stores' revsLimit.
+    public var revsLimit: Int
+    /// One-way link delay and jitter.
+    public var latencySeconds: Double
+    public var jitterSeconds: Double
+    /// The document whose message-by-message history to keep.
+    public var traceDocument: String?
+    /// Average degree of `random` topologies.
+    public var averageDegree: Double = 3
+    /// Virtual seconds the healed phase may take to reach quiescence.
+    public var healDeadlineSeconds: Double = 900
+
+    /// A configuration; unspecified choices are derived from the seed (so a seed list covers
+    /// every topology, policy and fault level).
+    public init(seed: UInt64, nodes: Int? = nil, topology: SimulationTopology? = nil, faults: FaultLevel? = nil,
+                policy: SimulationPolicy? = nil, documents: Int = 12, faultPhaseSeconds: Double = 40,
+                meanSecondsBetweenWrites: Double = 0.5, revsLimit: Int? = nil, latencySeconds: Double = 0.005,
+                jitterSeconds: Double = 0.003, traceDocument: String? = nil) {
+        var random = SplitMix64(seed: seed ^ 0xC0FF_EE00_5EED)
+        let topology = topology ?? SimulationTopology.allCases[random.index(below: SimulationTopology.allCases.count)]
+        let nodes = topology == .pair ? 2 : (nodes ?? 3 + random.index(below: 3))
+        self.seed = seed
+        self.nodes = nodes
+        self.topology = topology
+        self.faults = faults ?? [FaultLevel.none, .low, .low, .high, .high][random.index(below: 5)]
+        self.policy = policy ?? SimulationPolicy.allCases[random.index(below: SimulationPolicy.allCases.count)]
+        self.documents = documents
+        self.faultPhaseSeconds = faultPhaseSeconds
+        self.meanSecondsBetweenWrites = meanSecondsBetweenWrites
+        // A quarter of the runs stem hard, so long chains outrun the limit.
+        self.revsLimit = revsLimit ?? (random.chance(1, in: 4) ? 12 : 1000)
+        self.latencySeconds = latencySeconds
+        self.jitterSeconds = jitterSeconds
+        self.traceDocument = traceDocument
+    }
+
+    /// The options that reproduce this run with `canopy-sim`.
+    public var commandLine: String {
+        var parts = ["swift run -c release canopy-sim --seed \(seed) --nodes \(nodes) --topology \(topology.rawValue)",
+                     "--faults \(faults.rawValue) --policy \(policy.rawValue) --docs \(documents) --revs-limit \(revsLimit)"]
+        if let traceDocument { parts.append("--trace \(traceDocument)") }
+        return parts.joined(separator: " ")
+    }
+}

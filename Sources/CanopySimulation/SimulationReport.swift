@@ -1,0 +1,74 @@
+/// One broken invariant.
+public struct Violation: Sendable, Equatable, CustomStringConvertible {
+    /// The invariants of issue 6, numbered as there.
+    public enum Invariant: String, Sendable {
+        case convergence = "1 convergence (same current revision and open leaves everywhere)"
+        case lostWrite = "2 no acknowledged write lost"
+        case deletion = "3 deletions stay deleted unless revived"
+        case checkpoint = "4 no checkpoint ahead of durable data"
+        case conflicts = "5 conflicts settled (automatic) or kept (throwing resolver)"
+        case determinism = "6 determinism (same seed, same trace)"
+    }
+
+    public let invariant: Invariant
+    public let documentID: String?
+    /// The nodes involved (indices).
+    public let nodes: [Int]
+    public let detail: String
+
+    public var description: String {
+        let nodeList = nodes.map { "n\($0)" }.joined(separator: ",")
+        return "invariant \(invariant.rawValue): document \(documentID ?? "-") nodes [\(nodeList)]: \(detail)"
+    }
+}
+
+/// What a run did and found.
+public struct SimulationReport: Sendable {
+    public let configuration: SimulationConfiguration
+    public let violations: [Violation]
+    /// Virtual seconds from the heal to quiescence.
+    public let convergeSeconds: Double
+    public let messages: Int
+    public let bytes: Int
+    /// Revisions carried by `revisions` messages.
+    public let revisionsTransferred: Int
+    /// Acknowledged writes.
+    public let writes: Int
+    public let faults: [String: Int]
+    public let traceHash: String
+    /// The traced document's history, when one was asked for.
+    public let documentLines: [String]
+
+    /// Revisions transferred per acknowledged write.
+    public var revisionsPerChange: Double { writes == 0 ? 0 : Double(revisionsTransferred) / Double(writes) }
+
+    /// One line per run, for the tool and for test failures.
+    public var summary: String {
+        let c = configuration
+        let faultList = faults.keys.sorted().map { "\($0)=\(faults[$0]!)" }.joined(separator: " ")
+        return "seed \(c.seed) \(c.topology.rawValue)/\(c.nodes) \(c.policy.rawValue) faults=\(c.faults.rawValue) "
+            + "revsLimit=\(c.revsLimit): converged in \(SimulationTrace.format(convergeSeconds)) after heal, "
+            + "\(writes) writes, \(messages) messages, \(bytes) bytes, "
+            + "\(String(format2: revisionsPerChange)) revisions/change, faults [\(faultList)], trace \(traceHash.prefix(16))"
+    }
+
+    /// The failure text: seed, invariant, document, nodes and the command that reproduces it.
+    public var failureText: String {
+        var lines = ["VIOLATION seed \(configuration.seed):"]
+        lines += violations.prefix(20).map { "  \($0)" }
+        if violations.count > 20 { lines.append("  … and \(violations.count - 20) more") }
+        var reproduce = configuration
+        if reproduce.traceDocument == nil { reproduce.traceDocument = violations.compactMap(\.documentID).first }
+        lines.append("reproduce: \(reproduce.commandLine)")
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension String {
+    /// `value` with two decimals (no Foundation formatting needed).
+    init(format2 value: Double) {
+        let hundredths = Int64((value * 100).rounded())
+        let fraction = String(hundredths % 100)
+        self = "\(hundredths / 100).\(fraction.count == 1 ? "0" : "")\(fraction)"
+    }
+}

@@ -1,0 +1,110 @@
+import ArgumentParser
+import CanopySimulation
+
+/// `canopy-sim`: runs the deterministic simulator (issue 6) for one seed or a range of seeds, or
+/// the 100-node mesh propagation experiment.
+@main
+struct CanopySim: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "canopy-sim",
+        abstract: "Deterministic multi-node simulation of Canopy replication with fault injection.",
+        subcommands: [Run.self, Mesh.self],
+        defaultSubcommand: Run.self)
+}
+
+extension SimulationTopology: ExpressibleByArgument {}
+extension FaultLevel: ExpressibleByArgument {}
+extension SimulationPolicy: ExpressibleByArgument {}
+
+/// Runs seeds and checks the invariants; exits non-zero on a violation.
+struct Run: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run seeds through fault, heal and check phases.")
+
+    @Option(help: "One seed.") var seed: UInt64?
+    @Option(help: "A range of seeds, A..B (inclusive).") var seeds: String?
+    @Option(help: "Number of nodes (default: from the seed, 3–5; 2 for pair).") var nodes: Int?
+    @Option(help: "pair, line, ring, mesh or random (default: from the seed).") var topology: SimulationTopology?
+    @Option(help: "none, low or high (default: from the seed).") var faults: FaultLevel?
+    @Option(help: "automatic, merge, throwing or manual (default: from the seed).") var policy: SimulationPolicy?
+    @Option(help: "Size of the document id pool.") var docs: Int = 12
+    @Option(name: .customLong("revs-limit"), help: "The stores' revsLimit (default: from the seed, 12 or 1000).") var revsLimit: Int?
+    @Option(help: "Virtual seconds of the fault phase.") var seconds: Double = 40
+    @Option(help: "Print this document's message-by-message history.") var trace: String?
+    @Flag(name: .customLong("replay-check"), help: "Run every seed twice and compare the trace hashes (invariant 6).") var replayCheck = false
+
+    func validate() throws {
+        guard (seed == nil) != (seeds == nil) else { throw ValidationError("give exactly one of --seed or --seeds") }
+        if let seeds, Self.parseRange(seeds) == nil { throw ValidationError("--seeds must look like 1..100") }
+        if let nodes, !(2...64).contains(nodes) { throw ValidationError("--nodes must be 2–64") }
+        if let revsLimit, !(2...100_000).contains(revsLimit) { throw ValidationError("--revs-limit must be 2–100000") }
+        guard (1...10_000).contains(docs) else { throw ValidationError("--docs must be 1–10000") }
+    }
+
+    static func parseRange(_ text: String) -> ClosedRange<UInt64>? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: true)
+        guard parts.count == 2, text.contains(".."), let low = UInt64(parts[0]), let high = UInt64(parts[1]), low <= high else { return nil }
+        return low...high
+    }
+
+    func run() throws {
+        let range = seed.map { $0...$0 } ?? Self.parseRange(seeds ?? "")!
+        var failed: [UInt64] = []
+        for seed in range {
+            let configuration = SimulationConfiguration(
+                seed: seed, nodes: nodes, topology: topology, faults: faults, policy: policy, documents: docs,
+                faultPhaseSeconds: seconds, revsLimit: revsLimit, traceDocument: trace)
+            let report = try Simulation(configuration).run()
+            print(report.summary)
+            var violations = report.violations.map(\.description)
+            if replayCheck {
+                let again = try Simulation(configuration).run()
+                if again.traceHash != report.traceHash {
+                    violations.append("invariant 6: the same seed gave trace \(again.traceHash.prefix(16)) on the second run")
+                }
+            }
+            if !report.violations.isEmpty {
+                print(report.failureText)
+            } else if !violations.isEmpty {
+                print("VIOLATION seed \(seed):\n  " + violations.joined(separator: "\n  ") + "\nreproduce: \(configuration.commandLine) --replay-check")
+            }
+            if trace != nil {
+                print("history of \(trace!):")
+                for line in report.documentLines { print("  \(line)") }
+            }
+            if !violations.isEmpty { failed.append(seed) }
+        }
+        if range.count > 1 {
+            print("\(range.count) seeds, \(failed.count) with violations\(failed.isEmpty ? "" : ": \(failed.map(String.init).joined(separator: " "))")")
+        }
+        if !failed.isEmpty { throw ExitCode(1) }
+    }
+}
+
+/// The propagation experiment: how far and how fast one change travels through a large mesh.
+struct Mesh: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Measure hops and time for changes to reach every node of a random mesh.")
+
+    @Option(help: "Seed of the topology and the writers.") var seed: UInt64 = 1
+    @Option(help: "Nodes.") var nodes: Int = 100
+    @Option(help: "Average degree.") var degree: Double = 4
+    @Option(help: "One-way link delay in milliseconds.") var latencyMs: Double = 5
+    @Option(help: "Changes to measure.") var changes: Int = 1000
+
+    func validate() throws {
+        guard (2...1000).contains(nodes), degree >= 1, latencyMs >= 0, (1...100_000).contains(changes) else {
+            throw ValidationError("nodes 2–1000, degree ≥ 1, latency ≥ 0, changes 1–100000")
+        }
+    }
+
+    func run() throws {
+        let experiment = try MeshExperiment(seed: seed, nodes: nodes, degree: degree, latencySeconds: latencyMs / 1000, changes: changes)
+        let result = try experiment.run()
+        let reached = result.propagations.filter(\.reachedAll).count
+        print("mesh: \(nodes) nodes, \(result.edges) edges (average degree \(String(Double(2 * result.edges) / Double(nodes)))), \(latencyMs) ms links, seed \(seed)")
+        print("changes: \(changes), reached every node: \(reached)")
+        print("hops to the last node: p50 \(Int(result.hopsP50)), p99 \(Int(result.hopsP99))")
+        print("simulated time to the last node: p50 \(Int((result.secondsP50 * 1000).rounded())) ms, p99 \(Int((result.secondsP99 * 1000).rounded())) ms")
+        print("messages \(result.messages), bytes \(result.bytes)")
+        if reached < changes { throw ExitCode(1) }
+    }
+}
