@@ -40,9 +40,11 @@ public final class Simulation: @unchecked Sendable {
     var faultRandom: SplitMix64
     let resolver: FlakyResolver?
     /// Document events that reported a failed resolution: (node, document).
-    var resolutionFailures: [(Int, String)] = []
+    public internal(set) var resolutionFailures: [(node: Int, documentID: String)] = []
     /// Called for every document event (node, peer, event); the mesh experiment tracks hops.
     public var observer: (@Sendable (Int, Int, DocumentEvent) -> Void)?
+    /// Whether the heal fixes the flaky resolver (tests turn it off to plant a violation).
+    public var healFixesResolver = true
     /// Hook run after the run settled and before the checks (tests plant violations with it).
     public var beforeChecks: ((Simulation) throws -> Void)?
     var nextBodyNumber: Int64 = 0
@@ -144,7 +146,7 @@ public final class Simulation: @unchecked Sendable {
         trace.record("heal")
         network.rates = .none
         network.healAll()
-        resolver?.fixed = true
+        if healFixesResolver { resolver?.fixed = true }
         for node in nodes {
             if node.store == nil { try node.restart(configuration: replication) }
             node.scheduler.resume()
