@@ -49,6 +49,8 @@ public final class PeerReplicator: @unchecked Sendable {
     private var retryTimer: (any Cancellable)?
     private var dialing = false
     private var stopped = true
+    /// The peer's database id from the last `hello` (for `resetCheckpoint` while disconnected).
+    private var lastPeerDatabase: [UInt8]?
     private var syncWaiters: [@Sendable (Result<Void, ReplicationError>) -> Void] = []
     public private(set) var status = PeerStatus(state: .stopped, connected: false, pull: .init(), push: .init())
 
@@ -121,6 +123,19 @@ public final class PeerReplicator: @unchecked Sendable {
         checkSyncDone()
     }
 
+    /// Forgets this node's checkpoint for pulling from the peer (CouchDB's and Couchbase Lite's
+    /// `resetCheckpoint`): the next pull starts from sequence 0, re-checking every document (only
+    /// what is missing is transferred). Takes effect on the next connection; returns false when
+    /// the peer's database is not known yet (never connected).
+    @discardableResult
+    public func resetCheckpoint() throws(StoreError) -> Bool {
+        guard let peerDatabase = session?.peerDatabase ?? lastPeerDatabase else { return false }
+        let replicationID = ReplicationIdentity.replicationID(source: peerDatabase, target: store.databaseIDBytes, filter: configuration.pullFilter)
+        _ = try store.localDelete(ReplicationIdentity.checkpointDocumentID(replicationID))
+        status.lastPulledSequence = nil
+        return true
+    }
+
     /// Local documents changed since the newest sequence the peer acknowledged (all documents
     /// when it never acknowledged anything), at most `limit`.
     public func pendingDocumentIDs(limit: Int = 1000) throws(StoreError) -> [String] {
@@ -167,8 +182,9 @@ public final class PeerReplicator: @unchecked Sendable {
 
     private func handle(_ event: SessionEvent) {
         switch event {
-        case .connected:
+        case .connected(let peerDatabaseID):
             backoff.reset()
+            lastPeerDatabase = peerDatabaseID
         case .document(let documentEvent):
             onEvent(documentEvent)
         case .pullCheckpoint(let sequence):

@@ -8,6 +8,10 @@ public enum ReplicationError: Error, Sendable, CustomStringConvertible {
     /// The peer broke the protocol; the connection is closed with the error's code and the peer
     /// reported.
     case protocolViolation(ProtocolError)
+    /// The peer sent a document that failed the store's checks (a revision id that is not the
+    /// hash of its content, a body that is not a canonical JSON object): a protocol violation that
+    /// is also reported as a `rejected` event for the document.
+    case rejectedDocument(documentID: String?, detail: String)
     /// The peer refused our data or our subscription.
     case peerRejected(String)
     /// The local store failed (disk full, corruption); the replication stops and retries later.
@@ -23,6 +27,7 @@ public enum ReplicationError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .protocolViolation(let error): return "protocol violation: \(error)"
+        case .rejectedDocument(let id, let detail): return "rejected document \(id ?? "?"): \(detail)"
         case .peerRejected(let detail): return "rejected by peer: \(detail)"
         case .store(let error): return "store error: \(error)"
         case .disconnected(let detail): return "disconnected: \(detail)"

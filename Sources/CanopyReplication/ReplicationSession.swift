@@ -111,6 +111,9 @@ public final class ReplicationSession: @unchecked Sendable {
     /// Whether the peer refused our subscription.
     public private(set) var pullRefused = false
 
+    /// The peer's database id, once its `hello` arrived.
+    public var peerDatabase: [UInt8]? { peerDatabaseID }
+
     /// Sends `hello`, starts heartbeats and listens for commits. Must run on the serial context.
     public func start() {
         transport.start { [weak self] event in self?.handle(event) }
@@ -391,6 +394,11 @@ public final class ReplicationSession: @unchecked Sendable {
         let reason: TransportCloseReason
         switch error {
         case .protocolViolation(let violation):
+            perform(machine.fail(violation))
+            reason = .protocolViolation("\(violation)")
+        case .rejectedDocument(let documentID, let detail):
+            onEvent(.document(DocumentEvent(kind: .rejected, documentID: documentID ?? "", detail: detail)))
+            let violation = ProtocolError.invalidDocument(detail: detail)
             perform(machine.fail(violation))
             reason = .protocolViolation("\(violation)")
         case .peerRejected(let detail), .disconnected(let detail):

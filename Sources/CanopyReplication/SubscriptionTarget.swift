@@ -120,7 +120,7 @@ final class SubscriptionTarget {
             do {
                 results = try store.bulkInsertForeign(foreign)
             } catch .invalidInput(let problem) {
-                throw .protocolViolation(.invalidDocument(detail: "\(problem)"))
+                throw .rejectedDocument(documentID: problem.documentID, detail: "\(problem)")
             } catch {
                 throw .store(error)
             }

@@ -4,6 +4,19 @@ import CanopyCore
 /// one) and what is wrong, so a replication error or an import report can point at the culprit.
 /// When one of these is thrown, nothing of the call's batch has been written.
 public enum StoreInputError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The document the problem is about, when there is one.
+    public var documentID: String? {
+        switch self {
+        case .invalidJSON(let id, _), .bodyNotObject(let id), .bodyTooLarge(let id, _, _),
+            .malformedRevisionID(let id, _), .invalidCouchDocument(let id, _):
+            return id
+        case .bodyNotCanonical(let id, _), .invalidHistory(let id, _), .revisionHashMismatch(let id, _, _):
+            return id
+        case .emptyDocumentID, .documentIDTooLong, .documentIDNotUTF8, .batchTooLarge:
+            return nil
+        }
+    }
+
     /// The body is not JSON.
     case invalidJSON(documentID: String?, detail: String)
     /// The body is JSON but not an object.

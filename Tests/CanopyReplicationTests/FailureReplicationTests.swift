@@ -63,12 +63,18 @@ struct FailureReplicationTests {
         let harness = try ReplicationHarness(seed: 43)
         let b = try harness.addNode("b")
         let link = InMemoryLink(scheduler: harness.scheduler)
-        final class Box: @unchecked Sendable { var reason: TransportCloseReason? }
+        final class Box: @unchecked Sendable {
+            var reason: TransportCloseReason?
+            var rejected: [DocumentEvent] = []
+        }
         let box = Box()
         let session = ReplicationSession(
             store: b.store, transport: link.ends.1, scheduler: harness.scheduler, random: harness.random,
             configuration: ReplicationConfiguration(direction: .pull), logger: .init(label: "test")
-        ) { event in if case .closed(let reason) = event { box.reason = reason } }
+        ) { event in
+            if case .closed(let reason) = event { box.reason = reason }
+            if case .document(let document) = event, document.kind == .rejected { box.rejected.append(document) }
+        }
         session.start()
         let liar = ScriptedPeer(endpoint: link.ends.0)
         harness.scheduler.run(until: { liar.received.count >= 2 })
@@ -89,6 +95,7 @@ struct FailureReplicationTests {
             return
         }
         #expect(try b.store.documentCount == 0)
+        #expect(box.rejected.map(\.documentID) == ["victim"])
     }
 }
 

@@ -2,6 +2,7 @@ import CanopyCore
 import CanopyReplication
 import CanopySimulation
 import CanopyStore
+import Logging
 import Testing
 
 @Suite("Filtered replication")
@@ -99,5 +100,55 @@ struct LivenessTests {
         connection.link.latencySeconds = 1_000_000
         harness.scheduler.advance(by: 30)
         #expect(connection.sessions.0.isClosed)
+    }
+}
+
+@Suite("One-shot replication and checkpoints")
+struct OneShotTests {
+    @Test("a one-shot pull stops when caught up; later changes wait for the next run")
+    func oneShot() throws {
+        let harness = try ReplicationHarness(seed: 81)
+        let a = try harness.addNode("a")
+        let b = try harness.addNode("b")
+        try writeDocuments(a.store, prefix: "first", count: 40)
+        let once = ReplicationConfiguration(direction: .both, continuous: false)
+        let connection = harness.connect(a, b, configuration: once)
+        #expect(harness.runUntilQuiescent())
+        #expect(try b.store.documentCount == 40)
+        try writeDocuments(a.store, prefix: "later", count: 5)
+        harness.scheduler.advance(by: 5)
+        #expect(try b.store.documentCount == 40)
+        _ = connection
+    }
+
+    @Test("resetCheckpoint makes the next pull start from zero, transferring only what is missing")
+    func resetCheckpoint() throws {
+        let harness = try ReplicationHarness(seed: 82)
+        let a = try harness.addNode("a")
+        let b = try harness.addNode("b")
+        try writeDocuments(a.store, prefix: "doc", count: 60)
+        let dialer = FlakyDialer(scheduler: harness.scheduler, failures: 0)
+        let logger = Logger(label: "test")
+        let replicatorA = PeerReplicator(peerName: "b", store: a.store, dialer: nil, scheduler: harness.scheduler,
+                                         random: harness.random, configuration: ReplicationConfiguration(), logger: logger)
+        let replicatorB = PeerReplicator(peerName: "a", store: b.store, dialer: dialer, scheduler: harness.scheduler,
+                                         random: harness.random, configuration: ReplicationConfiguration(), logger: logger)
+        replicatorA.start()
+        dialer.accept = { replicatorA.accept($0) }
+        replicatorB.start()
+        final class Done: @unchecked Sendable { var count = 0 }
+        let done = Done()
+        replicatorB.sync { _ in done.count += 1 }
+        harness.scheduler.run(until: { done.count == 1 })
+        #expect(try b.store.documentCount == 60)
+        #expect(replicatorB.status.lastPulledSequence == 60)
+
+        #expect(try replicatorB.resetCheckpoint())
+        replicatorB.stop()
+        replicatorB.sync { _ in done.count += 1 }
+        harness.scheduler.run(until: { done.count == 2 })
+        // The new session re-read a's whole feed (60 entries) but wrote nothing new.
+        #expect(replicatorB.status.pull.total == 60)
+        #expect(try b.store.documentCount == 60)
     }
 }
