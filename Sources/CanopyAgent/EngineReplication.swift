@@ -66,8 +66,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         let id = peer.nodeID
         let dialer = peer.address.map { address in
             TCPPeerDialer(manager: manager, address: address, nodeID: nodeID) { [weak self] transport in
-                // Runs on `queue` (the dial completes on the delivery queue).
-                self?.peers[id]?.connection = transport.identity
+                self?.adoptOutbound(id, transport) ?? true
             }
         }
         let configuration = ReplicationConfiguration(
@@ -83,6 +82,25 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             logger: logger,
             onStatus: { [weak self] status in self?.statusChanged(id, status) },
             onEvent: { [weak self] event in self?.documentEvent(id, event) })
+    }
+
+    /// Applies the simultaneous-connect rule to an outbound connection that just completed, on
+    /// `queue`, before the replicator sees it. Returns true to hand it to the replicator's dial
+    /// completion (which takes it, or closes it when a session is already open); false when it
+    /// was instead swapped in for an inbound session it beats (the peer, applying the same rule,
+    /// keeps this one too), so the dial must report no new transport.
+    private func adoptOutbound(_ id: String, _ transport: ChannelTransport) -> Bool {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let peer = peers[id] else { return true }
+        guard peer.replicator.status.connected, let current = peer.connection else {
+            peers[id]?.connection = transport.identity
+            return true
+        }
+        if SimultaneousConnect.keep(current, transport.identity) == .first { return true }
+        logger.debug("outbound connection to \(id) wins over the inbound one; switching")
+        peers[id]?.connection = transport.identity
+        peer.replicator.accept(transport)
+        return false
     }
 
     private func statusChanged(_ id: String, _ status: PeerStatus) {

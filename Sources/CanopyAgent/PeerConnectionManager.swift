@@ -151,22 +151,27 @@ final class TCPPeerDialer: CanopyReplication.PeerDialer, @unchecked Sendable {
     private let manager: PeerConnectionManager
     private let address: HostPort
     private let nodeID: NodeID
-    private let onConnected: @Sendable (ChannelTransport) -> Void
+    private let adopt: @Sendable (ChannelTransport) -> Bool
 
-    init(manager: PeerConnectionManager, address: HostPort, nodeID: NodeID, onConnected: @escaping @Sendable (ChannelTransport) -> Void) {
+    /// `adopt` runs on the engine's queue when a connection is ready; false means the engine
+    /// already took the transport another way (simultaneous connect), so the dial reports none.
+    init(manager: PeerConnectionManager, address: HostPort, nodeID: NodeID, adopt: @escaping @Sendable (ChannelTransport) -> Bool) {
         self.manager = manager
         self.address = address
         self.nodeID = nodeID
-        self.onConnected = onConnected
+        self.adopt = adopt
     }
 
     func dial(_ completion: @escaping @Sendable (Result<any MessageTransport, ReplicationError>) -> Void) {
-        let onConnected = self.onConnected
+        let adopt = self.adopt
         manager.dial(address, expected: nodeID) { result in
             switch result {
             case .success(let transport):
-                onConnected(transport)
-                completion(.success(transport))
+                if adopt(transport) {
+                    completion(.success(transport))
+                } else {
+                    completion(.failure(.disconnected("simultaneous connect: the session moved to this connection")))
+                }
             case .failure(let error):
                 completion(.failure(error))
             }

@@ -63,6 +63,22 @@ struct ReplicationEndToEndTests {
         try poll("b's document on a after accepting b") { try a.value(of: "after-accept", "ok") == .bool(true) }
     }
 
+    @Test("a peer written into the config file and applied with SIGHUP replicates without a restart")
+    func sighupAddsPeer() throws {
+        let a = try AgentProcess()
+        let b = try AgentProcess()
+        try a.start()
+        try b.start()
+        try b.allow(a)
+        try b.put("via-sighup", ["n": .int(7)])
+        let configPath = a.dataDir + "/canopy.conf"
+        let text = try String(contentsOfFile: configPath, encoding: .utf8)
+        let section = "\n[peer \(b.nodeID)]\naddress = \(try b.listenAddress())\n"
+        try (text + section).write(toFile: configPath, atomically: true, encoding: .utf8)
+        a.signal(SIGHUP)
+        try poll("b's document on a after the reload") { try a.value(of: "via-sighup", "n") == .int(7) }
+    }
+
     @Test("garbage and an oversized length prefix on the peer port are refused while the agent keeps serving its peers")
     func garbageIsRefused() throws {
         let a = try AgentProcess()
