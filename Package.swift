@@ -121,7 +121,9 @@ let package = Package(
         .testTarget(
             name: "CanopyReplicationTests",
             dependencies: ["CanopyReplication", "CanopyStore", "CanopyCore", "CanopyWire", "CanopySimulation"]),
-        .testTarget(name: "CanopyAgentTests", dependencies: ["CanopyAgent", "CanopyCore", "CanopyCrypto"]),
+        .testTarget(
+            name: "CanopyAgentTests",
+            dependencies: ["CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyWire", "CanopyReplication"]),
         // Black-box tests: run the built canopyd/canopyctl binaries as child processes.
         .testTarget(
             name: "CanopyEndToEndTests",
