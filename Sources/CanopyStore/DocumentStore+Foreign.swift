@@ -112,7 +112,23 @@ extension DocumentStore {
     private static func mergeForeign(
         _ context: WriteContext, documentID: String, revisions: [CheckedRevision], policy: ConflictPolicy
     ) throws -> ForeignDocumentResult {
-        var document = try RevisionRows.loadForWrite(context.db, documentID: documentID)
+        guard let stored = try RevisionRows.load(context.db, documentID: documentID) else {
+            if revisions.count == 1 {
+                return try RevisionRows.insertNewChain(
+                    context, documentID: documentID, path: revisions[0].path, body: revisions[0].body)
+            }
+            return try mergeForeign(
+                context, StoredDocument(id: documentID, key: nil, sequence: nil, tree: RevTree()), revisions, policy: policy)
+        }
+        return try mergeForeign(context, stored, revisions, policy: policy)
+    }
+
+    /// The general path: merges into the loaded tree, applies the policy, stems, and writes.
+    private static func mergeForeign(
+        _ context: WriteContext, _ loaded: StoredDocument, _ revisions: [CheckedRevision], policy: ConflictPolicy
+    ) throws -> ForeignDocumentResult {
+        var document = loaded
+        let documentID = document.id
         let localRevision = document.tree.current?.id
         var added: [RevisionID] = []
         for revision in revisions {

@@ -63,7 +63,9 @@ public final class DocumentStore: @unchecked Sendable {
             db = try Database(path: path, durable: configuration.durable)
             let version = try db.pragmaInt("user_version")
             try Schema.migrate(db)
-            if version < Schema.currentVersion {
+            if version == 0 {
+                configuration.logger.debug("store created", metadata: ["path": "\(path)"])
+            } else if version < Schema.currentVersion {
                 configuration.logger.info(
                     "store schema migrated", metadata: ["path": "\(path)", "from": "\(version)", "to": "\(Schema.currentVersion)"])
             }

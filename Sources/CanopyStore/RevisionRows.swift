@@ -102,8 +102,23 @@ enum RevisionRows {
         guard !document.touched.isEmpty else { return document.key }
         let tree = document.tree
         guard let current = tree.current else { throw StoreError.corrupt(detail: "empty tree for \"\(document.id.prefix(80))\"") }
+        let key = try writeDocumentRow(context, &document, current: current, conflicted: tree.isConflicted, leaves: tree.leaves)
+        // Sorted so that rows are written in the same order on every node and every run.
+        for revision in document.touched.sorted() {
+            try persistRevision(context.db, key: key, document: document, revision: revision)
+        }
+        document.storedTree = document.tree
+        document.touched = []
+        return key
+    }
+
+    /// Writes the document's row at a new sequence (inserting it on its first write, when its
+    /// stable key becomes that sequence) and returns its key.
+    static func writeDocumentRow(
+        _ context: WriteContext, _ document: inout StoredDocument, current: RevTree.Node, conflicted: Bool,
+        leaves: [RevTree.Node]
+    ) throws -> Int64 {
         let sequence = context.nextSequence()
-        let leaves = LeafList.encode(tree.leaves)
         let db = context.db
         let statement: Statement
         if let previous = document.sequence {
@@ -127,19 +142,27 @@ enum RevisionRows {
         try statement.bind(current.id.generation, at: 2)
         try statement.bind(digestOf: current.id, at: 3)
         try statement.bind(current.kind.isDeleted ? 1 : 0, at: 4)
-        try statement.bind(tree.isConflicted ? 1 : 0, at: 5)
-        try statement.bind(leaves, at: 6)
+        try statement.bind(conflicted ? 1 : 0, at: 5)
+        try statement.bind(LeafList.encode(leaves), at: 6)
         try statement.run()
         let key = document.key ?? sequence
         document.key = key
         document.sequence = sequence
-        // Sorted so that rows are written in the same order on every node and every run.
-        for revision in document.touched.sorted() {
-            try persistRevision(context.db, key: key, document: document, revision: revision)
-        }
-        document.storedTree = document.tree
-        document.touched = []
         return key
+    }
+
+    /// Inserts one revision row.
+    static func insertRevisionRow(_ db: Database, key: Int64, node: RevTree.Node, isLeaf: Bool, body: [UInt8]?) throws {
+        let statement = try db.statement(
+            "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        try statement.bind(key, at: 1)
+        try statement.bind(node.id.generation, at: 2)
+        try statement.bind(digestOf: node.id, at: 3)
+        try statement.bind(digestOf: node.parent, at: 4)
+        try statement.bind(Int(node.kind.rawValue), at: 5)
+        try statement.bind(isLeaf ? 1 : 0, at: 6)
+        try statement.bind(body, at: 7)
+        try statement.run()
     }
 
     private static func persistRevision(_ db: Database, key: Int64, document: StoredDocument, revision: RevisionID) throws {
@@ -154,16 +177,7 @@ enum RevisionRows {
                 "DELETE FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?",
                 .integer(key), .integer(generation), .blob(revision.digest))
         case (nil, .some(let node)):
-            let statement = try db.statement(
-                "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body) VALUES (?, ?, ?, ?, ?, ?, ?)")
-            try statement.bind(key, at: 1)
-            try statement.bind(generation, at: 2)
-            try statement.bind(digestOf: revision, at: 3)
-            try statement.bind(digestOf: node.parent, at: 4)
-            try statement.bind(Int(node.kind.rawValue), at: 5)
-            try statement.bind(document.tree.isLeaf(revision) ? 1 : 0, at: 6)
-            try statement.bind(document.newBodies[revision], at: 7)
-            try statement.run()
+            try insertRevisionRow(db, key: key, node: node, isLeaf: document.tree.isLeaf(revision), body: document.newBodies[revision])
         case (.some(let before), .some(let after)):
             let wasLeaf = document.storedTree.isLeaf(revision)
             let isLeaf = document.tree.isLeaf(revision)

@@ -192,3 +192,39 @@ final class ConflictRecorder: ConflictResolver, @unchecked Sendable {
         return .keep(conflict.leaves[0].revision)
     }
 }
+
+@Suite("New-document fast path")
+struct NewChainTests {
+    private func rows(_ path: String) throws -> [String] {
+        let db = try Database(path: path)
+        let documents = try db.query("SELECT * FROM documents ORDER BY sequence") { row in
+            (0..<8).map { column in row.blob(Int32(column)).map { $0.map(String.init).joined(separator: ".") } ?? "null" }.joined(separator: "|")
+        }
+        let revisions = try db.query("SELECT * FROM revisions ORDER BY doc_key, generation, digest") { row in
+            (0..<7).map { column in row.blob(Int32(column)).map { $0.map(String.init).joined(separator: ".") } ?? "null" }.joined(separator: "|")
+        }
+        return documents + revisions
+    }
+
+    @Test("a new document's single path writes the same rows as the general merge path")
+    func fastPathMatchesGeneralPath() throws {
+        let fast = try TestStore(.init(revsLimit: 3))
+        let general = try TestStore(.init(revsLimit: 3))
+        let long = chain(6, seed: "long")
+        let cases: [ForeignRevision] = [
+            try foreign("first", body: body(1)),
+            try foreign("deleted", parentPath: [chain(1, seed: "d")[0].id], kind: .deleted, body: .emptyObject),
+            ForeignRevision(
+                documentID: "stemmed", path: try RevisionPath(leaf: long[0].id, kind: .live, ancestors: long.dropFirst().map(\.id)),
+                body: .value(long[0].body)),
+        ]
+        for revision in cases {
+            let fastResult = try fast.store.bulkInsertForeign([revision])
+            // Sending the revision twice in one batch takes the general path.
+            let generalResult = try general.store.bulkInsertForeign([revision, revision])
+            #expect(fastResult == generalResult)
+        }
+        #expect(try rows(fast.path) == rows(general.path))
+        #expect(try fast.store.revisionTree(id: "stemmed")?.count == 3)
+    }
+}
