@@ -130,6 +130,9 @@ extension Agent {
         result["revs_limit"] = .int(Int64(store.revsLimit))
         result["admin_clients"] = .int(Int64(admin?.clientCount ?? 0))
         result["uptime_seconds"] = .double((Self.wallClock() - startedAt).rounded())
+        let traffic = peers.traffic.totals
+        result["peer_bytes_sent"] = .int(Int64(traffic.sent))
+        result["peer_bytes_received"] = .int(Int64(traffic.received))
         return result
     }
 

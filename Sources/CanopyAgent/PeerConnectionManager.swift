@@ -28,6 +28,8 @@ protocol PeerEventSink: AnyObject, Sendable {
 /// runs on its own serial queue.
 final class PeerConnectionManager: @unchecked Sendable {
     let queue = DispatchQueue(label: "canopy.peers")
+    /// Bytes on every peer connection, for `stats`.
+    let traffic = TrafficCounters()
     private let identity: Identity
     private let deliveryQueue: DispatchQueue
     private let logger: Logger
@@ -82,6 +84,7 @@ final class PeerConnectionManager: @unchecked Sendable {
     ) {
         let connectionQueue = DispatchQueue(label: "canopy.peer.connection")
         let deliveryQueue = self.deliveryQueue
+        let traffic = self.traffic
         let reply: @Sendable (Result<ChannelTransport, ReplicationError>) -> Void = { result in
             deliveryQueue.async { completion(result) }
         }
@@ -91,7 +94,7 @@ final class PeerConnectionManager: @unchecked Sendable {
             case .failure(let error):
                 reply(.failure(.disconnected("\(error)")))
             case .success(let fd):
-                let connection = StreamConnection(fd: fd, queue: connectionQueue, pendingWriteBytesMax: AgentLimits.peerPendingWriteBytesMax)
+                let connection = StreamConnection(fd: fd, queue: connectionQueue, pendingWriteBytesMax: AgentLimits.peerPendingWriteBytesMax, traffic: traffic)
                 let driver = HandshakeDriver(
                     connection: connection, initiator: true, configuration: configuration, deliveryQueue: deliveryQueue
                 ) { outcome in
@@ -119,7 +122,7 @@ final class PeerConnectionManager: @unchecked Sendable {
             }
             handshaking += 1
             let connectionQueue = DispatchQueue(label: "canopy.peer.connection")
-            let connection = StreamConnection(fd: fd, queue: connectionQueue, pendingWriteBytesMax: AgentLimits.peerPendingWriteBytesMax)
+            let connection = StreamConnection(fd: fd, queue: connectionQueue, pendingWriteBytesMax: AgentLimits.peerPendingWriteBytesMax, traffic: traffic)
             let driver = HandshakeDriver(
                 connection: connection, initiator: false, configuration: handshakeConfiguration(address: address, allowed: allowed),
                 deliveryQueue: deliveryQueue

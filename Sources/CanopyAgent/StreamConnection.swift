@@ -22,6 +22,7 @@ final class StreamConnection: @unchecked Sendable {
     let fd: Int32
     let queue: DispatchQueue
     private let pendingWriteBytesMax: Int
+    private let traffic: TrafficCounters?
     private var readSource: (any DispatchSourceRead)?
     private var writeSource: (any DispatchSourceWrite)?
     private var writeSuspended = true
@@ -32,11 +33,13 @@ final class StreamConnection: @unchecked Sendable {
     private var onRead: ReadHandler = { _ in }
     private var onClose: CloseHandler = {}
 
-    /// Wraps `fd`, which must already be non-blocking. Nothing happens until `start`.
-    init(fd: Int32, queue: DispatchQueue, pendingWriteBytesMax: Int) {
+    /// Wraps `fd`, which must already be non-blocking. Nothing happens until `start`. Bytes read
+    /// and written are added to `traffic` when given.
+    init(fd: Int32, queue: DispatchQueue, pendingWriteBytesMax: Int, traffic: TrafficCounters? = nil) {
         self.fd = fd
         self.queue = queue
         self.pendingWriteBytesMax = pendingWriteBytesMax
+        self.traffic = traffic
     }
 
     /// Starts reading. Must be called on `queue`.
@@ -107,6 +110,7 @@ final class StreamConnection: @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: AgentLimits.socketReadChunkBytes)
         let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         if count > 0 {
+            traffic?.addReceived(count)
             onRead(Array(buffer[0..<count]))
         } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             close()
@@ -117,6 +121,7 @@ final class StreamConnection: @unchecked Sendable {
         while pendingOffset < pending.count {
             let count = pending[pendingOffset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if count > 0 {
+                traffic?.addSent(count)
                 pendingOffset += count
                 continue
             }

@@ -9,7 +9,7 @@ import Glibc
 
 @Suite("replication between real agents over encrypted TCP", .serialized)
 struct ReplicationEndToEndTests {
-    @Test("two agents that allow each other converge both ways, and sync --wait returns when done")
+    @Test("two agents that allow each other converge both ways, sync --wait returns when done, and stats counts the peer bytes")
     func twoAgentsConverge() throws {
         let a = try AgentProcess()
         let b = try AgentProcess()
@@ -26,6 +26,14 @@ struct ReplicationEndToEndTests {
         try poll("a to report b connected") {
             guard case .array(let peers)? = try a.client().request("status")["peers"] else { return false }
             return peers.first?.objectValue?["connected"] == .bool(true)
+        }
+        for agent in [a, b] {
+            let stats = try agent.client().request("stats")
+            guard case .int(let sent)? = stats["peer_bytes_sent"], case .int(let received)? = stats["peer_bytes_received"] else {
+                Issue.record("stats has no peer byte counters: \(stats)")
+                continue
+            }
+            #expect(sent > 0 && received > 0, "peer traffic counted both ways")
         }
     }
 
