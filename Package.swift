@@ -93,7 +93,7 @@ let package = Package(
             name: "canopy-bench",
             dependencies: [
                 "CanopyCore", "CanopyStore", "CanopyWire", "CanopyCrypto", "CanopyReplication", "CanopySimulation",
-                "CSQLite", "CSodium",
+                "CanopyAgent", "CSQLite", "CSodium",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/canopy-bench"),

@@ -7,7 +7,9 @@ struct CanopyBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "canopy-bench",
         abstract: "Measure Canopy against ceilings measured in the same run.",
-        subcommands: [StoreBench.self, WireBench.self, EngineBench.self])
+        subcommands: [
+            StoreBench.self, WireBench.self, EngineBench.self, ReplicateBench.self, LatencyBench.self, ScaleBench.self,
+        ])
 }
 
 CanopyBench.main()
