@@ -11,6 +11,7 @@ extension DocumentStore {
     /// `StoreError.invalidInput` naming the document, and nothing is written.
     ///
     /// Returns one result per document, in the order the documents first appear in `revisions`.
+    @discardableResult
     public func bulkInsertForeign(
         _ revisions: [ForeignRevision], idCheck: RevisionIDCheck = .contentHash
     ) throws(StoreError) -> [ForeignDocumentResult] {

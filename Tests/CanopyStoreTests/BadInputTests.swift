@@ -117,7 +117,7 @@ struct CanonicalJSONReaderTests {
             .object([:]),
             .object(["a": .array([]), "b": .object([:]), "c": .null, "d": .bool(false), "e": .bool(true)]),
             .object(["big": .double(1e21), "neg": .int(Int64.min), "max": .int(Int64.max), "frac": .double(-0.000001),
-                     "huge": .double(1.8446744073709552e19), "tiny": .double(5e-324), "half": .double(0.5)]),
+                     "huge": .double(1.8446744073709552e19), "tiny": .double(.leastNonzeroMagnitude), "half": .double(0.5)]),
             .object(["esc\"\\\u{0}\u{1f}\n\t\u{8}\u{c}\r": .string("é漢字😀\u{7f}/"), "": .string("")]),
             .object(["nested": .array([.array([.object(["x": .int(1)])]), .string("s")])]),
         ]
