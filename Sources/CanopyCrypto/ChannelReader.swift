@@ -18,7 +18,7 @@ public enum ChannelEvent: Sendable, Equatable {
 ///
 /// The decoder checks every length prefix against `WireLimits` before the frame is buffered, so a
 /// hostile prefix cannot make it allocate. Any error is final: later calls rethrow it.
-public struct ChannelReader {
+public struct ChannelReader: Sendable {
     private enum State {
         case awaitingHeader
         case reading(OpeningStream)

@@ -72,3 +72,26 @@ public enum CryptoError: Error, Equatable, Sendable {
     /// A plaintext larger than `WireLimits.framePlaintextBytesMax`; split it first.
     case plaintextTooLarge(Int)
 }
+
+extension CryptoError {
+    /// The protocol's code for a connection failure (Protocol/replication-v1.md §8.2), for logs
+    /// and admin events; nil for errors that are not about a connection (node ids, files,
+    /// oversized plaintexts). Handshake codes are never sent to the peer.
+    public var code: ErrorCode? {
+        switch self {
+        case .handshakeMalformed, .handshakeVersionUnsupported, .handshakeNetworkMismatch, .handshakeSmallOrderKey,
+            .handshakeDecryptionFailed, .handshakeBadSignature, .handshakeUnexpectedBytes, .handshakeTruncated:
+            .handshakeFailed
+        case .handshakeSelfConnection: .selfConnection
+        case .handshakeTimedOut: .handshakeTimeout
+        case .peerNotAuthorized: .notAuthorized
+        case .channelFraming(let error): error.code
+        case .channelDecryptionFailed, .channelUnexpectedTag, .channelDataAfterFinal, .channelEndedWithoutFinal,
+            .channelUnusable:
+            .channelFailure
+        case .nodeIDWrongLength, .nodeIDInvalidCharacter, .nodeIDWrongCheckCharacter, .nodeIDNotCanonical,
+            .identityFileMalformed, .identityFileIO, .identityFilePermissions, .plaintextTooLarge:
+            nil
+        }
+    }
+}

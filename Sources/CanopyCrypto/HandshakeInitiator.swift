@@ -9,7 +9,7 @@ import CanopyWire
 ///
 /// Randomness (the ephemeral key) comes from the injected `EntropySource`, time from the `now`
 /// arguments, so a transcript is reproducible from fixed inputs.
-public struct HandshakeInitiator {
+public struct HandshakeInitiator: Sendable {
     private enum State {
         case awaitingMessage2(transcript: HandshakeTranscript, ephemeralSecret: [UInt8])
         case established

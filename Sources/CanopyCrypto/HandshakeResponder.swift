@@ -8,7 +8,7 @@ import CanopyWire
 ///
 /// Before Msg3 authenticates the initiator, the responder never sends an error: a scanner or a
 /// peer outside the network learns nothing but a closed connection.
-public struct HandshakeResponder {
+public struct HandshakeResponder: Sendable {
     private enum State {
         case awaitingMessage1(ephemeralSecret: [UInt8])
         case awaitingMessage3(transcript: HandshakeTranscript, keys: HandshakeKeys)

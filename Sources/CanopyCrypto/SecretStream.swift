@@ -17,7 +17,7 @@ enum SecretStreamTag {
 }
 
 /// The sending half. Fails closed: after a FINAL frame it refuses to seal more.
-public struct SealingStream {
+public struct SealingStream: Sendable {
     private var state = crypto_secretstream_xchacha20poly1305_state()
     private var finished = false
     /// The 24-byte header the receiver needs; send it before the first frame.
@@ -78,7 +78,7 @@ public struct OpenedFrame: Sendable, Equatable {
 
 /// The receiving half. The first failure poisons it: secretstream does not advance on a failed
 /// pull, so carrying on would let an attacker probe; the connection must close instead.
-public struct OpeningStream {
+public struct OpeningStream: Sendable {
     private var state = crypto_secretstream_xchacha20poly1305_state()
     private var usable = true
 

@@ -5,7 +5,7 @@ import CanopyWire
 /// The first `seal` output also carries this side's 24-byte stream header, so a caller cannot
 /// forget it. Sending `final: true` closes this direction; the peer's FINAL arrives as
 /// `ChannelEvent.finished`. Any receive error leaves the channel failed; close the connection.
-public struct SecureChannel {
+public struct SecureChannel: Sendable {
     /// The authenticated peer.
     public let peer: NodeID
     /// The handshake's final transcript hash, identical on both ends.

@@ -2,6 +2,7 @@
 // target with CANOPY_FUZZ_SEED_ROOT and CANOPY_FUZZ_SEED_CORPUS set, libFuzzer's initialisation
 // hook writes the seed corpora from Protocol/vectors and exits instead of fuzzing:
 //
+// handshake-responder/: one honest input per mode, from vectors/handshake.json.
 // message-decoder/: every valid and invalid message vector, raw.
 // frame-decoder/: every frame vector's stream, and every message vector framed as the secure
 // channel frames it (flags byte, 17 stand-in MAC bytes, fragments of 16 bytes), each prefixed by
@@ -66,6 +67,16 @@ struct FuzzSeeds {
                 count += 1
             }
         }
+        // handshake-responder/: one honest input per mode (see the target), from the handshake
+        // vector, whose keys and entropy are the target's.
+        let handshake = load("Protocol/vectors/handshake.json")
+        let field = { (name: String) in bytes(hex: handshake[name] as? String ?? "") }
+        let firstFrame = field("initiatorFirstOutput")
+        write([0, 255] + field("message1"), "handshake-responder", "mode0-message1")
+        write([1, 255] + field("message3") + firstFrame, "handshake-responder", "mode1-message3-frame")
+        write([2, 255] + [UInt8](repeating: 0, count: 112) + firstFrame, "handshake-responder", "mode2-unchanged")
+        write([3, 7, 0xFF, 0xFF, 5] + Array("hello".utf8) + [0], "handshake-responder", "mode3-unchanged")
+        count += 4
         return count
     }
 
