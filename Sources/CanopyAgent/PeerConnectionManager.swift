@@ -94,7 +94,9 @@ final class PeerConnectionManager: @unchecked Sendable {
             case .failure(let error):
                 reply(.failure(.disconnected("\(error)")))
             case .success(let fd):
-                let connection = StreamConnection(fd: fd, queue: connectionQueue, pendingWriteBytesMax: AgentLimits.peerPendingWriteBytesMax, traffic: traffic)
+                Socket.setNoDelay(fd)
+                Socket.setNoDelay(fd)
+            let connection = StreamConnection(fd: fd, queue: connectionQueue, pendingWriteBytesMax: AgentLimits.peerPendingWriteBytesMax, traffic: traffic)
                 let driver = HandshakeDriver(
                     connection: connection, initiator: true, configuration: configuration, deliveryQueue: deliveryQueue
                 ) { outcome in
@@ -122,6 +124,7 @@ final class PeerConnectionManager: @unchecked Sendable {
             }
             handshaking += 1
             let connectionQueue = DispatchQueue(label: "canopy.peer.connection")
+            Socket.setNoDelay(fd)
             let connection = StreamConnection(fd: fd, queue: connectionQueue, pendingWriteBytesMax: AgentLimits.peerPendingWriteBytesMax, traffic: traffic)
             let driver = HandshakeDriver(
                 connection: connection, initiator: false, configuration: handshakeConfiguration(address: address, allowed: allowed),
