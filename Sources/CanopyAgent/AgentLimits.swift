@@ -63,6 +63,10 @@ public enum AgentLimits {
     /// this number (counting is a query over the changes feed, so it is bounded).
     public static let pendingCountMax = 10_000
 
+    /// Seconds a shutdown waits for replication batches in flight to finish before closing
+    /// sessions anyway (systemd's stop timeout in Tools/systemd is 30 s).
+    public static let shutdownDrainSeconds = 5.0
+
     /// Seconds a shutdown leaves for the final `close` frames to be written to peers.
     public static let closeFlushSeconds = 0.2
 

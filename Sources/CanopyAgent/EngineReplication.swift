@@ -33,6 +33,9 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     private var peers: [String: Peer] = [:]
     private var nextWatcher = 0
     private var limits = ReplicationLimits()
+    /// Set when shutdown begins; called once everything is stopped.
+    private var drainCompletion: (@Sendable () -> Void)?
+    private var drained = false
 
     init(queue: DispatchQueue, store: DocumentStore, manager: PeerConnectionManager, logger: Logger, sink: any ReplicationEventSink) {
         self.queue = queue
@@ -104,6 +107,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     }
 
     private func statusChanged(_ id: String, _ status: PeerStatus) {
+        if drainCompletion != nil { drainIfIdle() }
         guard let watchers = peers[id]?.progressWatchers, !watchers.isEmpty else { return }
         let progress = Self.combined(status)
         for key in watchers.keys.sorted() { watchers[key]?(progress) }
@@ -174,13 +178,33 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         }
     }
 
+    /// Lets every batch in flight finish (each replicator leaves `busy`), bounded by
+    /// `AgentLimits.shutdownDrainSeconds`, then stops the replicators, which close their sessions
+    /// with `close` and the FINAL tag. Checkpoints are written by the engine after each durable
+    /// batch, so an interrupted batch is redone on the next connection, never lost.
     func shutdown(_ completion: @escaping @Sendable () -> Void) {
         queue.async { [self] in
-            for id in peers.keys.sorted() { peers[id]?.replicator.stop() }
-            peers = [:]
-            // Stopping sends each peer a `close` with the FINAL tag; those writes are queued on the
-            // connections' own queues. Give them a moment to leave before the process exits.
-            queue.asyncAfter(deadline: .now() + AgentLimits.closeFlushSeconds) { completion() }
+            guard drainCompletion == nil else { return }
+            drainCompletion = completion
+            queue.asyncAfter(deadline: .now() + AgentLimits.shutdownDrainSeconds) { [self] in stopAll() }
+            drainIfIdle()
         }
+    }
+
+    /// Stops everything once no replicator is transferring (called on every status change while
+    /// shutting down).
+    private func drainIfIdle() {
+        guard drainCompletion != nil, !peers.values.contains(where: { $0.replicator.status.state == .busy }) else { return }
+        stopAll()
+    }
+
+    private func stopAll() {
+        guard let completion = drainCompletion, !drained else { return }
+        drained = true
+        for id in peers.keys.sorted() { peers[id]?.replicator.stop() }
+        peers = [:]
+        // The close frames are queued on the connections' own queues; give them a moment to
+        // leave before the process exits.
+        queue.asyncAfter(deadline: .now() + AgentLimits.closeFlushSeconds) { completion() }
     }
 }

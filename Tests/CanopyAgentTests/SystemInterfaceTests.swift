@@ -44,5 +44,4 @@ struct SystemInterfaceTests {
         #expect(count > 0)
         #expect(String(decoding: buffer[0..<max(count, 0)], as: UTF8.self) == "READY=1\nSTATUS=serving")
     }
-
 }
