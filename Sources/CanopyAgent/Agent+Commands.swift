@@ -17,7 +17,21 @@ extension Agent: AdminRequestHandler {
         "stats", "status", "sync",
     ]
 
+    /// Commands that change state; each is logged (the socket admits only the agent's own uid, so
+    /// the log records what was done, not who).
+    static let mutatingCommands: Set<String> = [
+        "delete", "import", "peer.accept", "peer.add", "peer.remove", "put", "reload", "resolve", "resolver.register",
+        "shutdown", "sync",
+    ]
+
     func handle(_ request: AdminRequest, client: AdminClient, reply: @escaping AdminReply) {
+        if Self.mutatingCommands.contains(request.command) {
+            let target = ["doc", "node_id"].compactMap { key -> String? in
+                if case .string(let value)? = request.arguments[key] { return "\(key)=\(value.prefix(80))" }
+                return nil
+            }
+            logger.info("admin \(request.command) \(target.joined(separator: " "))")
+        }
         switch request.command {
         case "status": onQueue(reply) { self.status(reply) }
         case "peers": onQueue(reply) { self.peerList(reply) }

@@ -95,8 +95,7 @@ final class PeerConnectionManager: @unchecked Sendable {
                 reply(.failure(.disconnected("\(error)")))
             case .success(let fd):
                 Socket.setNoDelay(fd)
-                Socket.setNoDelay(fd)
-            let connection = StreamConnection(fd: fd, queue: connectionQueue, pendingWriteBytesMax: AgentLimits.peerPendingWriteBytesMax, traffic: traffic)
+                let connection = StreamConnection(fd: fd, queue: connectionQueue, pendingWriteBytesMax: AgentLimits.peerPendingWriteBytesMax, traffic: traffic)
                 let driver = HandshakeDriver(
                     connection: connection, initiator: true, configuration: configuration, deliveryQueue: deliveryQueue
                 ) { outcome in
