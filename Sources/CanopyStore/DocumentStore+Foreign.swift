@@ -1,6 +1,4 @@
 import CanopyCore
-import Dispatch
-import Foundation
 import Logging
 
 /// Inserting revisions received from peers (the replication hot path) and imports.
@@ -37,11 +35,6 @@ extension DocumentStore {
         }
     }
 
-    /// Result slots written from several threads, each index by exactly one of them.
-    private struct DisjointSlots<Element>: @unchecked Sendable {
-        let base: UnsafeMutableBufferPointer<Element>
-    }
-
     /// A foreign revision whose input checks passed, with its canonical body bytes.
     struct CheckedRevision: Sendable {
         let documentID: String
@@ -49,35 +42,12 @@ extension DocumentStore {
         let body: [UInt8]
     }
 
-    /// Checks every revision of a batch, in parallel chunks (the canonical-form check and the
-    /// BLAKE2b hash are pure and are the larger part of a batch's CPU time outside SQLite).
-    /// The error reported is that of the first bad revision in input order, as a sequential
-    /// check would report it.
+    /// Checks every revision of a batch, in parallel (the canonical-form check and the BLAKE2b
+    /// hash are pure and are the larger part of a batch's CPU time outside SQLite).
     static func checkAll(_ revisions: [ForeignRevision], idCheck: RevisionIDCheck) throws(StoreInputError) -> [CheckedRevision] {
-        let chunkCount = revisions.count >= 64 ? min(8, ProcessInfo.processInfo.activeProcessorCount * 2) : 1
-        let chunkSize = (revisions.count + chunkCount - 1) / max(chunkCount, 1)
-        var results = [Result<CheckedRevision, StoreInputError>?](repeating: nil, count: revisions.count)
-        results.withUnsafeMutableBufferPointer { buffer in
-            let slots = DisjointSlots(base: buffer)
-            DispatchQueue.concurrentPerform(iterations: chunkCount) { chunk in
-                let range = (chunk * chunkSize)..<min((chunk + 1) * chunkSize, revisions.count)
-                for index in range {
-                    slots.base[index] = Result { () throws(StoreInputError) in
-                        try check(revisions[index], idCheck: idCheck, revsLimit: StoreLimits.revsLimitMax)
-                    }
-                }
-            }
+        try ParallelMap.map(revisions) { revision throws(StoreInputError) in
+            try check(revision, idCheck: idCheck, revsLimit: StoreLimits.revsLimitMax)
         }
-        var checked: [CheckedRevision] = []
-        checked.reserveCapacity(revisions.count)
-        for result in results {
-            switch result {
-            case .success(let revision)?: checked.append(revision)
-            case .failure(let error)?: throw error
-            case nil: preconditionFailure("every revision is checked")
-            }
-        }
-        return checked
     }
 
     /// Checks one foreign revision before the transaction: id, body, history length, hash.

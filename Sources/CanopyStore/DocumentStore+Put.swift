@@ -30,14 +30,13 @@ extension DocumentStore {
         guard writes.count <= StoreLimits.foreignBatchCountMax else {
             throw .invalidInput(.batchTooLarge(count: writes.count, limit: StoreLimits.foreignBatchCountMax))
         }
-        var bodies: [[UInt8]] = []
-        bodies.reserveCapacity(writes.count)
+        let bodies: [[UInt8]]
         do {
-            for write in writes {
+            // Canonical encoding is pure and a large part of a put's CPU time: done in parallel.
+            bodies = try ParallelMap.map(writes) { write throws(StoreInputError) in
                 try InputValidation.checkDocumentID(write.documentID)
-                bodies.append(try write.body.map { body throws(StoreInputError) in
-                    try InputValidation.canonicalBody(body, documentID: write.documentID)
-                } ?? CanonicalJSON.encode(.emptyObject))
+                guard let body = write.body else { return CanonicalJSON.encode(.emptyObject) }
+                return try InputValidation.canonicalBody(body, documentID: write.documentID)
             }
         } catch {
             throw .invalidInput(error)
