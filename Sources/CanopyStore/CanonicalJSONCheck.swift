@@ -35,6 +35,7 @@ struct CanonicalJSONCheck {
         }
     }
 
+    /// Where the scan stopped and why.
     private struct Failure: Error {
         let offset: Int
         let what: String
@@ -49,6 +50,7 @@ struct CanonicalJSONCheck {
         index += 1
     }
 
+    /// Scans one value of any type at nesting `depth`.
     private mutating func value(depth: Int) throws(Failure) {
         guard depth < StoreLimits.bodyDepthMax else { throw fail("nested too deep") }
         switch peek {
@@ -72,6 +74,7 @@ struct CanonicalJSONCheck {
         index += count
     }
 
+    /// Scans an object, checking that keys ascend strictly by their decoded bytes.
     private mutating func object(depth: Int) throws(Failure) {
         try expect(UInt8(ascii: "{"))
         if peek == UInt8(ascii: "}") { index += 1; return }
@@ -91,6 +94,7 @@ struct CanonicalJSONCheck {
         }
     }
 
+    /// Scans an array.
     private mutating func array(depth: Int) throws(Failure) {
         try expect(UInt8(ascii: "["))
         if peek == UInt8(ascii: "]") { index += 1; return }

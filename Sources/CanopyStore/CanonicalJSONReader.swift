@@ -26,6 +26,7 @@ struct CanonicalJSONReader {
 
     private var peek: UInt8? { index < bytes.count ? bytes[index] : nil }
 
+    /// Reads one value at nesting `depth`; nil for anything unexpected.
     private mutating func value(depth: Int) -> JSONValue? {
         guard depth < StoreLimits.bodyDepthMax, let byte = peek else { return nil }
         switch byte {
@@ -48,6 +49,7 @@ struct CanonicalJSONReader {
         return value
     }
 
+    /// Reads an object (keys as written; canonical bytes hold no duplicates).
     private mutating func object(depth: Int) -> JSONValue? {
         index += 1
         var members: [String: JSONValue] = [:]
@@ -65,6 +67,7 @@ struct CanonicalJSONReader {
         }
     }
 
+    /// Reads an array.
     private mutating func array(depth: Int) -> JSONValue? {
         index += 1
         var elements: [JSONValue] = []

@@ -66,6 +66,7 @@ extension DocumentStore {
         return try bulkInsertForeign(revisions, idCheck: .trusted)
     }
 
+    /// Parses a `_bulk_docs` body after checking its size; only `"new_edits": false` is accepted.
     static func parseBulkDocs(_ bytes: some Collection<UInt8>) throws(StoreInputError) -> [CouchJSON.ImportedRevision] {
         guard bytes.count <= StoreLimits.bulkDocsBytesMax else {
             throw .bodyTooLarge(documentID: nil, bytes: bytes.count, limit: StoreLimits.bulkDocsBytesMax)

@@ -74,6 +74,7 @@ public enum CouchJSON {
         return ImportedRevision(documentID: id, path: path, body: .object(body))
     }
 
+    /// The kind a CouchDB-shape revision declares with `_deleted`, `_closed` and `_resolved`.
     private static func revisionKind(_ members: [String: JSONValue], documentID: String) throws(StoreInputError) -> RevisionKind {
         func flag(_ name: String) throws(StoreInputError) -> Bool {
             switch members[name] {

@@ -42,6 +42,7 @@ extension DocumentStore {
         }
     }
 
+    /// Local ids follow the document id rule with their own limit.
     private static func checkLocalID(_ id: String) throws(StoreError) {
         let count = id.utf8.count
         guard count > 0 else { throw .invalidInput(.emptyDocumentID) }

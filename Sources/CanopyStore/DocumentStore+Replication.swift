@@ -67,6 +67,7 @@ extension DocumentStore {
         }
     }
 
+    /// One revision to send: its path cut at the first known ancestor and at `limit`, and its body.
     private static func outgoing(
         _ db: Database, _ document: StoredDocument, _ revision: RevisionID, known: Set<RevisionID>, limit: Int
     ) throws -> ForeignRevision {

@@ -3,6 +3,7 @@ import Foundation
 /// The `metadata` table: the database id (16 random bytes made once), `revs_limit` and
 /// `last_sequence`. Keys are fixed strings; values are typed per key.
 enum Metadata {
+    /// The metadata as read at open.
     struct Values {
         let databaseID: UUID
         let revsLimit: Int

@@ -165,6 +165,8 @@ enum RevisionRows {
         try statement.run()
     }
 
+    /// Brings one revision row in line with the tree: insert, delete, or update its parent link,
+    /// kind, leaf flag and (when it arrived now) body.
     private static func persistRevision(_ db: Database, key: Int64, document: StoredDocument, revision: RevisionID) throws {
         let old = document.storedTree.node(revision)
         let new = document.tree.node(revision)

@@ -25,6 +25,7 @@ struct StoreBench: ParsableCommand {
         }
     }
 
+    /// Runs the ceiling, then each selected phase on its own file, and prints the table.
     func run() throws {
         let base = directory.map { URL(fileURLWithPath: $0) }
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("canopy-bench-\(UUID().uuidString)")
@@ -74,6 +75,7 @@ struct BenchResult: Codable {
 
 /// Prints results as a table or JSON, each with its ratio to the ceiling.
 enum BenchReport {
+    /// Prints `results` with each rate as a fraction of `ceilingRate`.
     static func print(_ results: [BenchResult], ceilingRate: Double, json: Bool) throws {
         if json {
             let rows = results.map { result -> [String: JSONValue] in
