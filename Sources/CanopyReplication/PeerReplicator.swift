@@ -94,6 +94,24 @@ public final class PeerReplicator: @unchecked Sendable {
         setState(.stopped)
     }
 
+    /// Stops after finishing the batches in flight (see `ReplicationSession.drainAndClose`), then
+    /// calls `completion`.
+    public func stopGracefully(timeoutSeconds: Double, _ completion: @escaping @Sendable () -> Void) {
+        stopped = true
+        retryTimer?.cancel()
+        retryTimer = nil
+        failWaiters(.disconnected("replication stopped"))
+        guard let session else {
+            setState(.stopped)
+            return completion()
+        }
+        session.drainAndClose(timeoutSeconds: timeoutSeconds) { [weak self] in
+            self?.session = nil
+            self?.setState(.stopped)
+            completion()
+        }
+    }
+
     /// Takes an inbound connection from the peer (already authenticated). An open session is
     /// replaced: the agent applies the simultaneous-connect rule before calling this.
     public func accept(_ transport: any MessageTransport) {

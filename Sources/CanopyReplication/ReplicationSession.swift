@@ -125,6 +125,42 @@ public final class ReplicationSession: @unchecked Sendable {
         scheduleHeartbeat()
     }
 
+    /// Finishes the batches in flight, then closes (SIGTERM): no new batch is started in either
+    /// direction (our subscription is ended with `unsubscribe`), batches already sent complete and
+    /// are checkpointed, then `close`. After `timeoutSeconds` it closes anyway: an incomplete
+    /// batch is simply not checkpointed and is sent again next time.
+    public func drainAndClose(timeoutSeconds: Double, _ completion: @escaping @Sendable () -> Void) {
+        guard !isClosed else { return completion() }
+        drainCompletion = completion
+        if let target, !targetSubscriptionEnded {
+            targetSubscriptionEnded = true
+            send(.unsubscribe(Unsubscribe(subscriptionID: target.subscriptionID)))
+        }
+        drainTimer = scheduler.schedule(after: timeoutSeconds) { [weak self] in
+            guard let self, let completion = self.drainCompletion else { return }
+            self.drainCompletion = nil
+            self.close(code: .goingAway, reason: "shutting down")
+            completion()
+        }
+        finishDrainIfIdle()
+    }
+
+    private var drainCompletion: (@Sendable () -> Void)?
+    /// Our subscription ended: a one-shot one caught up, or we unsubscribed.
+    private var targetSubscriptionEnded = false
+    private var drainTimer: (any Cancellable)?
+
+    /// While draining: closes once nothing is in flight in either direction.
+    private func finishDrainIfIdle() {
+        guard let completion = drainCompletion, !isClosed else { return }
+        let inFlight = (target?.hasBatchesInFlight ?? false) || sources.values.contains { $0.hasBatchesInFlight }
+        guard !inFlight else { return }
+        drainCompletion = nil
+        drainTimer?.cancel()
+        close(code: .goingAway, reason: "shutting down")
+        completion()
+    }
+
     /// Closes the session gracefully (`close` then the transport's FINAL).
     public func close(code: ErrorCode = .normal, reason: String = "done") {
         guard !isClosed else { return }
@@ -175,7 +211,7 @@ public final class ReplicationSession: @unchecked Sendable {
         switch message {
         case .hello(let hello): try receiveHello(hello)
         case .subscribe(let subscribe): try receiveSubscribe(subscribe)
-        case .unsubscribe(let unsubscribe): sources[unsubscribe.subscriptionID] = nil
+        case .unsubscribe(let unsubscribe): try receiveUnsubscribe(unsubscribe)
         case .changes(let changes): try receiveChanges(changes)
         case .changesReply(let reply): try receiveChangesReply(reply)
         case .revisions: break  // delivered resolved, as `deliverRevisions`
@@ -228,6 +264,7 @@ public final class ReplicationSession: @unchecked Sendable {
 
     private func receiveChanges(_ changes: Changes) throws(ReplicationError) {
         guard let target else { throw .invalidReference("changes without a subscription") }
+        if changes.caughtUp && !configuration.continuous { targetSubscriptionEnded = true }
         let (reply, completion) = try target.receive(changes)
         send(.changesReply(reply))
         report(completion, target: target)
@@ -253,6 +290,7 @@ public final class ReplicationSession: @unchecked Sendable {
             pullCaughtUpOnce = true
             onEvent(.pullCaughtUp)
         }
+        if drainCompletion != nil { finishDrainIfIdle() }
     }
 
     private func sendRemoteCheckpoint(_ target: SubscriptionTarget) {
@@ -280,6 +318,10 @@ public final class ReplicationSession: @unchecked Sendable {
     }
 
     private func pump(_ source: SubscriptionSource) throws(ReplicationError) {
+        if drainCompletion != nil {
+            finishDrainIfIdle()
+            return
+        }
         do {
             try source.pump(nextRequestID: allocateRequestID, send: send)
         } catch {
@@ -289,6 +331,13 @@ public final class ReplicationSession: @unchecked Sendable {
             sources[source.subscriptionID] = nil
             onEvent(.pushCompleted)
         }
+    }
+
+    /// The peer ends its subscription: no new batches; those in flight complete normally.
+    private func receiveUnsubscribe(_ unsubscribe: Unsubscribe) throws(ReplicationError) {
+        guard let source = sources[unsubscribe.subscriptionID] else { return }
+        source.stopSending()
+        try pump(source)
     }
 
     private func receiveChangesReply(_ reply: ChangesReply) throws(ReplicationError) {

@@ -62,6 +62,9 @@ final class SubscriptionSource {
         inFlight.contains { $0.requestID == requestID }
     }
 
+    /// True while batches sent have not completed.
+    var hasBatchesInFlight: Bool { !inFlight.isEmpty }
+
     /// True when every batch sent was completed and, for a continuous subscription, the changes
     /// feed has nothing this source has not read (a commit whose notification is still on its way
     /// counts as work).
@@ -93,6 +96,11 @@ final class SubscriptionSource {
                 return
             }
         }
+    }
+
+    /// The peer unsubscribed: send nothing new; batches in flight still complete.
+    func stopSending() {
+        finishedSending = true
     }
 
     /// New local commits: the next `pump` reads them.

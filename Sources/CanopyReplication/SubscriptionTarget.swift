@@ -134,6 +134,9 @@ final class SubscriptionTarget {
         return (RevisionsAck(requestID: requestID, status: .ok), completion)
     }
 
+    /// True while batches received have not completed.
+    var hasBatchesInFlight: Bool { !pending.isEmpty }
+
     /// True when no batch is outstanding.
     var isDrained: Bool { pending.isEmpty }
 
