@@ -34,8 +34,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     private var nextWatcher = 0
     private var limits = ReplicationLimits()
     /// Set when shutdown begins; called once everything is stopped.
-    private var drainCompletion: (@Sendable () -> Void)?
-    private var drained = false
+    private var shuttingDown = false
 
     init(queue: DispatchQueue, store: DocumentStore, manager: PeerConnectionManager, logger: Logger, sink: any ReplicationEventSink) {
         self.queue = queue
@@ -107,7 +106,6 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     }
 
     private func statusChanged(_ id: String, _ status: PeerStatus) {
-        if drainCompletion != nil { drainIfIdle() }
         guard let watchers = peers[id]?.progressWatchers, !watchers.isEmpty else { return }
         let progress = Self.combined(status)
         for key in watchers.keys.sorted() { watchers[key]?(progress) }
@@ -178,33 +176,23 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         }
     }
 
-    /// Lets every batch in flight finish (each replicator leaves `busy`), bounded by
-    /// `AgentLimits.shutdownDrainSeconds`, then stops the replicators, which close their sessions
-    /// with `close` and the FINAL tag. Checkpoints are written by the engine after each durable
-    /// batch, so an interrupted batch is redone on the next connection, never lost.
+    /// SIGTERM: every replicator drains its session — no new batches in either direction, the
+    /// batches in flight finish and are checkpointed, bounded by `AgentLimits.shutdownDrainSeconds`
+    /// — and closes with `close` and the FINAL tag; then the close frames get a moment to leave
+    /// before the process exits. An interrupted batch is redone next time, never lost.
     func shutdown(_ completion: @escaping @Sendable () -> Void) {
         queue.async { [self] in
-            guard drainCompletion == nil else { return }
-            drainCompletion = completion
-            queue.asyncAfter(deadline: .now() + AgentLimits.shutdownDrainSeconds) { [self] in stopAll() }
-            drainIfIdle()
+            guard !shuttingDown else { return }
+            shuttingDown = true
+            let group = DispatchGroup()
+            for id in peers.keys.sorted() {
+                group.enter()
+                peers[id]?.replicator.stopGracefully(timeoutSeconds: AgentLimits.shutdownDrainSeconds) { group.leave() }
+            }
+            group.notify(queue: queue) { [self] in
+                peers = [:]
+                queue.asyncAfter(deadline: .now() + AgentLimits.closeFlushSeconds) { completion() }
+            }
         }
-    }
-
-    /// Stops everything once no replicator is transferring (called on every status change while
-    /// shutting down).
-    private func drainIfIdle() {
-        guard drainCompletion != nil, !peers.values.contains(where: { $0.replicator.status.state == .busy }) else { return }
-        stopAll()
-    }
-
-    private func stopAll() {
-        guard let completion = drainCompletion, !drained else { return }
-        drained = true
-        for id in peers.keys.sorted() { peers[id]?.replicator.stop() }
-        peers = [:]
-        // The close frames are queued on the connections' own queues; give them a moment to
-        // leave before the process exits.
-        queue.asyncAfter(deadline: .now() + AgentLimits.closeFlushSeconds) { completion() }
     }
 }
