@@ -116,6 +116,11 @@ final class AgentProcess {
     func killAndRestart() throws {
         kill(process.processIdentifier, SIGKILL)
         try waitForExit(process)
+        try restart()
+    }
+
+    /// Starts the agent again on the same directory after its process has exited.
+    func restart() throws {
         let environment = process.environment
         process = Process()
         process.environment = environment
