@@ -105,3 +105,79 @@ struct ChangesTests {
         #expect(sent[0].path.revisions.count == 3)
     }
 }
+
+@Suite("Replication scenarios")
+struct ReplicationScenarioTests {
+    /// Sends everything `source` has that `target` lacks, as replication does.
+    private func replicate(from source: DocumentStore, to target: DocumentStore) throws {
+        let changes = try source.changes(since: 0)
+        let offered = Dictionary(uniqueKeysWithValues: changes.map { ($0.documentID, $0.leaves.map(\.revision)) })
+        let diff = try target.revsDiff(offered)
+        let requests = diff.map { RevisionRequest(documentID: $0.documentID, revisions: $0.missing, knownAncestors: $0.possibleAncestors) }
+        try target.bulkInsertForeign(try source.revisionsToSend(requests))
+    }
+
+    @Test("the same edit made on two stores replicates without a conflict")
+    func identicalEditsDoNotConflict() throws {
+        let a = try TestStore().store
+        let b = try TestStore().store
+        let base = try a.put(id: "doc", body: body(1), replacing: nil)
+        try replicate(from: a, to: b)
+        try a.put(id: "doc", body: body(2, "same"), replacing: base)
+        try b.put(id: "doc", body: body(2, "same"), replacing: base)
+        try replicate(from: a, to: b)
+        try replicate(from: b, to: a)
+        #expect(try a.conflictedCount == 0 && b.conflictedCount == 0)
+        #expect(try a.get(id: "doc").revision == b.get(id: "doc").revision)
+    }
+
+    @Test("a history that extends a stemmed tree merges onto the kept revisions")
+    func extendsStemmedTree() throws {
+        let source = try TestStore().store
+        let target = try TestStore(.init(revsLimit: 3)).store
+        var rev = try source.put(id: "doc", body: body(0), replacing: nil)
+        for n in 1..<10 { rev = try source.put(id: "doc", body: body(n), replacing: rev) }
+        try replicate(from: source, to: target)
+        #expect(try target.revisionTree(id: "doc")?.count == 3)
+        rev = try source.put(id: "doc", body: body(10), replacing: rev)
+        try replicate(from: source, to: target)
+        let tree = try #require(try target.revisionTree(id: "doc"))
+        #expect(tree.current?.id == rev)
+        #expect(!tree.isConflicted && tree.count == 3)
+        #expect(try target.get(id: "doc").body == body(10))
+    }
+
+    @Test("a deletion and a later re-creation replicate to a peer that had the document")
+    func deletionThenRecreation() throws {
+        let a = try TestStore().store
+        let b = try TestStore().store
+        let first = try a.put(id: "doc", body: body(1), replacing: nil)
+        try replicate(from: a, to: b)
+        try a.delete(id: "doc", rev: first)
+        try replicate(from: a, to: b)
+        #expect(try b.get(id: "doc").isDeleted)
+        let revived = try a.put(id: "doc", body: body(3), replacing: nil)
+        try replicate(from: a, to: b)
+        #expect(try b.get(id: "doc").revision == revived)
+        #expect(try !b.get(id: "doc").isDeleted)
+        #expect(try b.conflictedCount == 0)
+    }
+
+    @Test("two stores with concurrent edits converge to the same current revision under the automatic policy")
+    func concurrentEditsConverge() throws {
+        let a = try TestStore().store
+        let b = try TestStore().store
+        let base = try a.put(id: "doc", body: body(0), replacing: nil)
+        try replicate(from: a, to: b)
+        var revA = try a.put(id: "doc", body: body(1, "a"), replacing: base)
+        revA = try a.put(id: "doc", body: body(2, "a"), replacing: revA)
+        try b.put(id: "doc", body: body(1, "b"), replacing: base)
+        try replicate(from: a, to: b)
+        try replicate(from: b, to: a)
+        try replicate(from: a, to: b)
+        #expect(try a.get(id: "doc").revision == b.get(id: "doc").revision)
+        #expect(try a.get(id: "doc").body == body(2, "a"))
+        #expect(try a.conflictedCount == 0 && b.conflictedCount == 0)
+        #expect(try a.revisionTree(id: "doc")?.leaves == b.revisionTree(id: "doc")?.leaves)
+    }
+}
