@@ -135,7 +135,7 @@ public final class Simulation: @unchecked Sendable {
         try beforeChecks?(self)
         violations += try checker.checkAfterSettling()
         return SimulationReport(
-            configuration: configuration, violations: violations, convergeSeconds: scheduler.now - healedAt,
+            configuration: configuration, violations: violations, convergeSeconds: (settled ? quiescentAt : scheduler.now) - healedAt,
             messages: network.messagesSent, bytes: network.bytesSent, revisionsTransferred: network.revisionsSent,
             writes: writes.count, faults: network.faults, traceHash: trace.hashHex, documentLines: trace.documentLines)
     }
@@ -189,11 +189,18 @@ public final class Simulation: @unchecked Sendable {
         while scheduler.now < deadline {
             scheduler.run(until: { self.nodes.allSatisfy(\.isQuiescent) }, deadline: deadline)
             guard nodes.allSatisfy(\.isQuiescent) else { return false }
+            let idleAt = scheduler.now
             scheduler.advance(by: 1)
-            if nodes.allSatisfy(\.isQuiescent) { return true }
+            if nodes.allSatisfy(\.isQuiescent) {
+                quiescentAt = idleAt
+                return true
+            }
         }
         return false
     }
+
+    /// When the last successful `runUntilQuiescent` first saw every node idle.
+    public private(set) var quiescentAt: Double = 0
 
     /// Records an acknowledged write.
     func acknowledge(node: Int, documentID: String, revision: RevisionID, deletion: Bool) {
