@@ -50,6 +50,12 @@ public final class ReplicationSession: @unchecked Sendable {
     /// Our `checkpointGet` waiting for its answer, with the local checkpoint read before it.
     private var pendingCheckpointGet: (requestID: RequestID, replicationID: [UInt8], local: ReplicationCheckpoint?)?
     private var batchesSinceRemoteCheckpoint = 0
+    /// True while our `checkpointSet` awaits its ack. At most one is in flight: each supersedes
+    /// the last, and the peer accepts only `WireLimits.inFlightRequestsMax` requests, so a target
+    /// completing batches faster than acks return would otherwise overrun the peer's window.
+    private var checkpointSetInFlight: RequestID?
+    /// A newer checkpoint to send once the one in flight is acknowledged.
+    private var checkpointSetDeferred = false
     private var lastReceived: Double
     private var lastSent: Double
     private var heartbeatTimer: (any Cancellable)?
@@ -219,7 +225,8 @@ public final class ReplicationSession: @unchecked Sendable {
         case .checkpointGet(let get): try answerCheckpointGet(get)
         case .checkpoint(let checkpoint): try receiveCheckpoint(checkpoint)
         case .checkpointSet(let set): try storeRemoteCheckpoint(set)
-        case .checkpointSetAck, .heartbeat, .heartbeatEcho, .close: break
+        case .checkpointSetAck: receiveCheckpointSetAck()
+        case .heartbeat, .heartbeatEcho, .close: break
         case .error(let error): try receiveError(error)
         }
     }
@@ -296,7 +303,22 @@ public final class ReplicationSession: @unchecked Sendable {
     private func sendRemoteCheckpoint(_ target: SubscriptionTarget) {
         guard let checkpoint = target.currentCheckpoint else { return }
         batchesSinceRemoteCheckpoint = 0
-        send(.checkpointSet(CheckpointSet(requestID: allocateRequestID(), replicationID: target.replicationID, value: checkpoint.encoded())))
+        guard checkpointSetInFlight == nil else {
+            checkpointSetDeferred = true
+            return
+        }
+        let requestID = allocateRequestID()
+        checkpointSetInFlight = requestID
+        send(.checkpointSet(CheckpointSet(requestID: requestID, replicationID: target.replicationID, value: checkpoint.encoded())))
+    }
+
+    /// The peer stored our checkpoint: send the newest one if batches completed meanwhile.
+    private func receiveCheckpointSetAck() {
+        checkpointSetInFlight = nil
+        if checkpointSetDeferred, let target {
+            checkpointSetDeferred = false
+            sendRemoteCheckpoint(target)
+        }
     }
 
     // MARK: Push (this node is the source)
@@ -392,6 +414,10 @@ public final class ReplicationSession: @unchecked Sendable {
             self.target = nil
             pullRefused = true
             throw .peerRejected("subscription refused: \(error.code) \(error.message)")
+        }
+        if error.requestID == checkpointSetInFlight {
+            // The peer refused to store our checkpoint: the next completed batch tries again.
+            checkpointSetInFlight = nil
         }
         logger.warning("peer reported an error", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
     }
