@@ -65,7 +65,7 @@ public final class Simulation: @unchecked Sendable {
             rates: configuration.faults.rates)
         workloadRandom = SplitMix64(seed: seed ^ 0x3070_0003)
         faultRandom = SplitMix64(seed: seed ^ 0xFA17_0004)
-        replication = ReplicationConfiguration(direction: .both, continuous: true, batchSize: 50, window: 4)
+        replication = ReplicationConfiguration(direction: .both, continuous: true, batchSize: configuration.batchSize, window: configuration.window)
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("canopy-sim-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let policy: ConflictPolicy

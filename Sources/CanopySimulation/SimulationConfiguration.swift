@@ -107,25 +107,38 @@ public struct SimulationConfiguration: Sendable {
     /// Virtual seconds the healed phase may take to reach quiescence.
     public var healDeadlineSeconds: Double = 900
 
+    /// `changes` entries per batch (small batches exercise the in-flight window).
+    public var batchSize: Int
+    /// `changes` batches in flight.
+    public var window: Int
+
     /// A configuration; unspecified choices are derived from the seed (so a seed list covers
-    /// every topology, policy and fault level).
+    /// every topology, policy and fault level). Every choice is drawn whether or not it is given,
+    /// so giving one option does not change the others.
     public init(seed: UInt64, nodes: Int? = nil, topology: SimulationTopology? = nil, faults: FaultLevel? = nil,
                 policy: SimulationPolicy? = nil, documents: Int = 12, faultPhaseSeconds: Double = 40,
-                meanSecondsBetweenWrites: Double = 0.5, revsLimit: Int? = nil, latencySeconds: Double = 0.005,
-                jitterSeconds: Double = 0.003, traceDocument: String? = nil) {
+                meanSecondsBetweenWrites: Double = 0.5, revsLimit: Int? = nil, batchSize: Int? = nil, window: Int? = nil,
+                latencySeconds: Double = 0.005, jitterSeconds: Double = 0.003, traceDocument: String? = nil) {
         var random = SplitMix64(seed: seed ^ 0xC0FF_EE00_5EED)
-        let topology = topology ?? SimulationTopology.allCases[random.index(below: SimulationTopology.allCases.count)]
-        let nodes = topology == .pair ? 2 : (nodes ?? 3 + random.index(below: 3))
+        let drawnTopology = SimulationTopology.allCases[random.index(below: SimulationTopology.allCases.count)]
+        let drawnNodes = 3 + random.index(below: 3)
+        let drawnFaults = [FaultLevel.none, .low, .low, .high, .high][random.index(below: 5)]
+        let drawnPolicy = SimulationPolicy.allCases[random.index(below: SimulationPolicy.allCases.count)]
+        // A quarter of the runs stem hard, so long chains outrun the limit.
+        let drawnRevsLimit = random.chance(1, in: 4) ? 12 : 1000
+        let drawnBatchSize = [3, 10, 50][random.index(below: 3)]
+        let drawnWindow = [1, 2, 8][random.index(below: 3)]
         self.seed = seed
-        self.nodes = nodes
-        self.topology = topology
-        self.faults = faults ?? [FaultLevel.none, .low, .low, .high, .high][random.index(below: 5)]
-        self.policy = policy ?? SimulationPolicy.allCases[random.index(below: SimulationPolicy.allCases.count)]
+        self.topology = topology ?? drawnTopology
+        self.nodes = self.topology == .pair ? 2 : (nodes ?? drawnNodes)
+        self.faults = faults ?? drawnFaults
+        self.policy = policy ?? drawnPolicy
         self.documents = documents
         self.faultPhaseSeconds = faultPhaseSeconds
         self.meanSecondsBetweenWrites = meanSecondsBetweenWrites
-        // A quarter of the runs stem hard, so long chains outrun the limit.
-        self.revsLimit = revsLimit ?? (random.chance(1, in: 4) ? 12 : 1000)
+        self.revsLimit = revsLimit ?? drawnRevsLimit
+        self.batchSize = batchSize ?? drawnBatchSize
+        self.window = window ?? drawnWindow
         self.latencySeconds = latencySeconds
         self.jitterSeconds = jitterSeconds
         self.traceDocument = traceDocument
@@ -134,7 +147,8 @@ public struct SimulationConfiguration: Sendable {
     /// The options that reproduce this run with `canopy-sim`.
     public var commandLine: String {
         var parts = ["swift run -c release canopy-sim --seed \(seed) --nodes \(nodes) --topology \(topology.rawValue)",
-                     "--faults \(faults.rawValue) --policy \(policy.rawValue) --docs \(documents) --revs-limit \(revsLimit)"]
+                     "--faults \(faults.rawValue) --policy \(policy.rawValue) --docs \(documents) --revs-limit \(revsLimit)",
+                     "--batch-size \(batchSize) --window \(window) --seconds \(faultPhaseSeconds)"]
         if let traceDocument { parts.append("--trace \(traceDocument)") }
         return parts.joined(separator: " ")
     }

@@ -47,7 +47,7 @@ public struct SimulationReport: Sendable {
         let c = configuration
         let faultList = faults.keys.sorted().map { "\($0)=\(faults[$0]!)" }.joined(separator: " ")
         return "seed \(c.seed) \(c.topology.rawValue)/\(c.nodes) \(c.policy.rawValue) faults=\(c.faults.rawValue) "
-            + "revsLimit=\(c.revsLimit): converged in \(SimulationTrace.format(convergeSeconds)) after heal, "
+            + "revsLimit=\(c.revsLimit) batch=\(c.batchSize)x\(c.window): converged in \(SimulationTrace.format(convergeSeconds)) after heal, "
             + "\(writes) writes, \(messages) messages, \(bytes) bytes, "
             + "\(String(format2: revisionsPerChange)) revisions/change, faults [\(faultList)], trace \(traceHash.prefix(16))"
     }

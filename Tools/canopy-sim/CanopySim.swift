@@ -28,6 +28,8 @@ struct Run: ParsableCommand {
     @Option(help: "automatic, merge, throwing or manual (default: from the seed).") var policy: SimulationPolicy?
     @Option(help: "Size of the document id pool.") var docs: Int = 12
     @Option(name: .customLong("revs-limit"), help: "The stores' revsLimit (default: from the seed, 12 or 1000).") var revsLimit: Int?
+    @Option(name: .customLong("batch-size"), help: "Changes per batch (default: from the seed, 3, 10 or 50).") var batchSize: Int?
+    @Option(help: "Batches in flight (default: from the seed, 1, 2 or 8).") var window: Int?
     @Option(help: "Virtual seconds of the fault phase.") var seconds: Double = 40
     @Option(help: "Print this document's message-by-message history.") var trace: String?
     @Flag(name: .customLong("replay-check"), help: "Run every seed twice and compare the trace hashes (invariant 6).") var replayCheck = false
@@ -37,6 +39,8 @@ struct Run: ParsableCommand {
         if let seeds, Self.parseRange(seeds) == nil { throw ValidationError("--seeds must look like 1..100") }
         if let nodes, !(2...64).contains(nodes) { throw ValidationError("--nodes must be 2–64") }
         if let revsLimit, !(2...100_000).contains(revsLimit) { throw ValidationError("--revs-limit must be 2–100000") }
+        if let batchSize, !(1...1000).contains(batchSize) { throw ValidationError("--batch-size must be 1–1000") }
+        if let window, !(1...16).contains(window) { throw ValidationError("--window must be 1–16") }
         guard (1...10_000).contains(docs) else { throw ValidationError("--docs must be 1–10000") }
     }
 
@@ -52,7 +56,7 @@ struct Run: ParsableCommand {
         for seed in range {
             let configuration = SimulationConfiguration(
                 seed: seed, nodes: nodes, topology: topology, faults: faults, policy: policy, documents: docs,
-                faultPhaseSeconds: seconds, revsLimit: revsLimit, traceDocument: trace)
+                faultPhaseSeconds: seconds, revsLimit: revsLimit, batchSize: batchSize, window: window, traceDocument: trace)
             let report = try Simulation(configuration).run()
             print(report.summary)
             var violations = report.violations.map(\.description)
