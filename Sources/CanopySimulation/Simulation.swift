@@ -45,6 +45,11 @@ public final class Simulation: @unchecked Sendable {
     public var observer: (@Sendable (Int, Int, DocumentEvent) -> Void)?
     /// Whether the heal fixes the flaky resolver (tests turn it off to plant a violation).
     public var healFixesResolver = true
+
+    /// Makes the throwing policy's resolver refuse every conflict (tests plant with it).
+    public func breakResolver() {
+        resolver?.refusesAll = true
+    }
     /// Hook run after the run settled and before the checks (tests plant violations with it).
     public var beforeChecks: ((Simulation) throws -> Void)?
     var nextBodyNumber: Int64 = 0

@@ -11,6 +11,8 @@ public final class FlakyResolver: ConflictResolver, @unchecked Sendable {
     private let seed: UInt64
     /// Once true, the resolver never throws (the heal "fixes the application").
     public var fixed = false
+    /// While true (and not fixed), the resolver throws for every conflict (tests plant with it).
+    public var refusesAll = false
 
     /// The error it throws.
     public struct Refusal: Error, CustomStringConvertible {
@@ -24,7 +26,7 @@ public final class FlakyResolver: ConflictResolver, @unchecked Sendable {
     }
 
     public func resolve(_ conflict: Conflict) throws -> ResolutionDecision {
-        if !fixed && Self.refuses(seed: seed, conflict) { throw Refusal(documentID: conflict.documentID) }
+        if !fixed && (refusesAll || Self.refuses(seed: seed, conflict)) { throw Refusal(documentID: conflict.documentID) }
         return try BuiltInResolver.mergeJSON.resolve(conflict)
     }
 

@@ -2,7 +2,7 @@ import CanopySimulation
 import Testing
 
 /// The fixed seed list: each seed picks its topology (pair, line, ring, mesh, random), policy
-/// (automatic, merge, throwing, manual), fault level and revsLimit from the seed, runs a 30 s
+/// (automatic, merge, throwing, manual), fault level, revsLimit, batch size and window from the seed, runs a 30 s
 /// fault phase with 3–5 nodes and 10 documents, heals, settles and checks every invariant.
 /// Longer and larger runs are `canopy-sim`'s job.
 @Suite("Simulation seeds")
@@ -27,5 +27,7 @@ struct SimulationSeedTests {
         #expect(Set(configurations.map(\.policy)) == Set(SimulationPolicy.allCases))
         #expect(Set(configurations.map(\.faults)) == Set(FaultLevel.allCases))
         #expect(Set(configurations.map(\.revsLimit)).count == 2)
+        #expect(Set(configurations.map(\.batchSize)).count == 3)
+        #expect(Set(configurations.map(\.window)).count == 3)
     }
 }
