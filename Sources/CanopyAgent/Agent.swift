@@ -200,6 +200,8 @@ public final class Agent: @unchecked Sendable {
         let time = Self.wallClock()
         queue.async { [self] in
             let event = events.append(type: type, time: time, data: data)
+            // A replication emits an event per document: build the line only when someone listens.
+            guard !eventSubscribers.isEmpty else { return }
             let line = JSONValue.object(["event": event.json])
             for client in eventSubscribers.values { client.sendLine(line) }
         }

@@ -204,7 +204,9 @@ public final class PeerReplicator: @unchecked Sendable {
             backoff.reset()
             lastPeerDatabase = peerDatabaseID
         case .document(let documentEvent):
-            onEvent(documentEvent)
+            // One per document: status and sync completion change only with the batch's
+            // `.progress` event that follows, so the refresh below would be pure cost here.
+            return onEvent(documentEvent)
         case .pullCheckpoint(let sequence):
             status.lastPulledSequence = sequence
         case .pullCaughtUp, .pushCompleted, .progress:

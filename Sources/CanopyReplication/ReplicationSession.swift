@@ -297,6 +297,8 @@ public final class ReplicationSession: @unchecked Sendable {
             pullCaughtUpOnce = true
             onEvent(.pullCaughtUp)
         }
+        // Once per batch, so observers refresh progress and idleness here and not per document.
+        onEvent(.progress)
         if drainCompletion != nil { finishDrainIfIdle() }
     }
 
