@@ -31,7 +31,7 @@ extension DocumentStore {
     /// For each document, which of `offered` revisions this store lacks and which of its leaves
     /// could be their ancestors. Documents lacking nothing are left out. Sorted by document id.
     public func revsDiff(_ offered: [String: [RevisionID]]) throws(StoreError) -> [RevsDiffEntry] {
-        try read { db in
+        try readBatch { db in
             var entries: [RevsDiffEntry] = []
             for id in offered.keys.sorted() {
                 let revisions = Set(offered[id] ?? [])
@@ -52,7 +52,7 @@ extension DocumentStore {
     /// `bodyUnavailable` for one whose body was compacted away.
     public func revisionsToSend(_ requests: [RevisionRequest]) throws(StoreError) -> [ForeignRevision] {
         let limit = revsLimit
-        return try read { db in
+        return try readBatch { db in
             var result: [ForeignRevision] = []
             for request in requests {
                 guard let document = try RevisionRows.load(db, documentID: request.documentID) else {

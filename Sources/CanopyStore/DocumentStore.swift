@@ -86,6 +86,12 @@ public final class DocumentStore: @unchecked Sendable {
         do { return try body(db) } catch { throw StoreError.wrap(error) }
     }
 
+    /// `read` for batches (many documents per call): `body` runs in one read transaction, so its
+    /// statements share a snapshot and the WAL read lock is taken once.
+    func readBatch<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        try read { db in try db.readTransaction(body) }
+    }
+
     /// Runs `body` in one transaction under the store's lock: all of it is committed, or none.
     /// The sequence counter advanced inside is persisted in the same transaction.
     /// Commit observers are told after the lock is released, when the sequence advanced.
