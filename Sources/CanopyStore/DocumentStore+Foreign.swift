@@ -83,15 +83,14 @@ extension DocumentStore {
     private static func mergeForeign(
         _ context: WriteContext, documentID: String, revisions: [CheckedRevision], policy: ConflictPolicy
     ) throws -> ForeignDocumentResult {
-        guard let stored = try RevisionRows.load(context.db, documentID: documentID) else {
-            if revisions.count == 1 {
-                return try RevisionRows.insertNewChain(
-                    context, documentID: documentID, path: revisions[0].path, body: revisions[0].body)
-            }
-            return try mergeForeign(
-                context, StoredDocument(id: documentID, key: nil, sequence: nil, tree: RevTree()), revisions, policy: policy)
+        if revisions.count == 1,
+            let result = try RevisionRows.insertNewChain(
+                context, documentID: documentID, path: revisions[0].path, body: revisions[0].body)
+        {
+            return result
         }
-        return try mergeForeign(context, stored, revisions, policy: policy)
+        let document = try RevisionRows.loadForWrite(context.db, documentID: documentID)
+        return try mergeForeign(context, document, revisions, policy: policy)
     }
 
     /// The general path: merges into the loaded tree, applies the policy, stems, and writes.

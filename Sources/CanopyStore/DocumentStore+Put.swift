@@ -55,6 +55,14 @@ extension DocumentStore {
     private static func applyLocalEdit(
         _ context: WriteContext, _ write: LocalWrite, canonicalBody: [UInt8], concurrency: WriteConcurrency
     ) throws -> RevisionID {
+        if write.replacing == nil, write.body != nil {
+            // Creating a document that does not exist (the common case): one INSERT, no lookup.
+            let id = RevisionHasher.revisionID(parent: nil, kind: .live, canonicalBody: canonicalBody)
+            let path = try RevisionPath(leaf: id, kind: .live)
+            if try RevisionRows.insertNewChain(context, documentID: write.documentID, path: path, body: canonicalBody) != nil {
+                return id
+            }
+        }
         var document = try RevisionRows.loadForWrite(context.db, documentID: write.documentID)
         var body = canonicalBody
         var kind: RevisionKind = write.body == nil ? .deleted : .live

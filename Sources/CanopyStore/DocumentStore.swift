@@ -198,4 +198,10 @@ final class WriteContext {
         lastSequence += 1
         return lastSequence
     }
+
+    /// Gives back the sequence just assigned, when the write it was for did not happen.
+    func returnSequence(_ sequence: Int64) {
+        precondition(sequence == lastSequence, "only the last sequence assigned can be returned")
+        lastSequence -= 1
+    }
 }
