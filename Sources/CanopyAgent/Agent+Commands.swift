@@ -151,9 +151,11 @@ extension Agent: AdminRequestHandler {
             if request.command == "peer.accept", pendingPeers[nodeID] == nil {
                 throw AdminFailure(.notFound, "\(nodeID) is not a pending peer")
             }
-            let address = try request.optionalString("address").map { (text) throws(AdminFailure) -> HostPort in
+            // "-" (as in the config file) or no address: accept the peer's connections, never dial.
+            let address = try request.optionalString("address").flatMap { (text) throws(AdminFailure) -> HostPort? in
+                if text == "-" { return nil }
                 guard let address = HostPort(parsing: text), address.port != 0 else {
-                    throw AdminFailure(.invalidArgument, "\"address\" must be HOST:PORT, found \"\(text.prefix(80))\"")
+                    throw AdminFailure(.invalidArgument, "\"address\" must be HOST:PORT or \"-\", found \"\(text.prefix(80))\"")
                 }
                 return address
             }

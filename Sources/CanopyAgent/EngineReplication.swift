@@ -33,7 +33,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     private var peers: [String: Peer] = [:]
     private var nextWatcher = 0
     private var limits = ReplicationLimits()
-    /// Set when shutdown begins; called once everything is stopped.
+    /// True once shutdown has begun (a second request is ignored).
     private var shuttingDown = false
 
     init(queue: DispatchQueue, store: DocumentStore, manager: PeerConnectionManager, logger: Logger, sink: any ReplicationEventSink) {

@@ -84,5 +84,14 @@ struct CanopyctlTests {
         #expect(peers.first?.objectValue?["mode"] == .string("once"))
         #expect(try agent.ctl(["peer", "remove", peer]).status == 0)
         #expect(try agent.ctl(["peer", "remove", peer]).status == 4)
+        // "-" allows a peer without ever dialling it.
+        #expect(try agent.ctl(["peer", "add", peer, "-"]).status == 0)
+        let acceptOnly = try JSONValue.parse(try agent.ctl(["--json", "peers"]).stdout.trimmingCharacters(in: .newlines))
+        guard case .array(let rows)? = acceptOnly.objectValue?["peers"], let row = rows.first?.objectValue else {
+            Issue.record("no peers in \(acceptOnly)")
+            return
+        }
+        #expect(row["address"] == JSONValue.null)
+        #expect(try agent.ctl(["peer", "add", peer, "nowhere"]).status == 1)
     }
 }

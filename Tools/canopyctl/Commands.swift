@@ -44,7 +44,8 @@ struct PeerCommand: ParsableCommand {
         subcommands: [Add.self, Remove.self, Accept.self])
 
     struct Add: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Allow a peer and dial it at HOST:PORT.")
+        static let configuration = CommandConfiguration(
+            abstract: "Allow a peer and dial it at HOST:PORT ('-': only accept its connections).")
         @OptionGroup var connection: ConnectionOptions
         @Argument var nodeID: String
         @Argument var address: String
