@@ -131,6 +131,27 @@ struct InvariantChecker {
                     invariant: .deletion, documentID: write.documentID, nodes: [write.node, node.index],
                     detail: "deletion \(write.revision) from n\(write.node) is an open leaf on n\(node.index) but the current revision \(view.current) is live"))
             }
+            violations += try deletionsClosedWithoutCause(node, store)
+        }
+        return violations
+    }
+
+    /// Under the automatic rule a deletion loses a conflict only to a higher deletion, so an
+    /// acknowledged deletion with a closing tombstone as child needs a higher deletion in the tree.
+    /// (Skipped when stemming may have removed that deletion.)
+    private func deletionsClosedWithoutCause(_ node: SimulationNode, _ store: DocumentStore) throws -> [Violation] {
+        guard simulation.configuration.policy == .automatic, revsLimit >= 1000 else { return [] }
+        var violations: [Violation] = []
+        for write in simulation.writes where write.isDeletion {
+            guard let tree = try store.revisionTree(id: write.documentID) else { continue }
+            let nodes = tree.sortedNodes
+            let closed = nodes.contains { $0.parent == write.revision && $0.kind.isClosed }
+            let outranked = nodes.contains { $0.kind.isDeleted && !$0.kind.isClosed && $0.id > write.revision }
+            if closed && !outranked {
+                violations.append(Violation(
+                    invariant: .deletion, documentID: write.documentID, nodes: [write.node, node.index],
+                    detail: "deletion \(write.revision) was closed on n\(node.index) though no deletion outranks it"))
+            }
         }
         return violations
     }
