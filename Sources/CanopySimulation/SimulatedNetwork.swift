@@ -182,10 +182,13 @@ public final class SimulatedNetwork: @unchecked Sendable {
         return max(0, clogUntil[from][to] - base.now)
     }
 
+    /// Remembers a direction held by a partition, to flush when the partition ends.
     func stall(_ link: SimulatedLink, _ direction: Int) {
         if !stalled.contains(where: { $0.0 === link && $0.1 == direction }) { stalled.append((link, direction)) }
     }
 
+    /// Counts a sent message and records it in the trace (type and size are hashed; for the
+    /// traced document, a `changes` entry's sequence and leaves are shown too).
     func noteSent(_ message: Message, bytes: Int, from: Int, to: Int) {
         messagesByType[message.type, default: 0] += 1
         bytesSent += bytes

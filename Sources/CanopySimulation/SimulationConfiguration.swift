@@ -34,7 +34,9 @@ public enum SimulationTopology: String, Sendable, CaseIterable {
 
 /// An undirected edge between node indices, normalised so that `a < b`.
 public struct Edge: Hashable, Comparable, Sendable {
+    /// The lower node index.
     public let a: Int
+    /// The higher node index.
     public let b: Int
 
     /// The edge between `x` and `y` (in either order).
@@ -84,10 +86,15 @@ public enum FaultLevel: String, Sendable, CaseIterable {
 
 /// Everything that defines a run; with the seed it determines the run completely.
 public struct SimulationConfiguration: Sendable {
+    /// The seed every random stream of the run derives from.
     public var seed: UInt64
+    /// Number of nodes (2 for `pair`).
     public var nodes: Int
+    /// How the nodes are connected.
     public var topology: SimulationTopology
+    /// How much goes wrong in the fault phase.
     public var faults: FaultLevel
+    /// The conflict policy of every node.
     public var policy: SimulationPolicy
     /// Size of the pool of document ids the workload uses.
     public var documents: Int

@@ -30,6 +30,8 @@ public final class FlakyResolver: ConflictResolver, @unchecked Sendable {
         return try BuiltInResolver.mergeJSON.resolve(conflict)
     }
 
+    /// Whether the resolver refuses this conflict: a third of conflicts, by a hash of the seed,
+    /// the document id and the sorted leaves.
     static func refuses(seed: UInt64, _ conflict: Conflict) -> Bool {
         var input = Array("flaky".utf8)
         withUnsafeBytes(of: seed.littleEndian) { input.append(contentsOf: $0) }
@@ -46,8 +48,11 @@ public final class FlakyResolver: ConflictResolver, @unchecked Sendable {
 /// scheduled work and connections (its peers see resets) and closes its store; a restart opens
 /// the same file again, so exactly the committed transactions survive.
 public final class SimulationNode: @unchecked Sendable {
+    /// The node's index in the simulation (its name is `n<index>`).
     public let index: Int
+    /// The name used in traces and reports.
     public var name: String { "n\(index)" }
+    /// The database file, which survives crashes.
     public let path: String
     /// Neighbours, sorted.
     public let peers: [Int]

@@ -10,10 +10,13 @@ public struct Violation: Sendable, Equatable, CustomStringConvertible {
         case determinism = "6 determinism (same seed, same trace)"
     }
 
+    /// Which invariant broke.
     public let invariant: Invariant
+    /// The document concerned, when there is one.
     public let documentID: String?
     /// The nodes involved (indices).
     public let nodes: [Int]
+    /// What exactly was wrong.
     public let detail: String
 
     public var description: String {
@@ -24,17 +27,23 @@ public struct Violation: Sendable, Equatable, CustomStringConvertible {
 
 /// What a run did and found.
 public struct SimulationReport: Sendable {
+    /// The run's configuration (with the seed: everything needed to replay it).
     public let configuration: SimulationConfiguration
+    /// Broken invariants; empty for a clean run.
     public let violations: [Violation]
     /// Virtual seconds from the heal to quiescence.
     public let convergeSeconds: Double
+    /// Messages sent by all nodes.
     public let messages: Int
+    /// Wire bytes of those messages.
     public let bytes: Int
     /// Revisions carried by `revisions` messages.
     public let revisionsTransferred: Int
     /// Acknowledged writes.
     public let writes: Int
+    /// Injected faults by name.
     public let faults: [String: Int]
+    /// The trace hash (invariant 6 compares it between runs).
     public let traceHash: String
     /// The traced document's history, when one was asked for.
     public let documentLines: [String]

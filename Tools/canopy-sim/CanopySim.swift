@@ -71,8 +71,8 @@ struct Run: ParsableCommand {
             } else if !violations.isEmpty {
                 print("VIOLATION seed \(seed):\n  " + violations.joined(separator: "\n  ") + "\nreproduce: \(configuration.commandLine) --replay-check")
             }
-            if trace != nil {
-                print("history of \(trace!):")
+            if let trace {
+                print("history of \(trace):")
                 for line in report.documentLines { print("  \(line)") }
             }
             if !violations.isEmpty { failed.append(seed) }
