@@ -49,6 +49,13 @@ public final class SimulatedScheduler: ReplicationScheduler, @unchecked Sendable
     /// The time of the next pending item, if any.
     public var nextTime: Double? { heap.first { !$0.token.cancelled }.map(\.time) }
 
+    /// Forgets every pending item without running it. Pending work usually holds the objects
+    /// that hold this scheduler (sessions' timers, links' deliveries), so an owner that is done
+    /// calls this to break those cycles.
+    public func removeAll() {
+        heap.removeAll()
+    }
+
     /// Runs one item; false when there was nothing to run.
     @discardableResult
     public func step() -> Bool {

@@ -94,11 +94,16 @@ public final class Simulation: @unchecked Sendable {
         }
         for node in nodes {
             node.lookup = { [weak self] index in self?.nodes[index] }
-            node.onEvent = { [weak self] peer, event in self?.documentEvent(node: node.index, peer: peer, event) }
+            let index = node.index  // not `node`: the closure is stored on the node
+            node.onEvent = { [weak self] peer, event in self?.documentEvent(node: index, peer: peer, event) }
         }
     }
 
     deinit {
+        // Pending and held work retains the nodes, their stores and the schedulers (timers and
+        // deliveries refer to them): drop it so that every store closes.
+        for node in nodes { node.scheduler.crash() }
+        scheduler.removeAll()
         try? FileManager.default.removeItem(at: directory)
     }
 
