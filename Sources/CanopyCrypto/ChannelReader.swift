@@ -32,6 +32,8 @@ public struct ChannelReader: Sendable {
     /// Received bytes not yet decoded: `buffer[consumed...]`.
     private var buffer: [UInt8] = []
     private var consumed = 0
+    /// Whether `buffer` is the caller's array, adopted without copying (see `receive`).
+    private var adopted = false
 
     /// A reader for the stream keyed by `key`, starting with any bytes already received.
     public init(key: [UInt8], pending: [UInt8] = []) {
@@ -45,6 +47,12 @@ public struct ChannelReader: Sendable {
         return false
     }
 
+    /// Whether the stream failed; the reader refuses everything from now on.
+    public var hasFailed: Bool {
+        if case .failed = state { return true }
+        return false
+    }
+
     /// Feeds bytes from the connection; returns the events they complete, in order.
     public mutating func receive(_ bytes: some Collection<UInt8>) throws(CryptoError) -> [ChannelEvent] {
         switch state {
@@ -52,7 +60,14 @@ public struct ChannelReader: Sendable {
         case .finished: if bytes.isEmpty { return [] } else { throw fail(.channelDataAfterFinal) }
         case .awaitingHeader, .reading: break
         }
-        buffer.append(contentsOf: bytes)
+        if buffer.isEmpty, let array = bytes as? [UInt8] {
+            // The common case, whole frames per read: share the caller's storage instead of
+            // copying it (copy-on-write copies it only if a partial frame must be kept and grown).
+            buffer = array
+            adopted = true
+        } else {
+            buffer.append(contentsOf: bytes)
+        }
         var events: [ChannelEvent] = []
         while let stepped = try step() {
             events += stepped
@@ -131,10 +146,13 @@ public struct ChannelReader: Sendable {
     /// by about one frame plus one read while copying stays amortised O(1) per byte.
     private mutating func compact() {
         if consumed == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
+            // Keep our own storage for the next partial read; let go of an adopted one.
+            if adopted { buffer = [] } else { buffer.removeAll(keepingCapacity: true) }
+            adopted = false
             consumed = 0
         } else if consumed > buffer.count / 2 {
             buffer.removeFirst(consumed)
+            adopted = false
             consumed = 0
         }
     }

@@ -4,7 +4,8 @@ import CanopyWire
 ///
 /// The first `seal` output also carries this side's 24-byte stream header, so a caller cannot
 /// forget it. Sending `final: true` closes this direction; the peer's FINAL arrives as
-/// `ChannelEvent.finished`. Any receive error leaves the channel failed; close the connection.
+/// `ChannelEvent.finished`. Any receive error leaves the whole channel failed: it seals nothing
+/// more either, since the connection must close.
 public struct SecureChannel: Sendable {
     /// The authenticated peer.
     public let peer: NodeID
@@ -26,6 +27,7 @@ public struct SecureChannel: Sendable {
     /// Seals one plaintext (at most `WireLimits.framePlaintextBytesMax` bytes) into the bytes
     /// to write: a complete frame, preceded by the stream header the first time.
     public mutating func seal(_ plaintext: [UInt8], final: Bool = false) throws(CryptoError) -> [UInt8] {
+        guard !reader.hasFailed else { throw .channelUnusable }
         let output = try sealing.seal(plaintext, final: final, after: headerSent ? [] : sealing.header)
         headerSent = true
         return output

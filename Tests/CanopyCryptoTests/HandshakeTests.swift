@@ -77,7 +77,8 @@ struct HandshakeTests {
 
     @Test("an initiator signature made with another key is refused by the responder")
     func wrongInitiatorSignature() {
-        var run = Self.run(pending: PendingPeers())
+        let pending = PendingPeers()
+        var run = Self.run(pending: pending)
         let secret = HandshakeForgery.firstEphemeralSecret(entropy: 1)
         run.run(edit3: { _, sent in
             HandshakeForgery.message3(
@@ -88,6 +89,7 @@ struct HandshakeTests {
         })
         #expect(run.responderResult.failure == .handshakeBadSignature)
         #expect(run.responderResult.session == nil)
+        #expect(pending.all.isEmpty)
     }
 
     @Test("an unknown initiator is refused after it authenticates and is reported as pending")
@@ -157,18 +159,22 @@ struct HandshakeTests {
         #expect(run.initiatorResult.sent.isEmpty)
     }
 
-    @Test("any flipped bit in Msg2 or Msg3 fails the handshake and sends nothing")
+    @Test("any flipped bit in Msg2 or Msg3 fails the handshake, sends nothing and records no one")
     func tamperedMessages() {
+        let pending = PendingPeers()
         for index in 0..<HandshakeLimits.message2Bytes {
-            var run = Self.run()
+            var run = Self.run(pending: pending)
             run.run(edit2: flipping(index))
             #expect(run.initiatorResult.failure != nil && run.initiatorResult.sent.isEmpty)
+            #expect(run.initiatorResult.session == nil)
         }
         for index in 0..<HandshakeLimits.message3Bytes {
-            var run = Self.run()
+            var run = Self.run(pending: pending)
             run.run(edit3: flipping(index))
             #expect(run.responderResult.failure == .handshakeDecryptionFailed)
+            #expect(run.responderResult.session == nil)
         }
+        #expect(pending.all.isEmpty)
     }
 
     @Test("Msg1 with a wrong magic, version or network tag is refused silently")

@@ -33,7 +33,7 @@ struct SecureChannelTests {
         #expect(throws: CryptoError.channelUnusable) { try alice.seal([1]) }
     }
 
-    @Test("frames decode the same byte by byte, all at once and in random chunks")
+    @Test("frames decode the same byte by byte, all at once and in random chunks of slices or arrays")
     func chunking() throws {
         var (alice, reference) = try Self.channels()
         var stream: [UInt8] = []
@@ -41,14 +41,16 @@ struct SecureChannelTests {
         stream += try alice.seal([], final: true)
         let expected = try reference.receive(stream)
         var random = SplitMix64(seed: 42)
-        for chunking in 0..<3 {
+        // Chunkings 0–2 pass slices (always copied), 3 passes arrays (adopted without copying
+        // while whole frames arrive, copied once a partial frame must wait).
+        for chunking in 0..<4 {
             var (_, bob) = try Self.channels()
             var events: [ChannelEvent] = []
             var index = 0
             while index < stream.count {
                 let size = chunking == 0 ? 1 : chunking == 1 ? stream.count : Int(random.next() % 4000) + 1
                 let end = min(stream.count, index + size)
-                events += try bob.receive(stream[index..<end])
+                events += try chunking == 3 ? bob.receive(Array(stream[index..<end])) : bob.receive(stream[index..<end])
                 index = end
             }
             #expect(events == expected)
@@ -69,6 +71,7 @@ struct SecureChannelTests {
             // Poisoned: the genuine frames are refused too, so nothing after the failure is used.
             #expect(throws: CryptoError.self) { try bob.receive(second) }
             #expect(throws: CryptoError.self) { try bob.receiveEnd() }
+            #expect(throws: CryptoError.channelUnusable) { try bob.seal([1]) }
         }
     }
 
