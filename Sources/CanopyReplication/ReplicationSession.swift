@@ -159,7 +159,10 @@ public final class ReplicationSession: @unchecked Sendable {
     /// While draining: closes once nothing is in flight in either direction.
     private func finishDrainIfIdle() {
         guard let completion = drainCompletion, !isClosed else { return }
+        // The peer's copy of our checkpoint must be current too, or the next session resumes from
+        // the older of the two: wait for the last `checkpointSet` (and the one it deferred).
         let inFlight = (target?.hasBatchesInFlight ?? false) || sources.values.contains { $0.hasBatchesInFlight }
+            || checkpointSetInFlight != nil || checkpointSetDeferred
         guard !inFlight else { return }
         drainCompletion = nil
         drainTimer?.cancel()
@@ -321,6 +324,7 @@ public final class ReplicationSession: @unchecked Sendable {
             checkpointSetDeferred = false
             sendRemoteCheckpoint(target)
         }
+        if drainCompletion != nil { finishDrainIfIdle() }
     }
 
     // MARK: Push (this node is the source)
@@ -420,6 +424,7 @@ public final class ReplicationSession: @unchecked Sendable {
         if error.requestID == checkpointSetInFlight {
             // The peer refused to store our checkpoint: the next completed batch tries again.
             checkpointSetInFlight = nil
+            if drainCompletion != nil { finishDrainIfIdle() }
         }
         logger.warning("peer reported an error", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
     }

@@ -115,23 +115,43 @@ final class SubscriptionTarget {
             foreign.append(ForeignRevision(documentID: revision.docID, path: revision.path, body: .canonical(revision.body)))
         }
         var completion = Completion()
-        if !foreign.isEmpty {
-            let results: [ForeignDocumentResult]
-            do {
-                results = try store.bulkInsertForeign(foreign)
-            } catch .invalidInput(let problem) {
-                throw .rejectedDocument(documentID: problem.documentID, detail: "\(problem)")
-            } catch {
-                throw .store(error)
-            }
-            completion.events = Self.events(for: results)
-        }
+        completion.events = try insert(foreign)
         if final { pending[index].complete = true }
         let finished = try completeFinishedBatches()
         completion.events += finished.events
         completion.checkpoint = finished.checkpoint
         completion.caughtUp = finished.caughtUp
         return (RevisionsAck(requestID: requestID, status: .ok), completion)
+    }
+
+    /// Writes received revisions in one transaction. A document that fails the store's checks (a
+    /// revision id that is not the hash of its content, a body that is not a canonical JSON
+    /// object, a broken history) is left out and reported as `rejected`, and the rest of the batch
+    /// is written: one bad document — for example one imported from CouchDB with CouchDB's own
+    /// revision ids, which no Canopy node can verify — must not stall replication of everything
+    /// after it. The rejected document is not retried (its sequence is checkpointed past), as
+    /// CouchDB counts a `doc_write_failure` and moves on. A problem that names no document is a
+    /// protocol violation.
+    private func insert(_ revisions: [ForeignRevision]) throws(ReplicationError) -> [DocumentEvent] {
+        var remaining = revisions
+        var events: [DocumentEvent] = []
+        while !remaining.isEmpty {
+            do {
+                let results = try store.bulkInsertForeign(remaining)
+                return events + Self.events(for: results)
+            } catch .invalidInput(let problem) {
+                guard let documentID = problem.documentID else {
+                    throw .protocolViolation(.invalidDocument(detail: "\(problem)"))
+                }
+                events.append(DocumentEvent(kind: .rejected, documentID: documentID, detail: "\(problem)"))
+                let before = remaining.count
+                remaining.removeAll { $0.documentID == documentID }
+                guard remaining.count < before else { throw .protocolViolation(.invalidDocument(detail: "\(problem)")) }
+            } catch {
+                throw .store(error)
+            }
+        }
+        return events
     }
 
     /// True while batches received have not completed.
