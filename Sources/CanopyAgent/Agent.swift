@@ -197,13 +197,21 @@ public final class Agent: @unchecked Sendable {
 
     /// Records an event and streams it to subscribers. Callable from any queue.
     func emit(_ type: String, _ data: [String: JSONValue]) {
+        emitAll([(type, data)])
+    }
+
+    /// Records events in order and streams them to subscribers, in one hop to the agent's queue
+    /// (a replication batch reports one event per document). Callable from any queue.
+    func emitAll(_ batch: [(type: String, data: [String: JSONValue])]) {
         let time = Self.wallClock()
         queue.async { [self] in
-            let event = events.append(type: type, time: time, data: data)
-            // A replication emits an event per document: build the line only when someone listens.
-            guard !eventSubscribers.isEmpty else { return }
-            let line = JSONValue.object(["event": event.json])
-            for client in eventSubscribers.values { client.sendLine(line) }
+            for (type, data) in batch {
+                let event = events.append(type: type, time: time, data: data)
+                // Build the line only when someone listens.
+                guard !eventSubscribers.isEmpty else { continue }
+                let line = JSONValue.object(["event": event.json])
+                for client in eventSubscribers.values { client.sendLine(line) }
+            }
         }
     }
 
@@ -229,6 +237,8 @@ public final class Agent: @unchecked Sendable {
 
 extension Agent: ReplicationEventSink, PeerEventSink {
     public func emit(type: String, data: [String: JSONValue]) { emit(type, data) }
+
+    public func emit(batch: [(type: String, data: [String: JSONValue])]) { emitAll(batch) }
 
     func peerRefused(nodeID: String, address: String) {
         queue.async { [self] in

@@ -33,6 +33,9 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     private var peers: [String: Peer] = [:]
     private var nextWatcher = 0
     private var limits = ReplicationLimits()
+    /// Document events not yet handed to the sink: they go in one batch per turn of `queue`, and
+    /// always before any status change or sync completion, so observers see them in order.
+    private var pendingDocumentEvents: [(type: String, data: [String: JSONValue])] = []
     /// True once shutdown has begun (a second request is ignored).
     private var shuttingDown = false
 
@@ -106,6 +109,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     }
 
     private func statusChanged(_ id: String, _ status: PeerStatus) {
+        flushDocumentEvents()
         guard let watchers = peers[id]?.progressWatchers, !watchers.isEmpty else { return }
         let progress = Self.combined(status)
         for key in watchers.keys.sorted() { watchers[key]?(progress) }
@@ -115,7 +119,15 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         var data: [String: JSONValue] = ["node_id": .string(id), "doc": .string(event.documentID)]
         if let revision = event.revision { data["rev"] = .string(revision.description) }
         if let detail = event.detail { data["detail"] = .string(detail) }
-        sink?.emit(type: "document.\(event.kind.rawValue)", data: data)
+        if pendingDocumentEvents.isEmpty { queue.async { [weak self] in self?.flushDocumentEvents() } }
+        pendingDocumentEvents.append((type: "document.\(event.kind.rawValue)", data: data))
+    }
+
+    private func flushDocumentEvents() {
+        guard !pendingDocumentEvents.isEmpty else { return }
+        let batch = pendingDocumentEvents
+        pendingDocumentEvents = []
+        sink?.emit(batch: batch)
     }
 
     /// Pull and push progress as one figure (a sync waits for both).
@@ -152,6 +164,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             peers[nodeID]?.progressWatchers[watcher] = progress
             peer.replicator.sync { [weak self] result in
                 guard let self else { return }
+                self.flushDocumentEvents()
                 self.peers[nodeID]?.progressWatchers[watcher] = nil
                 let done = self.peers[nodeID].map { Self.combined($0.replicator.status) } ?? ReplicationProgress()
                 switch result {

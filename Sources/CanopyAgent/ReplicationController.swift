@@ -57,6 +57,16 @@ public struct ReplicationFailure: Error, Sendable, Equatable {
 public protocol ReplicationEventSink: AnyObject, Sendable {
     /// Records an event (`type` like `sync.progress`, `document.pulled`, `peer.state`).
     func emit(type: String, data: [String: JSONValue])
+
+    /// Records several events in order (a replication batch reports one per document).
+    func emit(batch: [(type: String, data: [String: JSONValue])])
+}
+
+extension ReplicationEventSink {
+    /// One by one, for sinks with nothing better to do.
+    public func emit(batch: [(type: String, data: [String: JSONValue])]) {
+        for event in batch { emit(type: event.type, data: event.data) }
+    }
 }
 
 /// What the agent needs from replication. The agent owns sockets, config and the admin socket;
