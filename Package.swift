@@ -11,6 +11,8 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "Canopy", targets: ["Canopy"]),
+        // A whole node (TCP listener, encrypted channel, admin socket) inside an application.
+        .library(name: "CanopyAgent", targets: ["CanopyAgent"]),
         .executable(name: "canopy-bench", targets: ["canopy-bench"]),
         .executable(name: "canopyd", targets: ["canopyd"]),
         .executable(name: "canopyctl", targets: ["canopyctl"]),
