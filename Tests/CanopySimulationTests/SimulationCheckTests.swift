@@ -104,4 +104,29 @@ struct SimulationCheckTests {
         // Kept, never dropped: every conflicted tree was still flagged for the retry pass.
         #expect(conflicts.allSatisfy { $0.detail.contains("still conflicted after settling") })
     }
+
+    @Test("a live branch slipped in beside a standing deletion is reported: deletions stay deleted")
+    func plantedRevival() throws {
+        final class Planted: @unchecked Sendable { var documentID: String? }
+        let planted = Planted()
+        let simulation = try Simulation(Self.faulty(24, policy: .automatic))
+        simulation.beforeChecks = { simulation in
+            let node = simulation.nodes[0]
+            guard let store = node.store else { return }
+            for write in simulation.writes where write.isDeletion {
+                guard let tree = try store.revisionTree(id: write.documentID), tree.current?.id == write.revision else { continue }
+                // A second handle on the same file whose policy keeps the conflict it creates.
+                let manual = try DocumentStore(path: node.path, configuration: .init(conflictPolicy: .manual))
+                let body: JSONValue = .object(["planted": .bool(true)])
+                let revision = RevisionHasher.revisionID(parent: nil, kind: .live, body: body)
+                _ = try manual.bulkInsertForeign([ForeignRevision(
+                    documentID: write.documentID, path: try RevisionPath(leaf: revision, kind: .live), body: .value(body))])
+                planted.documentID = write.documentID
+                return
+            }
+        }
+        let report = try simulation.run()
+        let id = try #require(planted.documentID, "seed 24 left no document deleted on n0")
+        #expect(report.violations.contains { $0.invariant == .deletion && $0.documentID == id && $0.nodes.last == 0 })
+    }
 }
