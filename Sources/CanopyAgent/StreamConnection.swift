@@ -32,6 +32,9 @@ final class StreamConnection: @unchecked Sendable {
     private(set) var isClosed = false
     private var onRead: ReadHandler = { _ in }
     private var onClose: CloseHandler = {}
+    /// Reused by every read (allocating and zeroing a fresh chunk per read cost more than the copy
+    /// handed to `onRead`).
+    private var readBuffer = [UInt8](repeating: 0, count: AgentLimits.socketReadChunkBytes)
 
     /// Wraps `fd`, which must already be non-blocking. Nothing happens until `start`. Bytes read
     /// and written are added to `traffic` when given.
@@ -107,11 +110,10 @@ final class StreamConnection: @unchecked Sendable {
     }
 
     private func readAvailable() {
-        var buffer = [UInt8](repeating: 0, count: AgentLimits.socketReadChunkBytes)
-        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        let count = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         if count > 0 {
             traffic?.addReceived(count)
-            onRead(Array(buffer[0..<count]))
+            onRead(Array(readBuffer[0..<count]))
         } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             close()
         }
