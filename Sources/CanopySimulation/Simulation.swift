@@ -212,6 +212,20 @@ public final class Simulation: @unchecked Sendable {
     /// When the last successful `runUntilQuiescent` first saw every node idle.
     public private(set) var quiescentAt: Double = 0
 
+    /// Every node's revision tree of `documentID`, one node per line (for `--trace`).
+    public func describeTrees(of documentID: String) throws -> String {
+        var lines: [String] = ["trees of \(documentID) after settling:"]
+        for node in nodes {
+            guard let tree = try node.store?.revisionTree(id: documentID) else {
+                lines.append("  n\(node.index): none")
+                continue
+            }
+            let described = tree.sortedNodes.map { "\($0.id)<-\($0.parent.map { "\($0.generation)-\($0.digestHex.prefix(6))" } ?? "nil")/\($0.kind)" }
+            lines.append("  n\(node.index): current \(tree.current.map { "\($0.id)" } ?? "-"): " + described.joined(separator: " "))
+        }
+        return lines.joined(separator: "\n")
+    }
+
     /// Records an acknowledged write.
     func acknowledge(node: Int, documentID: String, revision: RevisionID, deletion: Bool) {
         writes.append(AcknowledgedWrite(node: node, documentID: documentID, revision: revision, isDeletion: deletion, time: scheduler.now))

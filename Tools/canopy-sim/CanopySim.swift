@@ -57,7 +57,9 @@ struct Run: ParsableCommand {
             let configuration = SimulationConfiguration(
                 seed: seed, nodes: nodes, topology: topology, faults: faults, policy: policy, documents: docs,
                 faultPhaseSeconds: seconds, revsLimit: revsLimit, batchSize: batchSize, window: window, traceDocument: trace)
-            let report = try Simulation(configuration).run()
+            let simulation = try Simulation(configuration)
+            if let trace { simulation.beforeChecks = { print(try $0.describeTrees(of: trace)) } }
+            let report = try simulation.run()
             print(report.summary)
             var violations = report.violations.map(\.description)
             if replayCheck {
