@@ -155,3 +155,29 @@ struct GracefulShutdownTests {
         #expect(second.sessions.0.pushProgress.total == UInt64(3000 - received))
     }
 }
+
+@Suite("Documents imported from CouchDB")
+struct CouchImportReplicationTests {
+    @Test("a document with CouchDB's revision ids is left out by peers until its first Canopy edit, then replicates with its history")
+    func importedDocuments() throws {
+        let harness = try ReplicationHarness(seed: 45)
+        let a = try harness.addNode("a")
+        let b = try harness.addNode("b")
+        let bulk = #"{"new_edits":false,"docs":[{"_id":"from-couch","_rev":"2-b1946ac92492d2347c6235b4d2611184","_revisions":{"start":2,"ids":["b1946ac92492d2347c6235b4d2611184","9a0364b9e99bb480dd25e1f0284c8555"]},"title":"imported"}]}"#
+        _ = try a.store.importBulkDocs(Array(bulk.utf8), couchDB: true)
+        try writeDocuments(a.store, prefix: "native", count: 5)
+        harness.connect(a, b)
+        #expect(harness.runUntilQuiescent())
+        // The imported document is refused (its id is not a Canopy content hash); the rest flows.
+        #expect(try b.store.documentCount == 5)
+        #expect(b.events.contains { $0.kind == .rejected && $0.documentID == "from-couch" })
+        // One edit in Canopy: the new revision is content-addressed, and it carries the history.
+        let imported = try a.store.get(id: "from-couch").revision
+        let edited = try a.store.put(id: "from-couch", body: .object(["title": .string("edited in canopy")]), replacing: imported)
+        #expect(harness.runUntilQuiescent())
+        let document = try b.store.get(id: "from-couch", options: [.revisions])
+        #expect(document.revision == edited)
+        #expect(document.history?.contains(imported) == true)
+        #expect(try harness.divergences() == [])
+    }
+}
