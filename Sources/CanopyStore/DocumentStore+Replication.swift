@@ -80,6 +80,11 @@ extension DocumentStore {
         var history = document.tree.ancestry(of: revision, limit: limit)
         if let stop = history.dropFirst().firstIndex(where: { known.contains($0) }) {
             history.removeSubrange((stop + 1)...)
+        } else if let oldest = history.last, let parent = document.tree.node(oldest)?.parent, known.contains(parent) {
+            // Cut at `limit` (or where this store stemmed) just above a revision the peer holds:
+            // name it (it travels as the known-ancestor tail, beyond the limit), or the peer would
+            // take the branch for a new root and its own leaf there for a conflicting one.
+            history.append(parent)
         }
         do {
             let path = try RevisionPath(leaf: revision, kind: node.kind, ancestors: Array(history.dropFirst()))
