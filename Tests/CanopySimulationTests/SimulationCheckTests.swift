@@ -130,16 +130,15 @@ struct SimulationCheckTests {
         #expect(report.violations.contains { $0.invariant == .deletion && $0.documentID == id && $0.nodes.last == 0 })
     }
 
-    /// Open engine issue found by the simulator (README, Simulation): remove `withKnownIssue`
-    /// once fixed, and this seed guards the fix.
-    @Test("a revived document converges with a tiny revsLimit (known issue: seed 2099 does not)")
+    /// Regression for an engine bug the simulator found (README, Simulation; fixed in the store's
+    /// `revisionsToSend`): a revived document reached a peer through a path cut just short of the
+    /// deletion the peer held, and never converged.
+    @Test("a revived document converges with a tiny revsLimit (seed 2099, revsLimit 4)")
     func revivedDocumentWithTinyRevsLimit() throws {
         let configuration = SimulationConfiguration(
             seed: 2099, nodes: 5, topology: .line, faults: .high, policy: .merge, documents: 4,
             faultPhaseSeconds: 40, revsLimit: 4, batchSize: 3, window: 8)
         let report = try Simulation(configuration).run()
-        withKnownIssue("revisionsToSend cuts the path at revsLimit just short of the deletion the peer holds") {
-            #expect(report.violations.isEmpty, "\(report.failureText)")
-        }
+        #expect(report.violations.isEmpty, "\(report.failureText)")
     }
 }
