@@ -85,16 +85,7 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
     }
 
     /// The digest as 32 lowercase hex characters.
-    public var digestHex: String {
-        let table = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(32)
-        for byte in digest {
-            out.append(table[Int(byte >> 4)])
-            out.append(table[Int(byte & 0x0f)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    public var digestHex: String { Hex.encode(digest) }
 
     /// `N-H`.
     public var description: String { "\(generation)-\(digestHex)" }

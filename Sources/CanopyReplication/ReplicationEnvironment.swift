@@ -1,3 +1,5 @@
+import CanopyCore
+
 /// The sources of nondeterminism a replicator uses, passed in through its initialiser (STYLE §2):
 /// the agent passes Dispatch-backed ones, the simulator passes simulated ones. Nothing in this
 /// module reads the system clock or the system random generator.
@@ -37,13 +39,10 @@ extension RandomSource {
 
     /// 16 random bytes as 32 lowercase hex characters (a session id).
     public func nextHexID() -> String {
-        let table = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
+        var bytes: [UInt8] = []
         for word in [next(), next()] {
-            for shift in stride(from: 60, through: 0, by: -4) {
-                out.append(table[Int((word >> UInt64(shift)) & 0xf)])
-            }
+            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
         }
-        return String(decoding: out, as: UTF8.self)
+        return Hex.encode(bytes)
     }
 }

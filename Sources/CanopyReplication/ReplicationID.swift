@@ -17,9 +17,6 @@ public enum ReplicationIdentity {
 
     /// The local-document id under which a replication's checkpoint is stored.
     public static func checkpointDocumentID(_ replicationID: [UInt8]) -> String {
-        "checkpoint/" + replicationID.map { byte in
-            let table = Array("0123456789abcdef".utf8)
-            return String(decoding: [table[Int(byte >> 4)], table[Int(byte & 0xf)]], as: UTF8.self)
-        }.joined()
+        "checkpoint/" + Hex.encode(replicationID)
     }
 }
