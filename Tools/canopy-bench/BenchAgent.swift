@@ -36,6 +36,17 @@ final class BenchAgent {
         nodeID = String(last)
     }
 
+    /// Sets the `[limits]` batch size and window in the agent's config file (before `start`).
+    func setLimits(batchRevisions: Int?, batchesInFlight: Int?) throws {
+        let path = dataDir + "/canopy.conf"
+        var lines = try String(contentsOfFile: path, encoding: .utf8).components(separatedBy: "\n")
+        for (index, line) in lines.enumerated() {
+            if let batchRevisions, line.hasPrefix("batch-revisions") { lines[index] = "batch-revisions = \(batchRevisions)" }
+            if let batchesInFlight, line.hasPrefix("batches-in-flight") { lines[index] = "batches-in-flight = \(batchesInFlight)" }
+        }
+        try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
     /// The agent's database file, for loading documents before it starts.
     var databasePath: String { dataDir + "/canopy.sqlite" }
 
@@ -144,6 +155,8 @@ final class BenchAgent {
 struct AgentBenchOptions: ParsableArguments {
     @Option(help: "The canopyd binary (default: the one next to canopy-bench).") var canopyd: String?
     @Flag(help: "Keep the temporary directory (databases and agent logs) for inspection.") var keep = false
+    @Option(help: "The agents' [limits] batch-revisions (default: the agent's).") var batchRevisions: Int?
+    @Option(help: "The agents' [limits] batches-in-flight (default: the agent's).") var batchesInFlight: Int?
 
     /// The canopyd binary to run.
     func canopydPath() throws -> String {

@@ -25,6 +25,9 @@ struct LatencyBench: ParsableCommand {
         let canopyd = try agents.canopydPath()
         let a = try BenchAgent(name: "a", parent: directory.path, canopyd: canopyd)
         let b = try BenchAgent(name: "b", parent: directory.path, canopyd: canopyd)
+        for agent in [a, b] {
+            try agent.setLimits(batchRevisions: agents.batchRevisions, batchesInFlight: agents.batchesInFlight)
+        }
         try a.start()
         try b.start()
         defer { b.stop(); a.stop() }

@@ -33,6 +33,9 @@ struct ReplicationScenario {
         figures.append(Figure(name: "batched local writes (library, into A)", value: Double(count) / load.wall, unit: "revs/s",
                               ceiling: Double(count) / ceiling, ceilingName: "raw SQLite",
                               note: String(format: "%.3f s wall, %.3f s CPU", load.wall, load.cpu)))
+        for agent in [a, b] {
+            try agent.setLimits(batchRevisions: options.batchRevisions, batchesInFlight: options.batchesInFlight)
+        }
         try a.start()
         try b.start()
         defer { b.stop(); a.stop() }
