@@ -141,4 +141,17 @@ struct SimulationCheckTests {
         let report = try Simulation(configuration).run()
         #expect(report.violations.isEmpty, "\(report.failureText)")
     }
+
+    /// Open engine issue (README, Simulation): with the minimum revsLimit a revision's parent link
+    /// can be lost for good. Remove `withKnownIssue` once fixed; this seed then guards the fix.
+    @Test("documents converge with the minimum revsLimit (known issue: seed 3145 does not)")
+    func minimumRevsLimit() throws {
+        let configuration = SimulationConfiguration(
+            seed: 3145, nodes: 4, topology: .ring, faults: .low, policy: .merge, documents: 3,
+            faultPhaseSeconds: 40, revsLimit: 2, batchSize: 3, window: 8)
+        let report = try Simulation(configuration).run()
+        withKnownIssue("a path of one ancestor arriving before that ancestor's own path leaves the link unknown forever") {
+            #expect(report.violations.isEmpty, "\(report.failureText)")
+        }
+    }
 }
