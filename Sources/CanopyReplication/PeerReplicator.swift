@@ -137,6 +137,9 @@ public final class PeerReplicator: @unchecked Sendable {
             retryTimer?.cancel()
             retryTimer = nil
             connect()
+        } else if let session, !configuration.continuous {
+            // A one-shot pass already finished on this connection: run another.
+            session.pullAgain()
         }
         checkSyncDone()
     }

@@ -244,6 +244,21 @@ public final class ReplicationSession: @unchecked Sendable {
 
     // MARK: Pull (this node is the target)
 
+    /// Starts another pass of a one-shot pull on this connection (`sync` on a `once` peer whose
+    /// last pass finished): a fresh `checkpointGet` and `subscribe` from the checkpoint. Does
+    /// nothing while a subscription is still active, when this node does not pull, or when the
+    /// peer refused to be pulled from.
+    public func pullAgain() {
+        guard !isClosed, configuration.direction.pulls, !pullRefused, peerDatabaseID != nil,
+            pendingCheckpointGet == nil, target == nil || targetSubscriptionEnded,
+            !(target?.hasBatchesInFlight ?? false)
+        else { return }
+        target = nil
+        targetSubscriptionEnded = false
+        pullCaughtUpOnce = false
+        do { try beginPull() } catch { fail(error) }
+    }
+
     private func beginPull() throws(ReplicationError) {
         guard let peerDatabaseID else { return }
         let replicationID = ReplicationIdentity.replicationID(source: peerDatabaseID, target: store.databaseIDBytes, filter: configuration.pullFilter)

@@ -152,3 +152,35 @@ struct OneShotTests {
         #expect(try b.store.documentCount == 60)
     }
 }
+
+@Suite("Repeated one-shot syncs")
+struct RepeatedSyncTests {
+    @Test("sync on a one-shot peer whose last pass finished runs a new pass over the same connection")
+    func syncAgain() throws {
+        let harness = try ReplicationHarness(seed: 83)
+        let a = try harness.addNode("a")
+        let b = try harness.addNode("b")
+        try writeDocuments(a.store, prefix: "first", count: 20)
+        let dialer = FlakyDialer(scheduler: harness.scheduler, failures: 0)
+        let logger = Logger(label: "test")
+        let once = ReplicationConfiguration(continuous: false)
+        let replicatorA = PeerReplicator(peerName: "b", store: a.store, dialer: nil, scheduler: harness.scheduler,
+                                         random: harness.random, configuration: once, logger: logger)
+        let replicatorB = PeerReplicator(peerName: "a", store: b.store, dialer: dialer, scheduler: harness.scheduler,
+                                         random: harness.random, configuration: once, logger: logger)
+        replicatorA.start()
+        dialer.accept = { replicatorA.accept($0) }
+        replicatorB.start()
+        final class Done: @unchecked Sendable { var count = 0 }
+        let done = Done()
+        replicatorB.sync { _ in done.count += 1 }
+        harness.scheduler.run(until: { done.count == 1 })
+        #expect(try b.store.documentCount == 20)
+        try writeDocuments(a.store, prefix: "second", count: 7)
+        replicatorB.sync { _ in done.count += 1 }
+        harness.scheduler.run(until: { done.count == 2 })
+        #expect(try b.store.documentCount == 27)
+        #expect(dialer.attempts.count == 1)
+        #expect(replicatorB.status.lastPulledSequence == 27)
+    }
+}
