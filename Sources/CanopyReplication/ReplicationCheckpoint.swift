@@ -61,18 +61,23 @@ public struct ReplicationCheckpoint: Codable, Equatable, Sendable {
         return 0
     }
 
-    /// The checkpoint as canonical JSON bytes.
-    public func encoded() -> [UInt8] {
+    /// The checkpoint as a JSON object (the body of its local document).
+    public var json: JSONValue {
         func json(_ entry: Entry) -> JSONValue {
             .object(["session": .string(entry.session), "seq": .int(Int64(bitPattern: entry.sequence))])
         }
-        return CanonicalJSON.encode(.object(["current": json(current), "history": .array(history.map(json))]))
+        return .object(["current": json(current), "history": .array(history.map(json))])
     }
 
-    /// Reads a checkpoint written by `encoded()`; nil for anything else (a corrupt checkpoint means
-    /// a full replication, never a wrong resume point).
-    public init?(encoded bytes: some Collection<UInt8>) {
-        guard let value = try? JSONValue.parse(Array(bytes)), case .object(let members) = value else { return nil }
+    /// The checkpoint as canonical JSON bytes (the value `checkpoint`/`checkpointSet` carry).
+    public func encoded() -> [UInt8] {
+        CanonicalJSON.encode(json)
+    }
+
+    /// Reads a checkpoint from the JSON `json` produces; nil for anything else (a corrupt
+    /// checkpoint means a full replication, never a wrong resume point).
+    public init?(json: JSONValue?) {
+        guard case .object(let members)? = json else { return nil }
         func entry(_ value: JSONValue?) -> Entry? {
             guard case .object(let fields)? = value, case .string(let session)? = fields["session"],
                 case .int(let sequence)? = fields["seq"], sequence >= 0
@@ -83,5 +88,10 @@ public struct ReplicationCheckpoint: Codable, Equatable, Sendable {
         let history = items.compactMap(entry)
         guard history.count == items.count else { return nil }
         self.init(current: current, history: history)
+    }
+
+    /// Reads a checkpoint written by `encoded()`; nil for anything else.
+    public init?(encoded bytes: some Collection<UInt8>) {
+        self.init(json: try? JSONValue.parse(Array(bytes)))
     }
 }

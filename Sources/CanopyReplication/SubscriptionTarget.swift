@@ -200,14 +200,3 @@ final class SubscriptionTarget {
         return events
     }
 }
-
-extension ReplicationCheckpoint {
-    /// The checkpoint as a JSON object for a local document.
-    var json: JSONValue { (try? JSONValue.parse(encoded())) ?? .emptyObject }
-
-    /// Reads a checkpoint from a local document.
-    init?(json: JSONValue?) {
-        guard let json else { return nil }
-        self.init(encoded: CanonicalJSON.encode(json))
-    }
-}
