@@ -127,26 +127,15 @@ struct OneShotTests {
         let a = try harness.addNode("a")
         let b = try harness.addNode("b")
         try writeDocuments(a.store, prefix: "doc", count: 60)
-        let dialer = FlakyDialer(scheduler: harness.scheduler, failures: 0)
-        let logger = Logger(label: "test")
-        let replicatorA = PeerReplicator(peerName: "b", store: a.store, dialer: nil, scheduler: harness.scheduler,
-                                         random: harness.random, configuration: ReplicationConfiguration(), logger: logger)
-        let replicatorB = PeerReplicator(peerName: "a", store: b.store, dialer: dialer, scheduler: harness.scheduler,
-                                         random: harness.random, configuration: ReplicationConfiguration(), logger: logger)
-        replicatorA.start()
-        dialer.accept = { replicatorA.accept($0) }
-        replicatorB.start()
-        final class Done: @unchecked Sendable { var count = 0 }
-        let done = Done()
-        replicatorB.sync { _ in done.count += 1 }
-        harness.scheduler.run(until: { done.count == 1 })
+        let pair = ReplicatorPair(harness, a, b, configuration: ReplicationConfiguration())
+        let replicatorB = pair.dialing
+        pair.syncAndWait()
         #expect(try b.store.documentCount == 60)
         #expect(replicatorB.status.lastPulledSequence == 60)
 
         #expect(try replicatorB.resetCheckpoint())
         replicatorB.stop()
-        replicatorB.sync { _ in done.count += 1 }
-        harness.scheduler.run(until: { done.count == 2 })
+        pair.syncAndWait()
         // The new session re-read a's whole feed (60 entries) but wrote nothing new.
         #expect(replicatorB.status.pull.total == 60)
         #expect(try b.store.documentCount == 60)
@@ -161,26 +150,43 @@ struct RepeatedSyncTests {
         let a = try harness.addNode("a")
         let b = try harness.addNode("b")
         try writeDocuments(a.store, prefix: "first", count: 20)
-        let dialer = FlakyDialer(scheduler: harness.scheduler, failures: 0)
-        let logger = Logger(label: "test")
-        let once = ReplicationConfiguration(continuous: false)
-        let replicatorA = PeerReplicator(peerName: "b", store: a.store, dialer: nil, scheduler: harness.scheduler,
-                                         random: harness.random, configuration: once, logger: logger)
-        let replicatorB = PeerReplicator(peerName: "a", store: b.store, dialer: dialer, scheduler: harness.scheduler,
-                                         random: harness.random, configuration: once, logger: logger)
-        replicatorA.start()
-        dialer.accept = { replicatorA.accept($0) }
-        replicatorB.start()
-        final class Done: @unchecked Sendable { var count = 0 }
-        let done = Done()
-        replicatorB.sync { _ in done.count += 1 }
-        harness.scheduler.run(until: { done.count == 1 })
+        let pair = ReplicatorPair(harness, a, b, configuration: ReplicationConfiguration(continuous: false))
+        pair.syncAndWait()
         #expect(try b.store.documentCount == 20)
         try writeDocuments(a.store, prefix: "second", count: 7)
-        replicatorB.sync { _ in done.count += 1 }
-        harness.scheduler.run(until: { done.count == 2 })
+        pair.syncAndWait()
         #expect(try b.store.documentCount == 27)
-        #expect(dialer.attempts.count == 1)
-        #expect(replicatorB.status.lastPulledSequence == 27)
+        #expect(pair.dialer.attempts.count == 1)
+        #expect(pair.dialing.status.lastPulledSequence == 27)
+    }
+}
+
+/// Two peer replicators over simulated links: `dialing` (on node b) dials `accepting` (on node a).
+final class ReplicatorPair {
+    let harness: ReplicationHarness
+    let dialer: FlakyDialer
+    let accepting: PeerReplicator
+    let dialing: PeerReplicator
+
+    init(_ harness: ReplicationHarness, _ a: ReplicationHarness.Node, _ b: ReplicationHarness.Node, configuration: ReplicationConfiguration) {
+        self.harness = harness
+        let logger = Logger(label: "test")
+        dialer = FlakyDialer(scheduler: harness.scheduler, failures: 0)
+        accepting = PeerReplicator(peerName: "b", store: a.store, dialer: nil, scheduler: harness.scheduler,
+                                   random: harness.random, configuration: configuration, logger: logger)
+        dialing = PeerReplicator(peerName: "a", store: b.store, dialer: dialer, scheduler: harness.scheduler,
+                                 random: harness.random, configuration: configuration, logger: logger)
+        accepting.start()
+        let accepting = self.accepting
+        dialer.accept = { accepting.accept($0) }
+        dialing.start()
+    }
+
+    /// Runs `dialing.sync` and the scheduler until the sync completes.
+    func syncAndWait() {
+        final class Done: @unchecked Sendable { var done = false }
+        let done = Done()
+        dialing.sync { _ in done.done = true }
+        harness.scheduler.run(until: { done.done })
     }
 }
