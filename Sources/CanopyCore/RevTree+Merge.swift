@@ -27,7 +27,7 @@ extension RevTree {
         // Oldest first, so that parents are added before their children.
         for index in stride(from: revisions.count - 1, through: 0, by: -1) {
             let id = revisions[index]
-            let parent = index + 1 < revisions.count ? revisions[index + 1] : nil
+            let parent = index + 1 < revisions.count ? revisions[index + 1] : path.rootParent
             let kind: RevisionKind = index == 0 ? path.kind : .live
             if let existing = nodesByID[id] {
                 if existing.parent == nil, let parent { setParent(parent, of: id) }
@@ -45,8 +45,9 @@ extension RevTree {
         let revisions = path.revisions
         for (index, id) in revisions.enumerated() {
             guard let existing = nodesByID[id] else { continue }
-            if index + 1 < revisions.count, let known = existing.parent, known != revisions[index + 1] {
-                throw .conflictingAncestry(revision: id, knownParent: known, claimedParent: revisions[index + 1])
+            let claimed = index + 1 < revisions.count ? revisions[index + 1] : path.rootParent
+            if let claimed, let known = existing.parent, known != claimed {
+                throw .conflictingAncestry(revision: id, knownParent: known, claimedParent: claimed)
             }
             if index == 0, existing.kind != .live, path.kind != .live, existing.kind != path.kind {
                 throw .conflictingKind(revision: id, known: existing.kind, claimed: path.kind)

@@ -3,7 +3,10 @@
 /// can be sent as one generation and a list of digests.
 ///
 /// A path may stop anywhere (the sender stops at a revision the receiver has, or at `revsLimit`).
-/// Its oldest revision then has an unknown parent, unless its generation is 1.
+/// Where it was cut above a revision the sender knows, `rootParent` names the oldest revision's
+/// parent: a link, not a revision of the path. Without it a receiver would take the oldest revision
+/// for a root, and if the parent reached it later by another way, the parent would look like an
+/// open leaf there and nowhere else — the nodes would disagree on the document's leaves for good.
 public struct RevisionPath: Hashable, Sendable {
     /// The newest revision of the path.
     public let leaf: RevisionID
@@ -11,20 +14,37 @@ public struct RevisionPath: Hashable, Sendable {
     public let kind: RevisionKind
     /// The leaf's ancestors, newest first, each one generation older than the one before.
     public let ancestors: [RevisionID]
+    /// The parent of the path's oldest revision when the path was cut above it (nil when the
+    /// oldest revision is a root or its parent is unknown to the sender). It is one generation
+    /// older than the oldest revision.
+    public let rootParent: RevisionID?
 
-    /// Creates a path, checking that generations step down by exactly one and stay ≥ 1.
-    public init(leaf: RevisionID, kind: RevisionKind, ancestors: [RevisionID] = []) throws(RevTreeError) {
+    /// Creates a path, checking that generations step down by exactly one and stay ≥ 1, the root
+    /// parent included.
+    public init(
+        leaf: RevisionID, kind: RevisionKind, ancestors: [RevisionID] = [], rootParent: RevisionID? = nil
+    ) throws(RevTreeError) {
         var expected = leaf.generation - 1
         for ancestor in ancestors {
-            guard ancestor.generation == expected, expected >= 1 else {
-                throw .invalidHistory(revision: leaf, detail: "ancestor \(ancestor) where generation \(expected) was expected")
-            }
+            try Self.check(ancestor, expected: expected, leaf: leaf)
             expected -= 1
         }
+        if let rootParent { try Self.check(rootParent, expected: expected, leaf: leaf) }
         self.leaf = leaf
         self.kind = kind
         self.ancestors = ancestors
+        self.rootParent = rootParent
     }
+
+    private static func check(_ ancestor: RevisionID, expected: Int, leaf: RevisionID) throws(RevTreeError) {
+        guard ancestor.generation == expected, expected >= 1 else {
+            throw .invalidHistory(revision: leaf, detail: "ancestor \(ancestor) where generation \(expected) was expected")
+        }
+    }
+
+    /// The leaf's parent, if the path names it: its first ancestor, else the root parent. The
+    /// revision's content hash covers it.
+    public var parent: RevisionID? { ancestors.first ?? rootParent }
 
     /// The path's revisions, newest first, the leaf included.
     public var revisions: [RevisionID] { [leaf] + ancestors }

@@ -66,6 +66,8 @@ struct RevisionsMessageBuilder {
         case .canonical(let bytes): body = bytes
         case .value(let value): body = CanonicalJSON.encode(value)
         }
-        return RevisionTransfer(ancestry: ancestors.map(RevisionDigest.init(of:)), knownAncestorTail: tail, body: body)
+        return RevisionTransfer(
+            ancestry: ancestors.map(RevisionDigest.init(of:)), knownAncestorTail: tail,
+            cutParent: tail == 0 ? revision.path.rootParent.map(RevisionDigest.init(of:)) : nil, body: body)
     }
 }

@@ -132,14 +132,14 @@ final class SubscriptionSource {
         // One store call for the whole batch; if a document changed or was compacted since the
         // batch was read, fall back to one call per document and skip what can no longer be
         // supplied (the next batch carries its newer revisions).
-        let batched = try? store.revisionsToSend(requests.map(\.request))
+        let batched = try? store.revisionsToSend(requests.map(\.request), revsLimit: revsLimit)
         var offset = 0
         for (_, request, ancestors) in requests {
             let outgoing: [ForeignRevision]
             if let batched {
                 outgoing = Array(batched[offset..<offset + request.revisions.count])
                 offset += request.revisions.count
-            } else if let single = try? store.revisionsToSend([request]) {
+            } else if let single = try? store.revisionsToSend([request], revsLimit: revsLimit) {
                 outgoing = single
             } else {
                 for _ in request.revisions { messages.skip() }

@@ -100,7 +100,8 @@ extension DocumentStore {
             for index in leaves {
                 let revision = revisions[index]
                 guard revision.path.leaf != winner.id, revision.path.kind == .deleted,
-                    let path = try? RevisionPath(leaf: revision.path.leaf, kind: .closed, ancestors: revision.path.ancestors)
+                    let path = try? RevisionPath(leaf: revision.path.leaf, kind: .closed, ancestors: revision.path.ancestors,
+                                                  rootParent: revision.path.rootParent)
                 else { continue }
                 result[index] = CouchJSON.ImportedRevision(documentID: revision.documentID, path: path, body: revision.body)
             }

@@ -67,11 +67,11 @@ extension DocumentStore {
         }
         if case .contentHash = idCheck {
             // The hash covers the parent, so a revision past generation 1 must name it.
-            guard revision.path.leaf.generation == 1 || !revision.path.ancestors.isEmpty else {
+            guard revision.path.leaf.generation == 1 || revision.path.parent != nil else {
                 throw .invalidHistory(documentID: id, detail: "revision \(revision.path.leaf) sent without its parent")
             }
             let computed = RevisionHasher.revisionID(
-                parent: revision.path.ancestors.first, kind: revision.path.kind, canonicalBody: body)
+                parent: revision.path.parent, kind: revision.path.kind, canonicalBody: body)
             guard computed == revision.path.leaf else {
                 throw .revisionHashMismatch(documentID: id, claimed: revision.path.leaf, computed: computed)
             }

@@ -48,10 +48,11 @@ extension DocumentStore {
 
     /// The revisions to send a peer, ready for its `bulkInsertForeign`: each with its kind,
     /// canonical body and ancestry down to (and including) the first revision the peer has, at
-    /// most `revsLimit` revisions long. Throws `notFound` for a revision this store lacks and
+    /// most `revsLimit` revisions long (the peer's limit if lower than ours: it refuses longer
+    /// histories). Throws `notFound` for a revision this store lacks and
     /// `bodyUnavailable` for one whose body was compacted away.
-    public func revisionsToSend(_ requests: [RevisionRequest]) throws(StoreError) -> [ForeignRevision] {
-        let limit = revsLimit
+    public func revisionsToSend(_ requests: [RevisionRequest], revsLimit peerLimit: Int? = nil) throws(StoreError) -> [ForeignRevision] {
+        let limit = max(1, min(revsLimit, peerLimit ?? revsLimit))
         return try readBatch { db in
             var result: [ForeignRevision] = []
             for request in requests {
@@ -78,16 +79,19 @@ extension DocumentStore {
             throw StoreError.bodyUnavailable(documentID: document.id, revision: revision)
         }
         var history = document.tree.ancestry(of: revision, limit: limit)
+        var rootParent: RevisionID?
         if let stop = history.dropFirst().firstIndex(where: { known.contains($0) }) {
             history.removeSubrange((stop + 1)...)
-        } else if let oldest = history.last, let parent = document.tree.node(oldest)?.parent, known.contains(parent) {
-            // Cut at `limit` (or where this store stemmed) just above a revision the peer holds:
-            // name it (it travels as the known-ancestor tail, beyond the limit), or the peer would
-            // take the branch for a new root and its own leaf there for a conflicting one.
-            history.append(parent)
+        } else if let oldest = history.last, let parent = document.tree.node(oldest)?.parent {
+            // Cut at `limit`, or where this store stemmed, above a revision we know of: name the
+            // link, or the peer would take the oldest revision for a root and, should the parent
+            // reach it some other way, the parent for an open leaf (RevisionPath.rootParent). A
+            // parent the peer holds travels as the known-ancestor tail, beyond the limit.
+            if known.contains(parent) { history.append(parent) } else { rootParent = parent }
         }
         do {
-            let path = try RevisionPath(leaf: revision, kind: node.kind, ancestors: Array(history.dropFirst()))
+            let path = try RevisionPath(
+                leaf: revision, kind: node.kind, ancestors: Array(history.dropFirst()), rootParent: rootParent)
             return ForeignRevision(documentID: document.id, path: path, body: .canonical(body))
         } catch {
             throw StoreError.corrupt(detail: "stored history of \"\(document.id.prefix(80))\": \(error)")

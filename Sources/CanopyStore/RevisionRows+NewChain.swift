@@ -18,7 +18,7 @@ extension RevisionRows {
         _ context: WriteContext, documentID: String, path: RevisionPath, body: [UInt8]
     ) throws -> ForeignDocumentResult? {
         let revisions = path.revisions
-        let leaf = RevTree.Node(id: path.leaf, parent: path.ancestors.first, kind: path.kind)
+        let leaf = RevTree.Node(id: path.leaf, parent: path.parent, kind: path.kind)
         let sequence = context.nextSequence()
         let statement = try context.db.statement(
             """
@@ -40,7 +40,7 @@ extension RevisionRows {
         let kept = min(revisions.count, context.revsLimit)
         // Oldest first, as `persist` writes touched revisions in sorted (generation) order.
         for index in stride(from: kept - 1, through: 0, by: -1) {
-            let parent = index + 1 < revisions.count ? revisions[index + 1] : nil
+            let parent = index + 1 < revisions.count ? revisions[index + 1] : path.rootParent
             let node = RevTree.Node(id: revisions[index], parent: parent, kind: index == 0 ? path.kind : .live)
             try insertRevisionRow(context.db, key: key, node: node, isLeaf: index == 0, body: index == 0 ? body : nil)
         }

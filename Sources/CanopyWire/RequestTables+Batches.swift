@@ -121,7 +121,8 @@ extension RequestTables {
     }
 
     /// The path of a transferred revision: its ancestry digests at consecutive generations, then
-    /// the known ancestor the source stopped at, if any.
+    /// the known ancestor the source stopped at, if any, or the link to the revision it was cut
+    /// above (the path's root parent).
     private static func path(of leaf: LeafRevision, transfer: RevisionTransfer, known: [RevisionID],
                              revsLimit: Int) throws(ProtocolError) -> RevisionPath {
         let generation = leaf.id.generation
@@ -143,8 +144,15 @@ extension RequestTables {
             }
             ancestors.append(ancestor)
         }
+        var rootParent: RevisionID?
+        if let cutParent = transfer.cutParent {
+            guard count + 1 < generation else {
+                throw .invalidAncestry(detail: "a cut parent below generation 1 for generation \(generation)")
+            }
+            rootParent = cutParent.revisionID(generation: generation - 1 - count)
+        }
         do {
-            return try RevisionPath(leaf: leaf.id, kind: leaf.kind, ancestors: ancestors)
+            return try RevisionPath(leaf: leaf.id, kind: leaf.kind, ancestors: ancestors, rootParent: rootParent)
         } catch {
             throw .invalidAncestry(detail: error.description)
         }

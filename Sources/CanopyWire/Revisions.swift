@@ -10,15 +10,24 @@ public struct RevisionTransfer: Equatable, Sendable {
     public var ancestry: [RevisionDigest]
     /// 0: the ancestry ends at the root (its last element has generation 1) or was cut at
     /// revsLimit. k ≥ 1: the parent of the last listed revision (or of the revision itself when
-    /// `ancestry` is empty) is known ancestor k − 1 of this entry's reply item.
+    /// `ancestry` is empty) is known ancestor k − 1 of this entry's reply item. Always 0 when
+    /// `cutParent` is set.
     public var knownAncestorTail: Int
+    /// When the ancestry was cut above a revision the source knows but the target did not name:
+    /// that revision's digest (the parent of the last listed revision, or of the revision itself
+    /// when `ancestry` is empty). A link the target records; not a revision it receives.
+    public var cutParent: RevisionDigest?
     /// The body: canonical JSON (§6.6 says what the target does with a body that is not).
     public var body: [UInt8]
 
-    public init(skip: Int = 0, ancestry: [RevisionDigest], knownAncestorTail: Int, body: [UInt8]) {
+    public init(
+        skip: Int = 0, ancestry: [RevisionDigest], knownAncestorTail: Int, cutParent: RevisionDigest? = nil, body: [UInt8]
+    ) {
+        precondition(cutParent == nil || knownAncestorTail == 0, "a cut parent and a known-ancestor tail exclude each other")
         self.skip = skip
         self.ancestry = ancestry
         self.knownAncestorTail = knownAncestorTail
+        self.cutParent = cutParent
         self.body = body
     }
 }
@@ -35,16 +44,19 @@ public struct RevisionTransfer: Equatable, Sendable {
 /// | count | varint | 0...batchRevisionsMax |
 /// | revisions | revision × count | see below |
 ///
-/// Revision: `varint skip ‖ varint shape ‖ 16 bytes × ancestryCount ‖ bytes body`, where
-/// `shape = ancestryCount × 64 + tail` (ancestryCount 0...revsLimitMax − 1, tail
-/// 0...knownAncestorsMax < 64) so the usual shapes — no ancestry, or "continues at known ancestor
-/// 1" — cost one byte; the body is 0...bodyBytesMax bytes. The position of a revision in the reply's flattened missing list is
+/// Revision: `varint skip ‖ varint shape ‖ 16 bytes × ancestryCount ‖ [16 bytes cut parent] ‖
+/// bytes body`, where `shape = ancestryCount × 64 + tail` (ancestryCount 0...revsLimitMax − 1, tail
+/// 0...knownAncestorsMax < 63, or 63 when the cut parent's digest follows the ancestry) so the
+/// usual shapes — no ancestry, or "continues at known ancestor 1" — cost one byte; the body is
+/// 0...bodyBytesMax bytes. The position of a revision in the reply's flattened missing list is
 /// the previous revision's position + 1 + skip (the first of a request: skip).
 public struct Revisions: WireMessageBody {
     public static let messageType = MessageType.revisions
     static let finalFlag: UInt8 = 0x01
     /// `shape = ancestryCount << tailBits | tail`.
     static let tailBits: UInt64 = 6
+    /// The tail value saying "cut above a revision the target did not name; its digest follows".
+    static let cutParentTail = 63
 
     public var requestID: RequestID
     public var final: Bool
@@ -58,7 +70,7 @@ public struct Revisions: WireMessageBody {
 
     public func encode(into writer: inout ByteWriter) {
         precondition(revisions.count <= WireLimits.batchRevisionsMax, "too many revisions")
-        writer.reserve(additional: revisions.reduce(16) { $0 + 16 + $1.body.count + 16 * $1.ancestry.count })
+        writer.reserve(additional: revisions.reduce(16) { $0 + 32 + $1.body.count + 16 * $1.ancestry.count })
         writer.writeVarint(requestID)
         writer.writeByte(final ? Revisions.finalFlag : 0)
         writer.writeVarint(UInt64(revisions.count))
@@ -66,8 +78,10 @@ public struct Revisions: WireMessageBody {
             precondition(revision.skip >= 0 && revision.ancestry.count < WireLimits.revsLimitMax, "ancestry too long")
             precondition((0...WireLimits.knownAncestorsMax).contains(revision.knownAncestorTail), "tail out of range")
             writer.writeVarint(UInt64(revision.skip))
-            writer.writeVarint(UInt64(revision.ancestry.count) << Revisions.tailBits | UInt64(revision.knownAncestorTail))
+            let tail = revision.cutParent == nil ? revision.knownAncestorTail : Revisions.cutParentTail
+            writer.writeVarint(UInt64(revision.ancestry.count) << Revisions.tailBits | UInt64(tail))
             for digest in revision.ancestry { writer.writeDigest(digest) }
+            if let cutParent = revision.cutParent { writer.writeDigest(cutParent) }
             writer.writeLengthPrefixed(revision.body, maxBytes: WireLimits.bodyBytesMax)
         }
     }
@@ -89,7 +103,8 @@ public struct Revisions: WireMessageBody {
                 throw .outOfRange(field: "revisions.ancestryCount", value: shape >> Revisions.tailBits, min: 0,
                                   max: UInt64(WireLimits.revsLimitMax - 1))
             }
-            guard tail <= WireLimits.knownAncestorsMax else {
+            let cut = tail == Revisions.cutParentTail
+            guard tail <= WireLimits.knownAncestorsMax || cut else {
                 throw .outOfRange(field: "revisions.tail", value: UInt64(tail), min: 0, max: UInt64(WireLimits.knownAncestorsMax))
             }
             // Check the bytes are there before reserving room for them.
@@ -97,8 +112,10 @@ public struct Revisions: WireMessageBody {
             var ancestry: [RevisionDigest] = []
             ancestry.reserveCapacity(ancestryCount)
             for _ in 0..<ancestryCount { ancestry.append(try reader.readDigest("revisions.ancestry")) }
+            let cutParent = cut ? try reader.readDigest("revisions.cutParent") : nil
             let body = try reader.readLengthPrefixed("revisions.body", in: 0...WireLimits.bodyBytesMax)
-            revisions.append(RevisionTransfer(skip: skip, ancestry: ancestry, knownAncestorTail: tail, body: body))
+            revisions.append(RevisionTransfer(
+                skip: skip, ancestry: ancestry, knownAncestorTail: cut ? 0 : tail, cutParent: cutParent, body: body))
         }
     }
 }

@@ -31,7 +31,10 @@ struct RandomHistory {
             result.append(try RevisionPath(leaf: node.id, kind: node.kind, ancestors: ancestors))
             if !ancestors.isEmpty {
                 let cut = generator.index(below: ancestors.count)
-                result.append(try RevisionPath(leaf: node.id, kind: node.kind, ancestors: Array(ancestors.prefix(cut))))
+                // Half the cut paths name the link below the cut, as a sender that knows it does.
+                let link = generator.chance(1, in: 2) ? ancestors[cut] : nil
+                result.append(try RevisionPath(
+                    leaf: node.id, kind: node.kind, ancestors: Array(ancestors.prefix(cut)), rootParent: link))
             }
         }
         return result

@@ -62,6 +62,38 @@ struct RevTreeTests {
         #expect(!tree.isConflicted)
     }
 
+    @Test("a cut path's root parent links its oldest revision, so the parent arriving later is no leaf")
+    func rootParentLink() throws {
+        // 3-c and 4-d arrive cut at revsLimit 2, naming 2-b as 3-c's parent; 2-b arrives afterwards.
+        var tree = RevTree()
+        try tree.merge(RevisionPath(leaf: rev(4, 0xd), kind: .live, ancestors: [rev(3, 0xc)], rootParent: rev(2, 0xb)))
+        #expect(tree.node(rev(3, 0xc))?.parent == rev(2, 0xb))
+        #expect(!tree.contains(rev(2, 0xb)))
+        try tree.merge(path(rev(2, 0xb), rev(1, 0xa)))
+        #expect(tree.leaves.map(\.id) == [rev(4, 0xd)])
+        #expect(!tree.isConflicted)
+        // Without the link, 2-b would be a second open leaf: a conflict only this node sees.
+        var unlinked = RevTree()
+        try unlinked.merge(path(rev(4, 0xd), rev(3, 0xc)))
+        try unlinked.merge(path(rev(2, 0xb), rev(1, 0xa)))
+        #expect(unlinked.isConflicted)
+    }
+
+    @Test("a root parent that contradicts a known parent is rejected and changes nothing")
+    func rootParentContradiction() throws {
+        var tree = try linear()
+        try tree.merge(path(rev(3, 0xc), rev(2, 0xb)))
+        let before = tree
+        let lying = try RevisionPath(leaf: rev(4, 0xd), kind: .live, ancestors: [rev(3, 0xc)], rootParent: rev(2, 0xe))
+        #expect(throws: RevTreeError.conflictingAncestry(revision: rev(3, 0xc), knownParent: rev(2, 0xb), claimedParent: rev(2, 0xe))) {
+            try tree.merge(lying)
+        }
+        #expect(tree == before)
+        #expect(throws: RevTreeError.self) {
+            try RevisionPath(leaf: rev(2, 0xb), kind: .live, ancestors: [rev(1, 0xa)], rootParent: rev(1, 0xf))
+        }
+    }
+
     @Test("the same edit made on two branches is one revision, so there is no conflict")
     func identicalEdits() throws {
         let base = RevisionHasher.revisionID(parent: nil, kind: .live, body: .object(["v": .int(1)]))

@@ -142,16 +142,16 @@ struct SimulationCheckTests {
         #expect(report.violations.isEmpty, "\(report.failureText)")
     }
 
-    /// Open engine issue (README, Simulation): with the minimum revsLimit a revision's parent link
-    /// can be lost for good. Remove `withKnownIssue` once fixed; this seed then guards the fix.
-    @Test("documents converge with the minimum revsLimit (known issue: seed 3145 does not)")
-    func minimumRevsLimit() throws {
+    /// A regression seed: with the minimum revsLimit, a revision arrived only as the oldest element
+    /// of a path cut at revsLimit, its parent arrived later by another way, and the two were never
+    /// linked — the nodes disagreed on the open leaves for good. Paths now carry the cut link
+    /// (`RevisionPath.rootParent`, §6.6 of the protocol).
+    @Test("documents converge with the minimum revsLimit, seed 3145 included", arguments: [UInt64(3145), 3146, 3147, 3148])
+    func minimumRevsLimit(seed: UInt64) throws {
         let configuration = SimulationConfiguration(
-            seed: 3145, nodes: 4, topology: .ring, faults: .low, policy: .merge, documents: 3,
+            seed: seed, nodes: 4, topology: .ring, faults: .low, policy: .merge, documents: 3,
             faultPhaseSeconds: 40, revsLimit: 2, batchSize: 3, window: 8)
         let report = try Simulation(configuration).run()
-        withKnownIssue("a path of one ancestor arriving before that ancestor's own path leaves the link unknown forever") {
-            #expect(report.violations.isEmpty, "\(report.failureText)")
-        }
+        #expect(report.violations.isEmpty, "\(report.failureText)")
     }
 }

@@ -159,6 +159,27 @@ struct ConnectionStateMachineTests {
         #expect(third.b.receive(.revisions(noSuchKnown)).last == .closeTransport(code: .invalidReference))
     }
 
+    @Test("a cut parent becomes the path's root parent, one generation below its oldest revision")
+    func cutParent() throws {
+        var pair = Self.transferring()
+        // 3-x cut after its parent 2-0x32; the source names 2-0x32's parent 1-0x31 as a link.
+        var transfer = Self.transfer(ancestry: [0x32], tail: 0, body: "{}")
+        transfer.cutParent = RevisionDigest(of: Self.rev(1, 0x31))
+        let actions = pair.b.receive(.revisions(Revisions(requestID: 7, final: false, revisions: [transfer])))
+        guard case .deliverRevisions(_, false, let received) = actions.first else {
+            Issue.record("revisions not delivered: \(actions)"); return
+        }
+        #expect(received[0].path.ancestors == [RevisionID(generation: 2, digestHigh: 0x32, digestLow: ~0x32)])
+        #expect(received[0].path.rootParent == Self.rev(1, 0x31))
+
+        // 3-x with two ancestors reaches generation 1: a cut parent would be generation 0.
+        var other = Self.transferring()
+        var belowRoot = Self.transfer(ancestry: [0x32, 0x31], tail: 0, body: "{}")
+        belowRoot.cutParent = RevisionDigest(of: Self.rev(1, 0x30))
+        #expect(other.b.receive(.revisions(Revisions(requestID: 7, final: false, revisions: [belowRoot]))).last
+            == .closeTransport(code: .invalidRevision))
+    }
+
     @Test("an ancestry beyond our announced revsLimit is refused")
     func beyondRevsLimit() {
         var pair = Pair()

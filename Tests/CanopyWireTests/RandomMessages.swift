@@ -71,9 +71,11 @@ struct RandomMessages {
     }
 
     mutating func transfer() -> RevisionTransfer {
-        RevisionTransfer(
+        let tail = int(0...3)
+        let cutParent = tail == 0 && bool() ? RevisionDigest(high: random.next(), low: random.next()) : nil
+        return RevisionTransfer(
             skip: int(0...3), ancestry: (0..<int(0...5)).map { _ in RevisionDigest(high: random.next(), low: random.next()) },
-            knownAncestorTail: int(0...3), body: bytes(0...300))
+            knownAncestorTail: tail, cutParent: cutParent, body: bytes(0...300))
     }
 
     mutating func filter() -> ChangesFilter {

@@ -67,6 +67,10 @@ enum VectorFixtures {
             RevisionTransfer(skip: 1, ancestry: [RevisionDigest(of: rev(1, digestA)), RevisionDigest(of: rev(1, digestB))],
                              knownAncestorTail: 0, body: Array(#"{"a":[1,2]}"#.utf8)),
         ]))),
+        ("revisions-cut-parent", .revisions(Revisions(requestID: 11, final: true, revisions: [
+            RevisionTransfer(ancestry: [RevisionDigest(of: rev(4, digestA))], knownAncestorTail: 0,
+                             cutParent: RevisionDigest(of: rev(3, digestC)), body: Array("{}".utf8)),
+        ]))),
         ("revisions-ack-rejected", .revisionsAck(RevisionsAck(requestID: 10, status: .rejected(code: .invalidDocument,
                                                                                                  message: "body is not an object")))),
         ("checkpoint-found", .checkpoint(Checkpoint(requestID: 4, value: Array(#"{"seq":2}"#.utf8)))),
@@ -109,6 +113,10 @@ enum VectorFixtures {
         // shape = 9999 × 64: 9,999 digests announced, none present.
         ("revisions-ancestry-truncated", [0x06, 0x01, 0x00, 0x01, 0x00, 0xC0, 0x87, 0x27], .malformedMessage),
         ("revisions-tail-33", [0x06, 0x01, 0x00, 0x01, 0x00, 0x21, 0x00], .limitExceeded),
+        ("revisions-tail-62", [0x06, 0x01, 0x00, 0x01, 0x00, 0x3E, 0x00], .limitExceeded),
+        // tail 63: a cut parent's 16 digest bytes must follow; 8 are there.
+        ("revisions-cut-parent-truncated", [0x06, 0x01, 0x00, 0x01, 0x00, 0x3F] + [UInt8](repeating: 0, count: 8),
+         .malformedMessage),
         ("checkpoint-found-2", [0x09, 0x01, 0x02], .malformedMessage),
         ("checkpoint-get-empty-replication-id", [0x08, 0x01, 0x00], .limitExceeded),
     ]
