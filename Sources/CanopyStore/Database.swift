@@ -15,6 +15,9 @@ public final class Database {
     /// up costs no string hashing (hashing a few hundred bytes of SQL per call showed up as 8% of
     /// a replication batch's CPU time).
     private var staticStatements: [UnsafeRawPointer: Statement] = [:]
+    /// Statements whose SQL is built at run time (multi-row INSERTs), keyed by a short name so a
+    /// lookup hashes the name, not kilobytes of generated SQL.
+    private var namedStatements: [String: Statement] = [:]
 
     /// Opens (creating if needed) the database at `path` and applies the connection settings.
     public init(path: String, durable: Bool = false) throws(SQLiteError) {
@@ -42,6 +45,7 @@ public final class Database {
     deinit {
         statements.removeAll()
         staticStatements.removeAll()
+        namedStatements.removeAll()
         sqlite3_close_v2(connection)
     }
 
@@ -72,6 +76,19 @@ public final class Database {
         }
         let statement = try Statement(connection: connection, sql: sql.description)
         staticStatements[key] = statement
+        return statement
+    }
+
+    /// The cached prepared statement named `name`, prepared from `sql()` on first use, reset with
+    /// its bindings cleared. A name must always stand for the same SQL; the set of names is fixed
+    /// by the code (never derived from input), so this cache needs no bound.
+    public func statement(named name: String, sql: () -> String) throws(SQLiteError) -> Statement {
+        if let statement = namedStatements[name] {
+            statement.reset()
+            return statement
+        }
+        let statement = try Statement(connection: connection, sql: sql())
+        namedStatements[name] = statement
         return statement
     }
 

@@ -31,8 +31,37 @@ extension DocumentStore {
         }
         let policy = configuration.conflictPolicy
         return try write { context in
-            try order.map { id in try Self.mergeForeign(context, documentID: id, revisions: groups[id]!, policy: policy) }
+            try Self.mergeAll(context, order: order, groups: groups, policy: policy)
         }
+    }
+
+    /// Merges every document of a batch, in order: documents that receive one path are queued for
+    /// `NewChainBatch` (which writes the new ones with multi-row statements); any other document
+    /// first flushes the queue, so documents are written, and get their sequences, in order.
+    private static func mergeAll(
+        _ context: WriteContext, order: [String], groups: [String: [CheckedRevision]], policy: ConflictPolicy
+    ) throws -> [ForeignDocumentResult] {
+        var results = [ForeignDocumentResult?](repeating: nil, count: order.count)
+        var batch = NewChainBatch()
+        let flush = { (batch: inout NewChainBatch) throws in
+            try batch.flush(
+                context,
+                written: { item in results[item.slot] = RevisionRows.newChainResult(documentID: item.documentID, path: item.path) },
+                oneByOne: { item in
+                    results[item.slot] = try mergeForeign(context, documentID: item.documentID, revisions: groups[item.documentID]!, policy: policy)
+                })
+        }
+        for (slot, id) in order.enumerated() {
+            let revisions = groups[id]!
+            if revisions.count == 1 {
+                batch.append(.init(slot: slot, documentID: id, path: revisions[0].path, body: revisions[0].body))
+                continue
+            }
+            try flush(&batch)
+            results[slot] = try mergeForeign(context, documentID: id, revisions: revisions, policy: policy)
+        }
+        try flush(&batch)
+        return results.map { $0! }
     }
 
     /// A foreign revision whose input checks passed, with its canonical body bytes.

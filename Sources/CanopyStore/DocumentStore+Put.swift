@@ -30,25 +30,56 @@ extension DocumentStore {
         guard writes.count <= StoreLimits.foreignBatchCountMax else {
             throw .invalidInput(.batchTooLarge(count: writes.count, limit: StoreLimits.foreignBatchCountMax))
         }
-        let bodies: [[UInt8]]
+        let prepared: [PreparedWrite]
         do {
-            // Canonical encoding is pure and a large part of a put's CPU time: done in parallel.
-            bodies = try ParallelMap.map(writes) { write throws(StoreInputError) in
+            // Canonical encoding and a creation's hash are pure and most of a put's CPU time
+            // outside SQLite: done in parallel.
+            prepared = try ParallelMap.map(writes) { write throws(StoreInputError) in
                 try InputValidation.checkDocumentID(write.documentID)
-                guard let body = write.body else { return CanonicalJSON.encode(.emptyObject) }
-                return try InputValidation.canonicalBody(body, documentID: write.documentID)
+                guard let value = write.body else { return PreparedWrite(body: CanonicalJSON.encode(.emptyObject), creation: nil) }
+                let body = try InputValidation.canonicalBody(value, documentID: write.documentID)
+                guard write.replacing == nil else { return PreparedWrite(body: body, creation: nil) }
+                let id = RevisionHasher.revisionID(parent: nil, kind: .live, canonicalBody: body)
+                return PreparedWrite(body: body, creation: try? RevisionPath(leaf: id, kind: .live))
             }
         } catch {
             throw .invalidInput(error)
         }
-        return try write { context in
-            var results: [RevisionID] = []
-            results.reserveCapacity(writes.count)
-            for (write, body) in zip(writes, bodies) {
-                results.append(try Self.applyLocalEdit(context, write, canonicalBody: body, concurrency: concurrency))
-            }
-            return results
+        return try write { context in try Self.applyLocalEdits(context, writes, prepared, concurrency: concurrency) }
+    }
+
+    /// A local write's canonical body and, for a creation (no revision replaced, not a
+    /// deletion), the one-revision path of the new document.
+    private struct PreparedWrite: Sendable {
+        let body: [UInt8]
+        let creation: RevisionPath?
+    }
+
+    /// Applies a batch of local edits in order. Creations are queued for `NewChainBatch`
+    /// (multi-row statements); any other write first flushes the queue, so writes apply, and get
+    /// their sequences, in order.
+    private static func applyLocalEdits(
+        _ context: WriteContext, _ writes: [LocalWrite], _ prepared: [PreparedWrite], concurrency: WriteConcurrency
+    ) throws -> [RevisionID] {
+        var results = [RevisionID?](repeating: nil, count: writes.count)
+        var batch = NewChainBatch()
+        let flush = { (batch: inout NewChainBatch) throws in
+            try batch.flush(
+                context, written: { item in results[item.slot] = item.path.leaf },
+                oneByOne: { item in
+                    results[item.slot] = try applyLocalEdit(context, writes[item.slot], canonicalBody: item.body, concurrency: concurrency)
+                })
         }
+        for (slot, write) in writes.enumerated() {
+            if let creation = prepared[slot].creation {
+                batch.append(.init(slot: slot, documentID: write.documentID, path: creation, body: prepared[slot].body))
+                continue
+            }
+            try flush(&batch)
+            results[slot] = try applyLocalEdit(context, write, canonicalBody: prepared[slot].body, concurrency: concurrency)
+        }
+        try flush(&batch)
+        return results.map { $0! }
     }
 
     /// Adds one local edit to its document's tree and writes it.

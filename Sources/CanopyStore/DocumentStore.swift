@@ -201,7 +201,13 @@ final class WriteContext {
 
     /// Gives back the sequence just assigned, when the write it was for did not happen.
     func returnSequence(_ sequence: Int64) {
-        precondition(sequence == lastSequence, "only the last sequence assigned can be returned")
-        lastSequence -= 1
+        returnSequences(first: sequence, count: 1)
+    }
+
+    /// Gives back the last `count` sequences assigned, `first` being the oldest of them, when the
+    /// writes they were for were undone.
+    func returnSequences(first: Int64, count: Int) {
+        precondition(count >= 1 && first + Int64(count) - 1 == lastSequence, "only the last sequences assigned can be returned")
+        lastSequence = first - 1
     }
 }

@@ -1,6 +1,13 @@
 import CanopyCore
 
 extension RevisionRows {
+    /// One row of `revisions` about to be inserted.
+    struct RevisionRow {
+        let node: RevTree.Node
+        let isLeaf: Bool
+        let body: [UInt8]?
+    }
+
     /// Writes a document that did not exist and receives one revision path: the commonest case of
     /// replication (an initial sync) and of local writes (a new document), taken without building
     /// a `RevTree`.
@@ -14,10 +21,10 @@ extension RevisionRows {
     /// The document row is inserted with `ON CONFLICT DO NOTHING` instead of being looked up
     /// first: for a new document that is one statement instead of two. Returns nil, having written
     /// nothing, when the document exists; the caller then takes the general path.
+    /// `NewChainBatch` writes the same rows for many documents with multi-row statements.
     static func insertNewChain(
         _ context: WriteContext, documentID: String, path: RevisionPath, body: [UInt8]
     ) throws -> ForeignDocumentResult? {
-        let revisions = path.revisions
         let leaf = RevTree.Node(id: path.leaf, parent: path.parent, kind: path.kind)
         let sequence = context.nextSequence()
         let statement = try context.db.statement(
@@ -25,27 +32,52 @@ extension RevisionRows {
             INSERT INTO documents(sequence, current_generation, current_digest, deleted, conflicted, leaves, doc_id, doc_key)
             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?1) ON CONFLICT(doc_id) DO NOTHING
             """)
-        try statement.bind(sequence, at: 1)
-        try statement.bind(leaf.id.generation, at: 2)
-        try statement.bind(digestOf: leaf.id, at: 3)
-        try statement.bind(leaf.kind.isDeleted ? 1 : 0, at: 4)
-        try statement.bind(LeafList.encode([leaf]), at: 5)
-        try statement.bind(documentID, at: 6)
+        try bindNewDocument(statement, firstParameter: 1, sequence: sequence, leaf: leaf, documentID: documentID)
         try statement.run()
         guard context.db.changes == 1 else {
             context.returnSequence(sequence)
             return nil
         }
-        let key = sequence
-        let kept = min(revisions.count, context.revsLimit)
-        // Oldest first, as `persist` writes touched revisions in sorted (generation) order.
-        for index in stride(from: kept - 1, through: 0, by: -1) {
-            let parent = index + 1 < revisions.count ? revisions[index + 1] : path.rootParent
-            let node = RevTree.Node(id: revisions[index], parent: parent, kind: index == 0 ? path.kind : .live)
-            try insertRevisionRow(context.db, key: key, node: node, isLeaf: index == 0, body: index == 0 ? body : nil)
+        for row in newChainRows(path: path, body: body, revsLimit: context.revsLimit) {
+            try insertRevisionRow(context.db, key: sequence, node: row.node, isLeaf: row.isLeaf, body: row.body)
         }
-        return ForeignDocumentResult(
-            documentID: documentID, added: revisions.reversed(), resolution: .notConflicted, current: path.leaf,
-            currentIsDeleted: path.kind.isDeleted)
+        return newChainResult(documentID: documentID, path: path)
+    }
+
+    /// Binds the five values of a new document's row (sequence, which is also its key; the
+    /// leaf's generation, digest and deleted flag; its one-entry leaf list; its id) to parameters
+    /// `firstParameter` … `firstParameter + 5`, in the order the INSERTs above list them.
+    static func bindNewDocument(
+        _ statement: Statement, firstParameter first: Int32, sequence: Int64, leaf: RevTree.Node, documentID: String
+    ) throws(SQLiteError) {
+        try statement.bind(sequence, at: first)
+        try statement.bind(leaf.id.generation, at: first + 1)
+        try statement.bind(digestOf: leaf.id, at: first + 2)
+        try statement.bind(leaf.kind.isDeleted ? 1 : 0, at: first + 3)
+        try statement.bind(LeafList.encode([leaf]), at: first + 4)
+        try statement.bind(documentID, at: first + 5)
+    }
+
+    /// The revision rows of a new document receiving `path`, oldest first (the order `persist`
+    /// writes touched revisions in): the newest `revsLimit` revisions; the leaf has the body; the
+    /// oldest row links to its parent when the path names one (stemmed, or `rootParent`).
+    static func newChainRows(path: RevisionPath, body: [UInt8], revsLimit: Int) -> [RevisionRow] {
+        let kept = min(path.ancestors.count + 1, revsLimit)
+        var rows: [RevisionRow] = []
+        rows.reserveCapacity(kept)
+        for index in stride(from: kept - 1, through: 0, by: -1) {
+            let id = index == 0 ? path.leaf : path.ancestors[index - 1]
+            let parent = index < path.ancestors.count ? path.ancestors[index] : path.rootParent
+            let node = RevTree.Node(id: id, parent: parent, kind: index == 0 ? path.kind : .live)
+            rows.append(RevisionRow(node: node, isLeaf: index == 0, body: index == 0 ? body : nil))
+        }
+        return rows
+    }
+
+    /// What a new document receiving `path` reports: every revision added, not conflicted.
+    static func newChainResult(documentID: String, path: RevisionPath) -> ForeignDocumentResult {
+        ForeignDocumentResult(
+            documentID: documentID, added: path.ancestors.reversed() + [path.leaf], resolution: .notConflicted,
+            current: path.leaf, currentIsDeleted: path.kind.isDeleted)
     }
 }

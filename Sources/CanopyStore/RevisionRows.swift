@@ -155,14 +155,20 @@ enum RevisionRows {
     static func insertRevisionRow(_ db: Database, key: Int64, node: RevTree.Node, isLeaf: Bool, body: [UInt8]?) throws {
         let statement = try db.statement(
             "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        try statement.bind(key, at: 1)
-        try statement.bind(node.id.generation, at: 2)
-        try statement.bind(digestOf: node.id, at: 3)
-        try statement.bind(digestOf: node.parent, at: 4)
-        try statement.bind(Int(node.kind.rawValue), at: 5)
-        try statement.bind(isLeaf ? 1 : 0, at: 6)
-        try statement.bind(body, at: 7)
+        try bindRevisionRow(statement, firstParameter: 1, key: key, row: RevisionRow(node: node, isLeaf: isLeaf, body: body))
         try statement.run()
+    }
+
+    /// Binds a revision row's seven columns, in the order the INSERTs list them, to parameters
+    /// `firstParameter` … `firstParameter + 6`.
+    static func bindRevisionRow(_ statement: Statement, firstParameter first: Int32, key: Int64, row: RevisionRow) throws(SQLiteError) {
+        try statement.bind(key, at: first)
+        try statement.bind(row.node.id.generation, at: first + 1)
+        try statement.bind(digestOf: row.node.id, at: first + 2)
+        try statement.bind(digestOf: row.node.parent, at: first + 3)
+        try statement.bind(Int(row.node.kind.rawValue), at: first + 4)
+        try statement.bind(row.isLeaf ? 1 : 0, at: first + 5)
+        try statement.bind(row.body, at: first + 6)
     }
 
     /// Brings one revision row in line with the tree: insert, delete, or update its parent link,

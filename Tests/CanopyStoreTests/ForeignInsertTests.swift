@@ -195,17 +195,6 @@ final class ConflictRecorder: ConflictResolver, @unchecked Sendable {
 
 @Suite("New-document fast path")
 struct NewChainTests {
-    private func rows(_ path: String) throws -> [String] {
-        let db = try Database(path: path)
-        let documents = try db.query("SELECT * FROM documents ORDER BY sequence") { row in
-            (0..<8).map { column in row.blob(Int32(column)).map { $0.map(String.init).joined(separator: ".") } ?? "null" }.joined(separator: "|")
-        }
-        let revisions = try db.query("SELECT * FROM revisions ORDER BY doc_key, generation, digest") { row in
-            (0..<7).map { column in row.blob(Int32(column)).map { $0.map(String.init).joined(separator: ".") } ?? "null" }.joined(separator: "|")
-        }
-        return documents + revisions
-    }
-
     @Test("a new document's single path writes the same rows as the general merge path")
     func fastPathMatchesGeneralPath() throws {
         let fast = try TestStore(.init(revsLimit: 3))
@@ -224,7 +213,7 @@ struct NewChainTests {
             let generalResult = try general.store.bulkInsertForeign([revision, revision])
             #expect(fastResult == generalResult)
         }
-        #expect(try rows(fast.path) == rows(general.path))
+        #expect(try storeRows(fast.path) == storeRows(general.path))
         #expect(try fast.store.revisionTree(id: "stemmed")?.count == 3)
     }
 }

@@ -60,3 +60,16 @@ func chain(_ count: Int, seed: String = "a") -> [(id: RevisionID, body: JSONValu
     }
     return result.reversed()
 }
+
+/// Every row of `documents` (by sequence) and `revisions` (by key), each column's bytes spelled
+/// out: two stores that wrote the same things compare equal.
+func storeRows(_ path: String) throws -> [String] {
+    let db = try Database(path: path)
+    func spell(_ row: Statement, columns: Int32) -> String {
+        (0..<columns).map { column in row.blob(column).map { $0.map(String.init).joined(separator: ".") } ?? "null" }
+            .joined(separator: "|")
+    }
+    let documents = try db.query("SELECT * FROM documents ORDER BY sequence") { spell($0, columns: 8) }
+    let revisions = try db.query("SELECT * FROM revisions ORDER BY doc_key, generation, digest") { spell($0, columns: 7) }
+    return documents + revisions
+}

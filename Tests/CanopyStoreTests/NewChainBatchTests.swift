@@ -1,0 +1,86 @@
+import CanopyCore
+import Testing
+@testable import CanopyStore
+
+/// `NewChainBatch` (multi-row writes of new documents) must write exactly what the one-by-one
+/// paths write. These tests replay seeded random batches on two stores, one through the batched
+/// path and one through the general path, and compare results and every row.
+@Suite("Batched new documents")
+struct NewChainBatchTests {
+    /// A random foreign revision of `documentID`: a chain of 1–5 revisions from a random seed,
+    /// sometimes ending in a deletion, sometimes cut above its oldest revision (`rootParent`).
+    private func randomRevision(_ documentID: String, _ random: inout SplitMix64) throws -> ForeignRevision {
+        let links = chain(Int.random(in: 1...5, using: &random), seed: "s\(random.next() % 1_000)")
+        if random.next() % 6 == 0 {
+            return try foreign(documentID, parentPath: links.map(\.id), kind: .deleted, body: .emptyObject)
+        }
+        var ancestors = links.dropFirst().map(\.id)
+        var rootParent: RevisionID? = nil
+        if !ancestors.isEmpty, random.next() % 4 == 0 {
+            rootParent = ancestors.removeLast()
+        }
+        let path = try RevisionPath(leaf: links[0].id, kind: .live, ancestors: ancestors, rootParent: rootParent)
+        return ForeignRevision(documentID: documentID, path: path, body: .value(links[0].body))
+    }
+
+    @Test("foreign batches give the same results and rows batched as through the general path", arguments: [1, 2, 3, 4])
+    func foreignBatchesMatchGeneralPath(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        let batched = try TestStore(.init(revsLimit: 3))
+        let general = try TestStore(.init(revsLimit: 3))
+        for _ in 0..<6 {
+            // Ids from a pool, so a batch mixes new documents, existing ones and repeats.
+            let batch = try (0..<Int.random(in: 1...90, using: &random)).map { _ in
+                try randomRevision("d\(random.next() % 150)", &random)
+            }
+            let batchedResults = try batched.store.bulkInsertForeign(batch)
+            // Every revision sent twice: each document has two revisions and takes the general path.
+            let generalResults = try general.store.bulkInsertForeign(batch.flatMap { [$0, $0] })
+            #expect(batchedResults == generalResults)
+            #expect(try storeRows(batched.path) == storeRows(general.path))
+        }
+        #expect(try batched.store.integrityCheck() == "ok")
+    }
+
+    @Test("local batches give the same results and rows batched as put one by one", arguments: [1, 2, 3])
+    func localBatchesMatchSinglePuts(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        let batched = try TestStore()
+        let single = try TestStore()
+        var known: [String: RevisionID] = [:]
+        for round in 0..<5 {
+            var writes: [LocalWrite] = []
+            for _ in 0..<Int.random(in: 1...90, using: &random) {
+                let id = "p\(random.next() % 120)"
+                let value = body(round, "r\(random.next() % 1_000)")
+                // Creations (some of ids that exist or repeat), updates and deletions of known documents.
+                switch (known[id], random.next() % 4) {
+                case (let current?, 0): writes.append(LocalWrite(documentID: id, body: nil, replacing: current))
+                case (let current?, 1): writes.append(LocalWrite(documentID: id, body: value, replacing: current))
+                default: writes.append(LocalWrite(documentID: id, body: value, replacing: nil))
+                }
+            }
+            let batchedResults = try batched.store.putBatch(writes, concurrency: .lastWriteWins)
+            let singleResults = try writes.map { write in
+                try single.store.putBatch([write], concurrency: .lastWriteWins)[0]
+            }
+            #expect(batchedResults == singleResults)
+            #expect(try storeRows(batched.path) == storeRows(single.path))
+            for (write, revision) in zip(writes, batchedResults) { known[write.documentID] = revision }
+        }
+    }
+
+    @Test("a chunk that meets an existing document is undone and written one by one, with no sequence skipped")
+    func chunkWithExistingDocument() throws {
+        let test = try TestStore()
+        try test.store.bulkInsertForeign([try foreign("doc-20", body: body(0))])
+        let batch = try (0..<40).map { n in try foreign("doc-\(n)", body: body(n)) }
+        let results = try test.store.bulkInsertForeign(batch)
+        #expect(results.map(\.documentID) == batch.map(\.documentID))
+        #expect(results[20].resolution == .resolved)
+        #expect(test.store.lastSequence == 41)
+        #expect(try test.store.documentCount == 40)
+        let sequences = try test.store.changes(since: 0, limit: 100).map(\.sequence)
+        #expect(sequences == Array(2...41))
+    }
+}
