@@ -20,9 +20,11 @@ struct CanonicalJSONCheck {
     private var index = 0
 
     /// Returns nil when `bytes` are a canonical JSON object, else what is wrong.
+    ///
+    /// UTF-8 is validated during the scan, not in a separate pass: outside strings the grammar
+    /// admits only ASCII, and inside strings every non-ASCII sequence is checked where it starts.
     static func problem(in bytes: [UInt8]) -> String? {
-        guard String(validating: bytes, as: UTF8.self) != nil else { return "not valid UTF-8" }
-        return bytes.withUnsafeBufferPointer { buffer in
+        bytes.withUnsafeBufferPointer { buffer in
             var check = CanonicalJSONCheck(bytes: buffer)
             guard check.peek == UInt8(ascii: "{") else { return "not an object" }
             do throws(Failure) {
@@ -56,7 +58,7 @@ struct CanonicalJSONCheck {
         switch peek {
         case UInt8(ascii: "{"): try object(depth: depth + 1)
         case UInt8(ascii: "["): try array(depth: depth + 1)
-        case UInt8(ascii: "\""): _ = try string(decode: false)
+        case UInt8(ascii: "\""): _ = try string(decodingKey: false)
         case UInt8(ascii: "t"): try literal("true")
         case UInt8(ascii: "f"): try literal("false")
         case UInt8(ascii: "n"): try literal("null")
@@ -74,15 +76,32 @@ struct CanonicalJSONCheck {
         index += count
     }
 
+    /// A key as scanned: its bytes in the buffer when it has no escape (the common case, no
+    /// copy), else its decoded bytes.
+    private enum Key {
+        case raw(Range<Int>)
+        case decoded([UInt8])
+    }
+
+    /// Whether key `a` sorts strictly before key `b` by their decoded UTF-8 bytes.
+    private func precedes(_ a: Key, _ b: Key) -> Bool {
+        switch (a, b) {
+        case (.raw(let x), .raw(let y)): return bytes[x].lexicographicallyPrecedes(bytes[y])
+        case (.raw(let x), .decoded(let y)): return bytes[x].lexicographicallyPrecedes(y)
+        case (.decoded(let x), .raw(let y)): return x.lexicographicallyPrecedes(bytes[y])
+        case (.decoded(let x), .decoded(let y)): return x.lexicographicallyPrecedes(y)
+        }
+    }
+
     /// Scans an object, checking that keys ascend strictly by their decoded bytes.
     private mutating func object(depth: Int) throws(Failure) {
         try expect(UInt8(ascii: "{"))
         if peek == UInt8(ascii: "}") { index += 1; return }
-        var previousKey: [UInt8]? = nil
+        var previousKey: Key? = nil
         while true {
             let keyStart = index
-            let key = try string()
-            if let previousKey, !previousKey.lexicographicallyPrecedes(key) {
+            let key = try string(decodingKey: true)
+            if let previousKey, !precedes(previousKey, key) {
                 throw Failure(offset: keyStart, what: "keys not in strictly ascending byte order")
             }
             previousKey = key
@@ -106,31 +125,90 @@ struct CanonicalJSONCheck {
         }
     }
 
-    /// Scans a string and returns its decoded UTF-8 bytes (used to order keys), or an empty
-    /// array when `decode` is false (values need only the check, not the bytes).
-    private mutating func string(decode: Bool = true) throws(Failure) -> [UInt8] {
+    /// Scans a string. For a key (`decodingKey`), returns it for ordering: in place when it has
+    /// no escape, decoded when it has one; for a value the result is not used.
+    private mutating func string(decodingKey: Bool) throws(Failure) -> Key {
         try expect(UInt8(ascii: "\""))
-        var decoded: [UInt8] = []
+        let start = index
+        var decoded: [UInt8]? = nil
         var runStart = index
-        while index < bytes.count {
+        while true {
+            skipPlainBytes()
+            guard index < bytes.count else { throw fail("unterminated string") }
             let byte = bytes[index]
-            // Plain bytes are the common case: skip them without per-byte work.
-            if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+            if byte >= 0x80 {
+                try utf8Sequence()
+            } else if byte == UInt8(ascii: "\"") {
+                let end = index
                 index += 1
-                continue
-            }
-            if decode { decoded.append(contentsOf: bytes[runStart..<index]) }
-            index += 1
-            switch byte {
-            case UInt8(ascii: "\""): return decoded
-            case UInt8(ascii: "\\"):
+                guard var key = decoded else { return .raw(start..<end) }
+                key.append(contentsOf: bytes[runStart..<end])
+                return .decoded(key)
+            } else if byte == UInt8(ascii: "\\") {
+                if decodingKey { decoded = (decoded ?? []) + bytes[runStart..<index] }
+                index += 1
                 let escaped = try escape()
-                if decode { decoded.append(escaped) }
-            default: throw fail("unescaped control character")
+                decoded?.append(escaped)
+                runStart = index
+            } else {
+                throw fail("unescaped control character")
             }
-            runStart = index
         }
-        throw fail("unterminated string")
+    }
+
+    /// Advances past bytes a string holds as they are: printable ASCII other than `"` and `\`.
+    /// Eight bytes at a time while none of them needs a look (the long text of a body is mostly
+    /// such bytes), then byte by byte up to the first one that does.
+    private mutating func skipPlainBytes() {
+        let count = bytes.count
+        if let base = bytes.baseAddress {
+            while index + 8 <= count {
+                let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+                if Self.needsLook(word) { break }
+                index += 8
+            }
+        }
+        while index < count {
+            let byte = bytes[index]
+            if byte < 0x20 || byte >= 0x80 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return }
+            index += 1
+        }
+    }
+
+    /// Whether any byte of `word` is a control byte (< 0x20), non-ASCII, `"` or `\`. The
+    /// standard SWAR tests: `(x - 0x01…) & ~x & 0x80…` is non-zero exactly when a byte of `x` is
+    /// zero, and with 0x20 in place of 0x01 when a byte is below 0x20 (for bytes below 0x80).
+    private static func needsLook(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        let control = (word &- ones &* 0x20) & ~word & highBits
+        let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+        let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+        let quoteOrBackslash = ((quote &- ones) & ~quote | (backslash &- ones) & ~backslash) & highBits
+        return (control | quoteOrBackslash | word & highBits) != 0
+    }
+
+    /// Checks the multi-byte UTF-8 sequence starting at `index` and moves past it: a well-formed
+    /// sequence as the Unicode Standard's table 3-7 lists them (no overlong forms, no surrogates,
+    /// nothing above U+10FFFF).
+    private mutating func utf8Sequence() throws(Failure) {
+        let length: Int
+        let second: ClosedRange<UInt8>
+        switch bytes[index] {
+        case 0xC2...0xDF: (length, second) = (2, 0x80...0xBF)
+        case 0xE0: (length, second) = (3, 0xA0...0xBF)
+        case 0xE1...0xEC, 0xEE...0xEF: (length, second) = (3, 0x80...0xBF)
+        case 0xED: (length, second) = (3, 0x80...0x9F)
+        case 0xF0: (length, second) = (4, 0x90...0xBF)
+        case 0xF1...0xF3: (length, second) = (4, 0x80...0xBF)
+        case 0xF4: (length, second) = (4, 0x80...0x8F)
+        default: throw fail("not valid UTF-8")
+        }
+        guard index + length <= bytes.count, second.contains(bytes[index + 1]) else { throw fail("not valid UTF-8") }
+        for offset in 2..<length where !(0x80...0xBF).contains(bytes[index + offset]) {
+            throw fail("not valid UTF-8")
+        }
+        index += length
     }
 
     /// Scans the escape after a backslash; only the escapes canonical form writes are accepted.
