@@ -119,10 +119,13 @@ struct NewChainBatch {
                         return "(?\(p + 1), ?\(p + 2), ?\(p + 3), ?\(p + 4), ?\(p + 5), ?\(p + 6), ?\(p + 7))"
                     }.joined(separator: ", ")
             }
+            var bodies: [(index: Int32, bytes: [UInt8]?)] = []
+            bodies.reserveCapacity(size)
             for (offset, entry) in rest.prefix(size).enumerated() {
                 try RevisionRows.bindRevisionRow(statement, firstParameter: Int32(offset * 7 + 1), key: entry.key, row: entry.row)
+                bodies.append((Int32(offset * 7 + 7), entry.row.body))
             }
-            try statement.run()
+            try statement.runBorrowing(bodies)
             rest = rest.dropFirst(size)
         }
         for entry in rest {

@@ -156,11 +156,12 @@ enum RevisionRows {
         let statement = try db.statement(
             "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body) VALUES (?, ?, ?, ?, ?, ?, ?)")
         try bindRevisionRow(statement, firstParameter: 1, key: key, row: RevisionRow(node: node, isLeaf: isLeaf, body: body))
-        try statement.run()
+        try statement.runBorrowing([(7, body)])
     }
 
-    /// Binds a revision row's seven columns, in the order the INSERTs list them, to parameters
-    /// `firstParameter` … `firstParameter + 6`.
+    /// Binds a revision row's first six columns, in the order the INSERTs list them, to
+    /// parameters `firstParameter` … `firstParameter + 5`. The body, parameter
+    /// `firstParameter + 6`, is bound by `Statement.runBorrowing` (no copy).
     static func bindRevisionRow(_ statement: Statement, firstParameter first: Int32, key: Int64, row: RevisionRow) throws(SQLiteError) {
         try statement.bind(key, at: first)
         try statement.bind(row.node.id.generation, at: first + 1)
@@ -168,7 +169,6 @@ enum RevisionRows {
         try statement.bind(digestOf: row.node.parent, at: first + 3)
         try statement.bind(Int(row.node.kind.rawValue), at: first + 4)
         try statement.bind(row.isLeaf ? 1 : 0, at: first + 5)
-        try statement.bind(row.body, at: first + 6)
     }
 
     /// Brings one revision row in line with the tree: insert, delete, or update its parent link,

@@ -127,6 +127,38 @@ public final class Statement {
         while try step() {}
     }
 
+    /// Binds each blob (nil binds NULL) to its parameter without SQLite copying the bytes, runs
+    /// the statement to completion, and resets it. Saves a heap copy per blob, which for 1 KiB
+    /// bodies is a measurable part of an insert.
+    ///
+    /// Safe because SQLite reads a borrowed (`SQLITE_STATIC`) buffer only while the statement
+    /// runs, every buffer stays alive in the nested `withUnsafeBytes` scopes until it is done, and
+    /// the reset when this returns (or throws) clears every binding, so no pointer to them
+    /// outlives the call.
+    public func runBorrowing(_ blobs: [(index: Int32, bytes: [UInt8]?)]) throws(SQLiteError) {
+        defer { reset() }
+        try bindBorrowing(blobs[...])
+    }
+
+    private func bindBorrowing(_ blobs: ArraySlice<(index: Int32, bytes: [UInt8]?)>) throws(SQLiteError) {
+        guard let (index, bytes) = blobs.first else {
+            while try step() {}
+            return
+        }
+        guard let bytes else {
+            try check(sqlite3_bind_null(handle, index))
+            return try bindBorrowing(blobs.dropFirst())
+        }
+        let outcome = bytes.withUnsafeBytes { raw in
+            Result { () throws(SQLiteError) in
+                // A nil destructor is SQLITE_STATIC: SQLite uses the pointer as it is.
+                try check(sqlite3_bind_blob(handle, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(raw.count), nil))
+                try bindBorrowing(blobs.dropFirst())
+            }
+        }
+        try outcome.get()
+    }
+
     /// Whether column `index` (0-based) of the current row is NULL.
     public func isNull(_ index: Int32) -> Bool { sqlite3_column_type(handle, index) == SQLITE_NULL }
 

@@ -22,6 +22,20 @@ struct DatabaseTests {
         #expect(try db.scalarInt("SELECT count(*) FROM t") == 1)
     }
 
+    @Test("borrowed blobs are stored intact and no binding to them survives the call")
+    func borrowedBlobs() throws {
+        let directory = TemporaryDirectory()
+        let db = try Database(path: directory.path("db.sqlite"))
+        try db.execute("CREATE TABLE t (n INTEGER, a BLOB, b BLOB, c BLOB)")
+        let insert = try db.cached("INSERT INTO t(n, a, b, c) VALUES (?, ?, ?, ?)")
+        try insert.bind(1, at: 1)
+        try insert.runBorrowing([(2, Array(0...255)), (3, nil), (4, [])])
+        // Run again without binding: every parameter must be NULL, not the buffers lent above.
+        try insert.run()
+        let rows = try db.query("SELECT n, a, b, c FROM t ORDER BY rowid") { row in [row.blob(1), row.blob(2), row.blob(3)] }
+        #expect(rows == [[Array(0...255), nil, []], [nil, nil, nil]])
+    }
+
     @Test("an SQLite error carries the codes and the SQL text but not the bound values")
     func errorCarriesContext() throws {
         let directory = TemporaryDirectory()
