@@ -197,16 +197,16 @@ public final class Agent: @unchecked Sendable {
 
     /// Records an event and streams it to subscribers. Callable from any queue.
     func emit(_ type: String, _ data: [String: JSONValue]) {
-        emitAll([(type, data)])
+        emitAll([.fields(type: type, data: data)])
     }
 
     /// Records events in order and streams them to subscribers, in one hop to the agent's queue
     /// (a replication batch reports one event per document). Callable from any queue.
-    func emitAll(_ batch: [(type: String, data: [String: JSONValue])]) {
+    func emitAll(_ batch: [AgentEvent.Content]) {
         let time = Self.wallClock()
         queue.async { [self] in
-            for (type, data) in batch {
-                let event = events.append(type: type, time: time, data: data)
+            for content in batch {
+                let event = events.append(content, time: time)
                 // Build the line only when someone listens.
                 guard !eventSubscribers.isEmpty else { continue }
                 let line = JSONValue.object(["event": event.json])
@@ -238,7 +238,7 @@ public final class Agent: @unchecked Sendable {
 extension Agent: ReplicationEventSink, PeerEventSink {
     public func emit(type: String, data: [String: JSONValue]) { emit(type, data) }
 
-    public func emit(batch: [(type: String, data: [String: JSONValue])]) { emitAll(batch) }
+    public func emit(batch: [AgentEvent.Content]) { emitAll(batch) }
 
     func peerRefused(nodeID: String, address: String) {
         queue.async { [self] in

@@ -35,7 +35,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     private var limits = ReplicationLimits()
     /// Document events not yet handed to the sink: they go in one batch per turn of `queue`, and
     /// always before any status change or sync completion, so observers see them in order.
-    private var pendingDocumentEvents: [(type: String, data: [String: JSONValue])] = []
+    /// Kept as the engine reported them: the agent renders an event only if a client reads it.
+    private var pendingDocumentEvents: [AgentEvent.Content] = []
     /// True once shutdown has begun (a second request is ignored).
     private var shuttingDown = false
 
@@ -116,11 +117,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     }
 
     private func documentEvent(_ id: String, _ event: DocumentEvent) {
-        var data: [String: JSONValue] = ["node_id": .string(id), "doc": .string(event.documentID)]
-        if let revision = event.revision { data["rev"] = .string(revision.description) }
-        if let detail = event.detail { data["detail"] = .string(detail) }
         if pendingDocumentEvents.isEmpty { queue.async { [weak self] in self?.flushDocumentEvents() } }
-        pendingDocumentEvents.append((type: "document.\(event.kind.rawValue)", data: data))
+        pendingDocumentEvents.append(.document(nodeID: id, event: event))
     }
 
     private func flushDocumentEvents() {

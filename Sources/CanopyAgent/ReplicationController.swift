@@ -58,13 +58,14 @@ public protocol ReplicationEventSink: AnyObject, Sendable {
     /// Records an event (`type` like `sync.progress`, `document.pulled`, `peer.state`).
     func emit(type: String, data: [String: JSONValue])
 
-    /// Records several events in order (a replication batch reports one per document).
-    func emit(batch: [(type: String, data: [String: JSONValue])])
+    /// Records several events in order (a replication batch reports one per document, which the
+    /// sink should keep unrendered until someone reads them).
+    func emit(batch: [AgentEvent.Content])
 }
 
 extension ReplicationEventSink {
-    /// One by one, for sinks with nothing better to do.
-    public func emit(batch: [(type: String, data: [String: JSONValue])]) {
+    /// One by one, rendered at once, for sinks with nothing better to do.
+    public func emit(batch: [AgentEvent.Content]) {
         for event in batch { emit(type: event.type, data: event.data) }
     }
 }

@@ -47,7 +47,7 @@ public enum ReplicationDirection: String, Sendable, Codable, CaseIterable {
 }
 
 /// What happened to one document during replication.
-public enum DocumentEventKind: String, Sendable, Codable {
+public enum DocumentEventKind: String, Sendable, Codable, CaseIterable {
     /// A revision of the document arrived from the peer and was written.
     case pulled
     /// The peer acknowledged a revision of the document.
