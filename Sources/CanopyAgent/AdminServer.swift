@@ -143,8 +143,8 @@ final class AdminClient: @unchecked Sendable {
         queue.async { [self] in connection.closeWhenFlushed() }
     }
 
-    private func received(_ bytes: [UInt8]) {
-        var start = 0
+    private func received(_ bytes: ArraySlice<UInt8>) {
+        var start = bytes.startIndex
         for index in bytes.indices where bytes[index] == UInt8(ascii: "\n") {
             buffer.append(contentsOf: bytes[start..<index])
             start = index + 1

@@ -73,7 +73,7 @@ final class ChannelTransport: MessageTransport, @unchecked Sendable {
     private func write(_ message: Message) {
         guard !finalSent, !connection.isClosed else { return }
         let isClose = message.type == .close
-        let plaintexts = MessageFragmenter.plaintexts(of: message.encoded())
+        let plaintexts = MessageFragmenter.plaintexts(encoding: message)
         do throws(CryptoError) {
             for (index, plaintext) in plaintexts.enumerated() {
                 connection.send(try channel.seal(plaintext, final: isClose && index == plaintexts.count - 1))
@@ -84,7 +84,7 @@ final class ChannelTransport: MessageTransport, @unchecked Sendable {
         if isClose { finalSent = true }
     }
 
-    private func received(_ bytes: [UInt8]) {
+    private func received(_ bytes: ArraySlice<UInt8>) {
         guard !closedDelivered else { return }
         let events: [ChannelEvent]
         do throws(CryptoError) { events = try channel.receive(bytes) } catch { return fail(.failed("channel: \(error)")) }

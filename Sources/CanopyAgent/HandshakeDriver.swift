@@ -28,7 +28,7 @@ final class HandshakeDriver: @unchecked Sendable {
         case initiator(HandshakeInitiator)
         case responder(HandshakeResponder)
 
-        mutating func receive(_ bytes: [UInt8], now: Duration) -> [HandshakeAction] {
+        mutating func receive(_ bytes: ArraySlice<UInt8>, now: Duration) -> [HandshakeAction] {
             switch self {
             case .initiator(var machine): defer { self = .initiator(machine) }; return machine.receive(bytes, now: now)
             case .responder(var machine): defer { self = .responder(machine) }; return machine.receive(bytes, now: now)

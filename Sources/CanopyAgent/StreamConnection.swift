@@ -14,8 +14,9 @@ import Musl
 /// closed as the client is not reading. The descriptor is closed exactly once, in the read
 /// source's cancel handler, after both sources are cancelled.
 final class StreamConnection: @unchecked Sendable {
-    /// Called on `queue` with each chunk read.
-    typealias ReadHandler = ([UInt8]) -> Void
+    /// Called on `queue` with each chunk read: a slice of the connection's read buffer, valid
+    /// only during the call (the handler copies what it keeps; the next read reuses the buffer).
+    typealias ReadHandler = (ArraySlice<UInt8>) -> Void
     /// Called on `queue` once, when the connection has closed for any reason.
     typealias CloseHandler = () -> Void
 
@@ -32,8 +33,8 @@ final class StreamConnection: @unchecked Sendable {
     private(set) var isClosed = false
     private var onRead: ReadHandler = { _ in }
     private var onClose: CloseHandler = {}
-    /// Reused by every read (allocating and zeroing a fresh chunk per read cost more than the copy
-    /// handed to `onRead`).
+    /// Reused by every read, and lent to `onRead` without a copy (allocating and zeroing a fresh
+    /// chunk per read cost more than reading into this one).
     private var readBuffer = [UInt8](repeating: 0, count: AgentLimits.socketReadChunkBytes)
 
     /// Wraps `fd`, which must already be non-blocking. Nothing happens until `start`. Bytes read
@@ -78,8 +79,16 @@ final class StreamConnection: @unchecked Sendable {
             close()
             return
         }
-        pending.append(contentsOf: bytes)
-        flush()
+        var written = 0
+        if pendingOffset == pending.count {
+            // Nothing queued: write straight from `bytes` and queue only what the socket refused.
+            guard let count = writeNow(bytes[...]) else { return }
+            written = count
+        }
+        if written < bytes.count {
+            pending.append(contentsOf: bytes[written...])
+            flush()
+        }
     }
 
     /// Closes once everything queued has been written (used after a final error response).
@@ -113,27 +122,39 @@ final class StreamConnection: @unchecked Sendable {
         let count = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         if count > 0 {
             traffic?.addReceived(count)
-            onRead(Array(readBuffer[0..<count]))
+            onRead(readBuffer[0..<count])
         } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             close()
         }
     }
 
-    private func flush() {
-        while pendingOffset < pending.count {
-            let count = pending[pendingOffset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    /// Writes as much of `bytes` as the socket takes now; returns how much, or nil when the
+    /// connection failed and was closed.
+    private func writeNow(_ bytes: ArraySlice<UInt8>) -> Int? {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex {
+            let count = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if count > 0 {
                 traffic?.addSent(count)
-                pendingOffset += count
+                offset += count
                 continue
             }
-            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
+            if count < 0 && errno == EINTR { continue }
+            close()
+            return nil
+        }
+        return offset - bytes.startIndex
+    }
+
+    private func flush() {
+        if pendingOffset < pending.count {
+            guard let count = writeNow(pending[pendingOffset...]) else { return }
+            pendingOffset += count
+            if pendingOffset < pending.count {
                 if writeSuspended { writeSuspended = false; writeSource?.resume() }
                 return
             }
-            if count < 0 && errno == EINTR { continue }
-            close()
-            return
         }
         pending.removeAll(keepingCapacity: pending.count <= 64 * 1024)
         pendingOffset = 0

@@ -41,6 +41,14 @@ public enum Message: Equatable, Sendable {
     /// The message's bytes: type byte, then body.
     public func encoded() -> [UInt8] {
         var writer = ByteWriter(capacity: 64)
+        encode(into: &writer)
+        return writer.bytes
+    }
+
+    /// Appends the message's bytes (type byte, then body) to `writer`, after whatever it holds:
+    /// the fragmenter puts a frame's flags byte first, so a message that fits one frame is
+    /// encoded straight into its plaintext.
+    public func encode(into writer: inout ByteWriter) {
         writer.writeByte(type.rawValue)
         switch self {
         case .hello(let body): body.encode(into: &writer)
@@ -58,12 +66,17 @@ public enum Message: Equatable, Sendable {
         case .error(let body): body.encode(into: &writer)
         case .close(let body): body.encode(into: &writer)
         }
-        return writer.bytes
     }
 
     /// Decodes one whole message. Every byte must belong to it: trailing bytes are an error, as
     /// is an unknown type byte (§11).
     public static func decode(_ bytes: [UInt8]) throws(ProtocolError) -> Message {
+        try decode(bytes[...])
+    }
+
+    /// Decodes one whole message from a slice (a frame's plaintext after its flags byte, with no
+    /// copy). Every byte must belong to it.
+    public static func decode(_ bytes: ArraySlice<UInt8>) throws(ProtocolError) -> Message {
         var reader = ByteReader(bytes)
         let typeByte = try reader.readByte("message type")
         guard let type = MessageType(rawValue: typeByte) else { throw .unknownMessageType(typeByte) }

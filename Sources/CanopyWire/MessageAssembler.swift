@@ -10,8 +10,9 @@ public struct MessageAssembler: Sendable {
     public enum Step: Equatable, Sendable {
         /// The fragment was buffered; the message continues in a later frame.
         case incomplete
-        /// A whole message (type byte first).
-        case message([UInt8])
+        /// A whole message (type byte first). A message that came in one fragment is a slice of
+        /// that plaintext, not a copy.
+        case message(ArraySlice<UInt8>)
         /// The plaintext violates the fragment rules; the connection must close.
         case failure(ProtocolError)
     }
@@ -31,7 +32,12 @@ public struct MessageAssembler: Sendable {
     public var bufferedCount: Int { buffer.count }
 
     /// Feeds one decrypted frame plaintext.
-    public mutating func append(plaintext: some Collection<UInt8>) -> Step {
+    public mutating func append(plaintext: [UInt8]) -> Step {
+        append(plaintext: plaintext[...])
+    }
+
+    /// Feeds one decrypted frame plaintext.
+    public mutating func append(plaintext: ArraySlice<UInt8>) -> Step {
         if let poisoned { return .failure(poisoned) }
         guard let flags = plaintext.first else { return fail(.emptyPlaintext) }
         if flags & MessageFragmenter.reservedFlagsMask != 0 { return fail(.reservedFragmentFlags(flags)) }
@@ -39,10 +45,13 @@ public struct MessageAssembler: Sendable {
         if fragmentCount > messageBytesMax - buffer.count {
             return fail(.messageTooLong(bytes: buffer.count + fragmentCount, maxBytes: messageBytesMax))
         }
+        let last = flags & MessageFragmenter.moreFragmentsFlag == 0
+        // A whole message in one fragment: hand out the plaintext itself.
+        if last && buffer.isEmpty { return .message(plaintext.dropFirst()) }
         buffer.append(contentsOf: plaintext.dropFirst())
-        if flags & MessageFragmenter.moreFragmentsFlag != 0 { return .incomplete }
+        if !last { return .incomplete }
         defer { buffer = [] }
-        return .message(buffer)
+        return .message(buffer[...])
     }
 
     private mutating func fail(_ error: ProtocolError) -> Step {

@@ -11,6 +11,17 @@ public enum MessageFragmenter {
     /// Every other flag bit is reserved and must be zero.
     public static let reservedFlagsMask: UInt8 = 0xFE
 
+    /// The frame plaintexts carrying `message`, encoded here. A message that fits one fragment
+    /// (every message but an unusually large `revisions`) is encoded once, straight after its
+    /// flags byte, and not copied again.
+    public static func plaintexts(encoding message: Message, fragmentBytesMax: Int = WireLimits.fragmentBytesMax) -> [[UInt8]] {
+        var writer = ByteWriter(capacity: 64)
+        writer.writeByte(0)  // the flags of a last (here: only) fragment
+        message.encode(into: &writer)
+        guard writer.bytes.count - 1 > fragmentBytesMax else { return [writer.bytes] }
+        return plaintexts(of: Array(writer.bytes.dropFirst()), fragmentBytesMax: fragmentBytesMax)
+    }
+
     /// The frame plaintexts carrying `message`. `fragmentBytesMax` may be lowered for tests.
     public static func plaintexts(of message: [UInt8], fragmentBytesMax: Int = WireLimits.fragmentBytesMax) -> [[UInt8]] {
         precondition((1...WireLimits.fragmentBytesMax).contains(fragmentBytesMax), "fragment size outside bounds")

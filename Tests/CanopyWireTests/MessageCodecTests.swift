@@ -70,6 +70,16 @@ struct MessageCodecTests {
         }
     }
 
+    @Test("fragmenting while encoding gives the same plaintexts as encoding, then fragmenting", arguments: [1, 37, WireLimits.fragmentBytesMax])
+    func fragmentWhileEncoding(fragmentBytesMax: Int) {
+        var generator = RandomMessages(seed: 6)
+        for _ in 0..<200 {
+            let message = generator.message()
+            #expect(MessageFragmenter.plaintexts(encoding: message, fragmentBytesMax: fragmentBytesMax)
+                == MessageFragmenter.plaintexts(of: message.encoded(), fragmentBytesMax: fragmentBytesMax))
+        }
+    }
+
     private func decodeStream(_ stream: [UInt8], chunks: [Int]) throws -> [Message] {
         var frames = FrameDecoder()
         var assembler = MessageAssembler()

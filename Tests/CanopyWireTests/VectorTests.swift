@@ -98,7 +98,7 @@ struct VectorTests {
                 last = assembler.append(plaintext: try VectorFiles.bytes(hex: plaintext))
             }
             if let message = vector["message"] as? String {
-                #expect(last == .message(try VectorFiles.bytes(hex: message)))
+                #expect(last == .message(try VectorFiles.bytes(hex: message)[...]))
             } else {
                 guard case .failure(let error) = last else { Issue.record("fragment vector did not fail"); continue }
                 #expect(error.code.description == vector["error"] as? String)
