@@ -68,26 +68,30 @@ final class SubscriptionTarget {
         if let first = changes.entries.first, first.sequence <= lastSequenceReceived {
             throw .invalidReference("changes sequences went backwards (\(first.sequence) after \(lastSequenceReceived))")
         }
+        // Entry positions by document: also the duplicate check, and how the diff (sorted by
+        // document id) finds its way back to the request's order.
         var offered: [String: [RevisionID]] = [:]
-        for entry in changes.entries {
-            guard offered[entry.docID] == nil else { throw .invalidReference("document listed twice in one batch") }
+        var positions: [String: Int] = [:]
+        offered.reserveCapacity(changes.entries.count)
+        positions.reserveCapacity(changes.entries.count)
+        for (position, entry) in changes.entries.enumerated() {
+            guard positions.updateValue(position, forKey: entry.docID) == nil else {
+                throw .invalidReference("document listed twice in one batch")
+            }
             offered[entry.docID] = entry.revisions.map(\.id)
         }
         let diff: [RevsDiffEntry]
         do { diff = try store.revsDiff(offered) } catch { throw .store(error) }
-        let byID = Dictionary(uniqueKeysWithValues: diff.map { ($0.documentID, $0) })
-        var items: [ChangesReplyItem] = []
+        var items = [ChangesReplyItem](repeating: .complete, count: changes.entries.count)
         var wantsAnything = false
-        for entry in changes.entries {
-            guard let diff = byID[entry.docID], !diff.missing.isEmpty else {
-                items.append(.complete)
-                continue
-            }
-            let missing = Set(diff.missing)
-            let indices = entry.revisions.indices.filter { missing.contains(entry.revisions[$0].id) }
-            let known = Array(diff.possibleAncestors.prefix(WireLimits.knownAncestorsMax))
-            items.append(ChangesReplyItem(missing: indices, knownAncestors: indices.isEmpty ? [] : known))
-            wantsAnything = wantsAnything || !indices.isEmpty
+        for lacking in diff where !lacking.missing.isEmpty {
+            guard let position = positions[lacking.documentID] else { continue }
+            let revisions = changes.entries[position].revisions
+            let indices = Self.indices(of: lacking.missing, in: revisions)
+            guard !indices.isEmpty else { continue }
+            let known = Array(lacking.possibleAncestors.prefix(WireLimits.knownAncestorsMax))
+            items[position] = ChangesReplyItem(missing: indices, knownAncestors: known)
+            wantsAnything = true
         }
         if let last = changes.entries.last { lastSequenceReceived = last.sequence }
         progress.total += UInt64(changes.entries.count)
@@ -96,6 +100,20 @@ final class SubscriptionTarget {
     }
 
     private var lastSequenceReceived: UInt64 = 0
+
+    /// Up to this many missing revisions are looked up by scanning (a document usually lacks one
+    /// leaf, and a set per document costs more than the scan); more go through a set, so a peer
+    /// offering `entryRevisionsMax` leaves cannot make the lookup quadratic.
+    static let missingScanMax = 8
+
+    /// The positions in `revisions` of the revisions in `missing`, ascending.
+    static func indices(of missing: [RevisionID], in revisions: [LeafRevision]) -> [Int] {
+        if missing.count <= missingScanMax {
+            return revisions.indices.filter { missing.contains(revisions[$0].id) }
+        }
+        let lookup = Set(missing)
+        return revisions.indices.filter { lookup.contains(revisions[$0].id) }
+    }
 
     /// Revisions for one of our batches, already resolved against it by the connection's state
     /// machine: writes them in one transaction (the node's conflict policy runs there), then
