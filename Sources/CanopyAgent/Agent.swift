@@ -83,7 +83,7 @@ public final class Agent: @unchecked Sendable {
         do {
             let storeConfiguration = DocumentStore.Configuration(
                 revsLimit: config.revsLimit, conflictPolicy: config.conflicts == .manual ? .manual : .automatic,
-                logger: Logger(label: "canopy.store"))
+                logger: Logger(label: "canopy.store"), checkpointInBackground: true)
             store = try DocumentStore(path: directory.databasePath, configuration: storeConfiguration)
         } catch {
             throw .store(error.description)

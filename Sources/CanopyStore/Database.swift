@@ -18,6 +18,8 @@ public final class Database {
     /// Statements whose SQL is built at run time (multi-row INSERTs), keyed by a short name so a
     /// lookup hashes the name, not kilobytes of generated SQL.
     private var namedStatements: [String: Statement] = [:]
+    /// Told the WAL size after every commit when it replaced automatic checkpoints.
+    var walObserver: (any WALCommitObserver)?
 
     /// Opens (creating if needed) the database at `path` and applies the connection settings.
     public init(path: String, durable: Bool = false) throws(SQLiteError) {

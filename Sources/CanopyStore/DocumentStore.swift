@@ -26,16 +26,22 @@ public final class DocumentStore: @unchecked Sendable {
         public var conflictPolicy: ConflictPolicy
         /// Where the store logs; the store never bootstraps logging.
         public var logger: Logger
+        /// WAL checkpoints run on a second connection on a background queue instead of inside the
+        /// commits that fill the WAL (`BackgroundCheckpointer`): for a process that writes large
+        /// batches and has other work to do meanwhile, such as an agent receiving replication.
+        public var checkpointInBackground: Bool
 
-        /// A configuration with the defaults: NORMAL sync, stored revsLimit, automatic policy.
+        /// A configuration with the defaults: NORMAL sync, stored revsLimit, automatic policy,
+        /// SQLite's own checkpoints.
         public init(
             durable: Bool = false, revsLimit: Int? = nil, conflictPolicy: ConflictPolicy = .automatic,
-            logger: Logger = Logger(label: "canopy.store")
+            logger: Logger = Logger(label: "canopy.store"), checkpointInBackground: Bool = false
         ) {
             self.durable = durable
             self.revsLimit = revsLimit
             self.conflictPolicy = conflictPolicy
             self.logger = logger
+            self.checkpointInBackground = checkpointInBackground
         }
     }
 
@@ -73,6 +79,10 @@ public final class DocumentStore: @unchecked Sendable {
             databaseID = meta.databaseID
             storedRevsLimit = meta.revsLimit
             storedLastSequence = meta.lastSequence
+            if configuration.checkpointInBackground {
+                db.replaceAutomaticCheckpoints(with: try BackgroundCheckpointer(
+                    path: path, durable: configuration.durable, logger: configuration.logger))
+            }
         } catch {
             throw StoreError.wrap(error)
         }
