@@ -22,16 +22,39 @@ extension DocumentStore {
         } catch {
             throw .invalidInput(error)
         }
-        // Group by document, keeping first-appearance order (input order is deterministic).
-        var order: [String] = []
-        var groups: [String: [CheckedRevision]] = [:]
-        for revision in checked {
-            if groups[revision.documentID] == nil { order.append(revision.documentID) }
-            groups[revision.documentID, default: []].append(revision)
-        }
+        let groups = DocumentGroups(checked)
         let policy = configuration.conflictPolicy
         return try write { context in
-            try Self.mergeAll(context, order: order, groups: groups, policy: policy)
+            try Self.mergeAll(context, checked, groups, policy: policy)
+        }
+    }
+
+    /// A batch's revisions grouped by document, documents in first-appearance order (input order
+    /// is deterministic). Built with one hash lookup per revision and no array per document: in
+    /// the common batch every document appears once.
+    struct DocumentGroups {
+        /// Per document, the index in the batch of its first revision.
+        private(set) var first: [Int] = []
+        /// For documents with several revisions (by position in `first`), the indexes of the others.
+        private(set) var others: [Int: [Int]] = [:]
+
+        init(_ revisions: [CheckedRevision]) {
+            var positions: [String: Int] = [:]
+            positions.reserveCapacity(revisions.count)
+            first.reserveCapacity(revisions.count)
+            for (index, revision) in revisions.enumerated() {
+                if let known = positions.updateValue(first.count, forKey: revision.documentID) {
+                    positions[revision.documentID] = known
+                    others[known, default: []].append(index)
+                } else {
+                    first.append(index)
+                }
+            }
+        }
+
+        /// The revisions of the document at `position`, in batch order.
+        func revisions(at position: Int, of batch: [CheckedRevision]) -> [CheckedRevision] {
+            [batch[first[position]]] + (others[position] ?? []).map { batch[$0] }
         }
     }
 
@@ -39,26 +62,28 @@ extension DocumentStore {
     /// `NewChainBatch` (which writes the new ones with multi-row statements); any other document
     /// first flushes the queue, so documents are written, and get their sequences, in order.
     private static func mergeAll(
-        _ context: WriteContext, order: [String], groups: [String: [CheckedRevision]], policy: ConflictPolicy
+        _ context: WriteContext, _ checked: [CheckedRevision], _ groups: DocumentGroups, policy: ConflictPolicy
     ) throws -> [ForeignDocumentResult] {
-        var results = [ForeignDocumentResult?](repeating: nil, count: order.count)
+        var results = [ForeignDocumentResult?](repeating: nil, count: groups.first.count)
         var batch = NewChainBatch()
         let flush = { (batch: inout NewChainBatch) throws in
             try batch.flush(
                 context,
                 written: { item in results[item.slot] = RevisionRows.newChainResult(documentID: item.documentID, path: item.path) },
                 oneByOne: { item in
-                    results[item.slot] = try mergeForeign(context, documentID: item.documentID, revisions: groups[item.documentID]!, policy: policy)
+                    let revisions = groups.revisions(at: item.slot, of: checked)
+                    results[item.slot] = try mergeForeign(context, documentID: item.documentID, revisions: revisions, policy: policy)
                 })
         }
-        for (slot, id) in order.enumerated() {
-            let revisions = groups[id]!
-            if revisions.count == 1 {
-                batch.append(.init(slot: slot, documentID: id, path: revisions[0].path, body: revisions[0].body))
+        for (position, index) in groups.first.enumerated() {
+            let revision = checked[index]
+            if groups.others[position] == nil {
+                batch.append(.init(slot: position, documentID: revision.documentID, path: revision.path, body: revision.body))
                 continue
             }
             try flush(&batch)
-            results[slot] = try mergeForeign(context, documentID: id, revisions: revisions, policy: policy)
+            results[position] = try mergeForeign(
+                context, documentID: revision.documentID, revisions: groups.revisions(at: position, of: checked), policy: policy)
         }
         try flush(&batch)
         return results.map { $0! }

@@ -92,13 +92,15 @@ struct NewChainBatch {
                 + " ON CONFLICT(doc_id) DO NOTHING"
         }
         let first = context.lastSequence + 1
+        var borrowed: [(index: Int32, value: Statement.Borrowed)] = []
+        borrowed.reserveCapacity(2 * count)
         for (offset, item) in chunk.enumerated() {
             let leaf = RevTree.Node(id: item.path.leaf, parent: item.path.parent, kind: item.path.kind)
-            try RevisionRows.bindNewDocument(
+            borrowed += try RevisionRows.bindNewDocument(
                 statement, firstParameter: Int32(offset * 6 + 1), sequence: context.nextSequence(), leaf: leaf,
                 documentID: item.documentID)
         }
-        try statement.run()
+        try statement.runBorrowing(borrowed)
         guard context.db.changes != count else { return true }
         // Every row inserted has a sequence from this chunk (they are all new), so this deletes
         // exactly what the statement wrote.
@@ -119,11 +121,11 @@ struct NewChainBatch {
                         return "(?\(p + 1), ?\(p + 2), ?\(p + 3), ?\(p + 4), ?\(p + 5), ?\(p + 6), ?\(p + 7))"
                     }.joined(separator: ", ")
             }
-            var bodies: [(index: Int32, bytes: [UInt8]?)] = []
+            var bodies: [(index: Int32, value: Statement.Borrowed)] = []
             bodies.reserveCapacity(size)
             for (offset, entry) in rest.prefix(size).enumerated() {
                 try RevisionRows.bindRevisionRow(statement, firstParameter: Int32(offset * 7 + 1), key: entry.key, row: entry.row)
-                bodies.append((Int32(offset * 7 + 7), entry.row.body))
+                bodies.append((Int32(offset * 7 + 7), .blob(entry.row.body)))
             }
             try statement.runBorrowing(bodies)
             rest = rest.dropFirst(size)

@@ -32,8 +32,8 @@ extension RevisionRows {
             INSERT INTO documents(sequence, current_generation, current_digest, deleted, conflicted, leaves, doc_id, doc_key)
             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?1) ON CONFLICT(doc_id) DO NOTHING
             """)
-        try bindNewDocument(statement, firstParameter: 1, sequence: sequence, leaf: leaf, documentID: documentID)
-        try statement.run()
+        try statement.runBorrowing(
+            bindNewDocument(statement, firstParameter: 1, sequence: sequence, leaf: leaf, documentID: documentID))
         guard context.db.changes == 1 else {
             context.returnSequence(sequence)
             return nil
@@ -44,18 +44,19 @@ extension RevisionRows {
         return newChainResult(documentID: documentID, path: path)
     }
 
-    /// Binds the five values of a new document's row (sequence, which is also its key; the
-    /// leaf's generation, digest and deleted flag; its one-entry leaf list; its id) to parameters
-    /// `firstParameter` … `firstParameter + 5`, in the order the INSERTs above list them.
+    /// Binds the values of a new document's row — its sequence (which is also its key), the
+    /// leaf's generation, digest and deleted flag — to parameters `firstParameter` …
+    /// `firstParameter + 3`, in the order the INSERTs above list them. Returns its one-entry leaf
+    /// list and its id, for parameters `firstParameter + 4` and `+ 5`, for
+    /// `Statement.runBorrowing` to bind without a copy.
     static func bindNewDocument(
         _ statement: Statement, firstParameter first: Int32, sequence: Int64, leaf: RevTree.Node, documentID: String
-    ) throws(SQLiteError) {
+    ) throws(SQLiteError) -> [(index: Int32, value: Statement.Borrowed)] {
         try statement.bind(sequence, at: first)
         try statement.bind(leaf.id.generation, at: first + 1)
         try statement.bind(digestOf: leaf.id, at: first + 2)
         try statement.bind(leaf.kind.isDeleted ? 1 : 0, at: first + 3)
-        try statement.bind(LeafList.encode([leaf]), at: first + 4)
-        try statement.bind(documentID, at: first + 5)
+        return [(first + 4, .blob(LeafList.encode([leaf]))), (first + 5, .text(documentID))]
     }
 
     /// The revision rows of a new document receiving `path`, oldest first (the order `persist`

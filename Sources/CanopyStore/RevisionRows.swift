@@ -156,7 +156,7 @@ enum RevisionRows {
         let statement = try db.statement(
             "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body) VALUES (?, ?, ?, ?, ?, ?, ?)")
         try bindRevisionRow(statement, firstParameter: 1, key: key, row: RevisionRow(node: node, isLeaf: isLeaf, body: body))
-        try statement.runBorrowing([(7, body)])
+        try statement.runBorrowing([(7, .blob(body))])
     }
 
     /// Binds a revision row's first six columns, in the order the INSERTs list them, to

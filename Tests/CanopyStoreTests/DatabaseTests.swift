@@ -26,14 +26,16 @@ struct DatabaseTests {
     func borrowedBlobs() throws {
         let directory = TemporaryDirectory()
         let db = try Database(path: directory.path("db.sqlite"))
-        try db.execute("CREATE TABLE t (n INTEGER, a BLOB, b BLOB, c BLOB)")
-        let insert = try db.cached("INSERT INTO t(n, a, b, c) VALUES (?, ?, ?, ?)")
+        try db.execute("CREATE TABLE t (n INTEGER, a BLOB, b BLOB, c BLOB, d TEXT)")
+        let insert = try db.cached("INSERT INTO t(n, a, b, c, d) VALUES (?, ?, ?, ?, ?)")
         try insert.bind(1, at: 1)
-        try insert.runBorrowing([(2, Array(0...255)), (3, nil), (4, [])])
+        try insert.runBorrowing([(2, .blob(Array(0...255))), (3, .blob(nil)), (4, .blob([])), (5, .text("é漢😀"))])
         // Run again without binding: every parameter must be NULL, not the buffers lent above.
         try insert.run()
-        let rows = try db.query("SELECT n, a, b, c FROM t ORDER BY rowid") { row in [row.blob(1), row.blob(2), row.blob(3)] }
-        #expect(rows == [[Array(0...255), nil, []], [nil, nil, nil]])
+        let rows = try db.query("SELECT n, a, b, c, d FROM t ORDER BY rowid") { row in
+            [row.blob(1), row.blob(2), row.blob(3), row.isNull(4) ? nil : Array(row.text(4).utf8)]
+        }
+        #expect(rows == [[Array(0...255), nil, [], Array("é漢😀".utf8)], [nil, nil, nil, nil]])
     }
 
     @Test("an SQLite error carries the codes and the SQL text but not the bound values")
