@@ -10,13 +10,24 @@ enum LeafList {
     static func encode(_ leaves: [RevTree.Node]) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(leaves.count * entryBytes)
-        for leaf in leaves {
-            let generation = UInt32(leaf.id.generation)
-            for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: generation >> UInt32(shift))) }
-            bytes.append(contentsOf: leaf.id.digest)
-            bytes.append(leaf.kind.rawValue)
-        }
+        for leaf in leaves { append(leaf, to: &bytes) }
         return bytes
+    }
+
+    /// The list of a document with one leaf (every new document): one allocation.
+    static func encode(single leaf: RevTree.Node) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(entryBytes)
+        append(leaf, to: &bytes)
+        return bytes
+    }
+
+    private static func append(_ leaf: RevTree.Node, to bytes: inout [UInt8]) {
+        let generation = UInt32(leaf.id.generation)
+        for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: generation >> UInt32(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: leaf.id.digestHigh >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: leaf.id.digestLow >> UInt64(shift))) }
+        bytes.append(leaf.kind.rawValue)
     }
 
     /// Unpacks a leaf list; throws `StoreError.corrupt` for bytes this build did not write.

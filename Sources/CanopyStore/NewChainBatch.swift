@@ -54,11 +54,12 @@ struct NewChainBatch {
             let chunk = items[start..<(start + size)]
             if try Self.insertDocuments(context, chunk) {
                 var rows: [(key: Int64, row: RevisionRows.RevisionRow)] = []
+                rows.reserveCapacity(size)
                 var key = context.lastSequence - Int64(size)
                 for item in chunk {
                     key += 1
-                    for row in RevisionRows.newChainRows(path: item.path, body: item.body, revsLimit: context.revsLimit) {
-                        rows.append((key, row))
+                    RevisionRows.appendNewChainRows(path: item.path, body: item.body, revsLimit: context.revsLimit) {
+                        rows.append((key, $0))
                     }
                 }
                 try Self.insertRevisions(context.db, rows[...])

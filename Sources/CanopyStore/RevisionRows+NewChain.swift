@@ -56,29 +56,39 @@ extension RevisionRows {
         try statement.bind(leaf.id.generation, at: first + 1)
         try statement.bind(digestOf: leaf.id, at: first + 2)
         try statement.bind(leaf.kind.isDeleted ? 1 : 0, at: first + 3)
-        return [(first + 4, .blob(LeafList.encode([leaf]))), (first + 5, .text(documentID))]
+        return [(first + 4, .blob(LeafList.encode(single: leaf))), (first + 5, .text(documentID))]
     }
 
     /// The revision rows of a new document receiving `path`, oldest first (the order `persist`
     /// writes touched revisions in): the newest `revsLimit` revisions; the leaf has the body; the
     /// oldest row links to its parent when the path names one (stemmed, or `rootParent`).
     static func newChainRows(path: RevisionPath, body: [UInt8], revsLimit: Int) -> [RevisionRow] {
-        let kept = min(path.ancestors.count + 1, revsLimit)
         var rows: [RevisionRow] = []
-        rows.reserveCapacity(kept)
+        rows.reserveCapacity(min(path.ancestors.count + 1, revsLimit))
+        appendNewChainRows(path: path, body: body, revsLimit: revsLimit) { rows.append($0) }
+        return rows
+    }
+
+    /// `newChainRows`, each row handed to `row` in turn instead of collected (no array per
+    /// document on the batched path).
+    static func appendNewChainRows(path: RevisionPath, body: [UInt8], revsLimit: Int, _ row: (RevisionRow) -> Void) {
+        let kept = min(path.ancestors.count + 1, revsLimit)
         for index in stride(from: kept - 1, through: 0, by: -1) {
             let id = index == 0 ? path.leaf : path.ancestors[index - 1]
             let parent = index < path.ancestors.count ? path.ancestors[index] : path.rootParent
             let node = RevTree.Node(id: id, parent: parent, kind: index == 0 ? path.kind : .live)
-            rows.append(RevisionRow(node: node, isLeaf: index == 0, body: index == 0 ? body : nil))
+            row(RevisionRow(node: node, isLeaf: index == 0, body: index == 0 ? body : nil))
         }
-        return rows
     }
 
     /// What a new document receiving `path` reports: every revision added, not conflicted.
     static func newChainResult(documentID: String, path: RevisionPath) -> ForeignDocumentResult {
-        ForeignDocumentResult(
-            documentID: documentID, added: path.ancestors.reversed() + [path.leaf], resolution: .notConflicted,
-            current: path.leaf, currentIsDeleted: path.kind.isDeleted)
+        var added: [RevisionID] = []
+        added.reserveCapacity(path.ancestors.count + 1)
+        added.append(contentsOf: path.ancestors.reversed())
+        added.append(path.leaf)
+        return ForeignDocumentResult(
+            documentID: documentID, added: added, resolution: .notConflicted, current: path.leaf,
+            currentIsDeleted: path.kind.isDeleted)
     }
 }

@@ -72,6 +72,21 @@ struct BadInputTests {
         #expect(try store.documentCount == 0)
     }
 
+    @Test("in a batch checked in parallel, the error names the first bad revision in input order")
+    func firstErrorOfLargeBatch() throws {
+        let store = try TestStore().store
+        var batch = try (0..<300).map { n in try foreign("doc-\(n)", body: body(n)) }
+        // Bad bodies in three different parallel chunks, the first one not in the first chunk.
+        for n in [250, 140, 290] { batch[n] = try bytesRevision("doc-\(n)", Array("{\"a\": 1}".utf8)) }
+        try expectInputError(store, { if case .bodyNotCanonical("doc-140", _) = $0 { true } else { false } }) {
+            try store.bulkInsertForeign(batch)
+        }
+        #expect(try store.documentCount == 0)
+        // The same batch without its bad revisions is then accepted whole.
+        batch.removeAll { ["doc-140", "doc-250", "doc-290"].contains($0.documentID) }
+        #expect(try store.bulkInsertForeign(batch).count == 297)
+    }
+
     @Test("canonical bodies written by CanonicalJSON pass the check")
     func canonicalBodiesPass() throws {
         let value = JSONValue.object([
