@@ -122,13 +122,12 @@ struct NewChainBatch {
                         return "(?\(p + 1), ?\(p + 2), ?\(p + 3), ?\(p + 4), ?\(p + 5), ?\(p + 6), ?\(p + 7))"
                     }.joined(separator: ", ")
             }
-            var bodies: [(index: Int32, value: Statement.Borrowed)] = []
-            bodies.reserveCapacity(size)
+            var borrowed: [(index: Int32, value: Statement.Borrowed)] = []
+            borrowed.reserveCapacity(3 * size)
             for (offset, entry) in rest.prefix(size).enumerated() {
-                try RevisionRows.bindRevisionRow(statement, firstParameter: Int32(offset * 7 + 1), key: entry.key, row: entry.row)
-                bodies.append((Int32(offset * 7 + 7), .blob(entry.row.body)))
+                borrowed += try RevisionRows.bindRevisionRow(statement, firstParameter: Int32(offset * 7 + 1), key: entry.key, row: entry.row)
             }
-            try statement.runBorrowing(bodies)
+            try statement.runBorrowing(borrowed)
             rest = rest.dropFirst(size)
         }
         for entry in rest {

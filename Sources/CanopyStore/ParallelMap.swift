@@ -7,6 +7,10 @@ enum ParallelMap {
     /// Below this many items the work is done on the calling thread alone.
     static let parallelCountMin = 64
 
+    /// Chunks a large batch is cut into: two per core, at most 8. Read once: the processor count
+    /// comes from files under /proc and /sys, which cost more than a small batch's check.
+    private static let chunkCountMax = min(8, ProcessInfo.processInfo.activeProcessorCount * 2)
+
     /// Output slots and per-chunk outcomes written from several threads, each slot by exactly
     /// one of them.
     private struct DisjointSlots<Output, Failure: Error>: @unchecked Sendable {
@@ -24,7 +28,7 @@ enum ParallelMap {
     static func map<Item: Sendable, Output: Sendable, Failure: Error>(
         _ items: [Item], _ transform: @Sendable (Item) throws(Failure) -> Output
     ) throws(Failure) -> [Output] {
-        let chunkCount = items.count >= parallelCountMin ? min(8, ProcessInfo.processInfo.activeProcessorCount * 2) : 1
+        let chunkCount = items.count >= parallelCountMin ? chunkCountMax : 1
         let chunkSize = (items.count + chunkCount - 1) / max(chunkCount, 1)
         var outcomes = [(initialized: Int, failure: Failure?)](repeating: (0, nil), count: chunkCount)
         let outputs = [Output](unsafeUninitializedCapacity: items.count) { buffer, initializedCount in

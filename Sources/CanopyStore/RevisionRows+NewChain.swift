@@ -44,19 +44,18 @@ extension RevisionRows {
         return newChainResult(documentID: documentID, path: path)
     }
 
-    /// Binds the values of a new document's row — its sequence (which is also its key), the
-    /// leaf's generation, digest and deleted flag — to parameters `firstParameter` …
-    /// `firstParameter + 3`, in the order the INSERTs above list them. Returns its one-entry leaf
-    /// list and its id, for parameters `firstParameter + 4` and `+ 5`, for
-    /// `Statement.runBorrowing` to bind without a copy.
+    /// Binds the integer values of a new document's row — its sequence (which is also its key),
+    /// the leaf's generation and deleted flag — to parameters `firstParameter` …
+    /// `firstParameter + 5`, in the order the INSERTs above list them, and returns the leaf's
+    /// digest, its one-entry leaf list and the document id for `Statement.runBorrowing` to bind
+    /// without a copy.
     static func bindNewDocument(
         _ statement: Statement, firstParameter first: Int32, sequence: Int64, leaf: RevTree.Node, documentID: String
     ) throws(SQLiteError) -> [(index: Int32, value: Statement.Borrowed)] {
         try statement.bind(sequence, at: first)
         try statement.bind(leaf.id.generation, at: first + 1)
-        try statement.bind(digestOf: leaf.id, at: first + 2)
         try statement.bind(leaf.kind.isDeleted ? 1 : 0, at: first + 3)
-        return [(first + 4, .blob(LeafList.encode(single: leaf))), (first + 5, .text(documentID))]
+        return [(first + 2, .digest(leaf.id)), (first + 4, .blob(LeafList.encode(single: leaf))), (first + 5, .text(documentID))]
     }
 
     /// The revision rows of a new document receiving `path`, oldest first (the order `persist`

@@ -155,20 +155,21 @@ enum RevisionRows {
     static func insertRevisionRow(_ db: Database, key: Int64, node: RevTree.Node, isLeaf: Bool, body: [UInt8]?) throws {
         let statement = try db.statement(
             "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        try bindRevisionRow(statement, firstParameter: 1, key: key, row: RevisionRow(node: node, isLeaf: isLeaf, body: body))
-        try statement.runBorrowing([(7, .blob(body))])
+        let row = RevisionRow(node: node, isLeaf: isLeaf, body: body)
+        try statement.runBorrowing(bindRevisionRow(statement, firstParameter: 1, key: key, row: row))
     }
 
-    /// Binds a revision row's first six columns, in the order the INSERTs list them, to
-    /// parameters `firstParameter` … `firstParameter + 5`. The body, parameter
-    /// `firstParameter + 6`, is bound by `Statement.runBorrowing` (no copy).
-    static func bindRevisionRow(_ statement: Statement, firstParameter first: Int32, key: Int64, row: RevisionRow) throws(SQLiteError) {
+    /// Binds a revision row's integer columns, in the order the INSERTs list them, to parameters
+    /// `firstParameter` … `firstParameter + 6`, and returns its digest, parent digest and body for
+    /// `Statement.runBorrowing` to bind without a copy.
+    static func bindRevisionRow(
+        _ statement: Statement, firstParameter first: Int32, key: Int64, row: RevisionRow
+    ) throws(SQLiteError) -> [(index: Int32, value: Statement.Borrowed)] {
         try statement.bind(key, at: first)
         try statement.bind(row.node.id.generation, at: first + 1)
-        try statement.bind(digestOf: row.node.id, at: first + 2)
-        try statement.bind(digestOf: row.node.parent, at: first + 3)
         try statement.bind(Int(row.node.kind.rawValue), at: first + 4)
         try statement.bind(row.isLeaf ? 1 : 0, at: first + 5)
+        return [(first + 2, .digest(row.node.id)), (first + 3, .digest(row.node.parent)), (first + 6, .blob(row.body))]
     }
 
     /// Brings one revision row in line with the tree: insert, delete, or update its parent link,

@@ -133,6 +133,8 @@ public final class Statement {
         case blob([UInt8]?)
         /// UTF-8 text.
         case text(String)
+        /// The 16 digest bytes of a revision id, or NULL for nil (held in the binding call's frame).
+        case digest(RevisionID?)
     }
 
     /// Binds each value to its parameter without SQLite copying the bytes, runs the statement to
@@ -172,6 +174,17 @@ public final class Statement {
                 Result { () throws(SQLiteError) in
                     let start = UnsafeRawPointer(utf8.baseAddress ?? UnsafePointer(bitPattern: 1)!)
                     try check(sqlite3_bind_text(handle, index, start.assumingMemoryBound(to: CChar.self), Int32(utf8.count), nil))
+                    try bindBorrowing(rest)
+                }
+            }
+        case .digest(nil):
+            try check(sqlite3_bind_null(handle, index))
+            return try bindBorrowing(rest)
+        case .digest(let revision?):
+            var halves = (revision.digestHigh.bigEndian, revision.digestLow.bigEndian)
+            outcome = withUnsafeBytes(of: &halves) { raw in
+                Result { () throws(SQLiteError) in
+                    try check(sqlite3_bind_blob(handle, index, raw.baseAddress, Int32(RevisionID.digestBytes), nil))
                     try bindBorrowing(rest)
                 }
             }

@@ -26,16 +26,19 @@ struct DatabaseTests {
     func borrowedBlobs() throws {
         let directory = TemporaryDirectory()
         let db = try Database(path: directory.path("db.sqlite"))
-        try db.execute("CREATE TABLE t (n INTEGER, a BLOB, b BLOB, c BLOB, d TEXT)")
-        let insert = try db.cached("INSERT INTO t(n, a, b, c, d) VALUES (?, ?, ?, ?, ?)")
+        try db.execute("CREATE TABLE t (n INTEGER, a BLOB, b BLOB, c BLOB, d TEXT, e BLOB, f BLOB)")
+        let insert = try db.cached("INSERT INTO t(n, a, b, c, d, e, f) VALUES (?, ?, ?, ?, ?, ?, ?)")
         try insert.bind(1, at: 1)
-        try insert.runBorrowing([(2, .blob(Array(0...255))), (3, .blob(nil)), (4, .blob([])), (5, .text("é漢😀"))])
+        let revision = chain(1)[0].id
+        try insert.runBorrowing([
+            (2, .blob(Array(0...255))), (3, .blob(nil)), (4, .blob([])), (5, .text("é漢😀")), (6, .digest(revision)), (7, .digest(nil)),
+        ])
         // Run again without binding: every parameter must be NULL, not the buffers lent above.
         try insert.run()
-        let rows = try db.query("SELECT n, a, b, c, d FROM t ORDER BY rowid") { row in
-            [row.blob(1), row.blob(2), row.blob(3), row.isNull(4) ? nil : Array(row.text(4).utf8)]
+        let rows = try db.query("SELECT n, a, b, c, d, e, f FROM t ORDER BY rowid") { row in
+            [row.blob(1), row.blob(2), row.blob(3), row.isNull(4) ? nil : Array(row.text(4).utf8), row.blob(5), row.blob(6)]
         }
-        #expect(rows == [[Array(0...255), nil, [], Array("é漢😀".utf8)], [nil, nil, nil, nil]])
+        #expect(rows == [[Array(0...255), nil, [], Array("é漢😀".utf8), revision.digest, nil], [nil, nil, nil, nil, nil, nil]])
     }
 
     @Test("an SQLite error carries the codes and the SQL text but not the bound values")
