@@ -14,12 +14,17 @@ enum LeafList {
         return bytes
     }
 
-    /// The list of a document with one leaf (every new document): one allocation.
+    /// The list of a document with one leaf (every new document): one allocation, written in
+    /// place.
     static func encode(single leaf: RevTree.Node) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(entryBytes)
-        append(leaf, to: &bytes)
-        return bytes
+        [UInt8](unsafeUninitializedCapacity: entryBytes) { buffer, count in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            raw.storeBytes(of: UInt32(leaf.id.generation).bigEndian, as: UInt32.self)
+            raw.storeBytes(of: leaf.id.digestHigh.bigEndian, toByteOffset: 4, as: UInt64.self)
+            raw.storeBytes(of: leaf.id.digestLow.bigEndian, toByteOffset: 12, as: UInt64.self)
+            raw[20] = leaf.kind.rawValue
+            count = entryBytes
+        }
     }
 
     private static func append(_ leaf: RevTree.Node, to bytes: inout [UInt8]) {

@@ -147,26 +147,33 @@ public final class Statement {
     /// to them outlives the call.
     public func runBorrowing(_ values: [(index: Int32, value: Borrowed)]) throws(SQLiteError) {
         defer { reset() }
-        try bindBorrowing(values[...])
+        let outcome = values.withUnsafeBufferPointer { buffer in
+            Result { () throws(SQLiteError) in try bindBorrowing(buffer, from: 0) }
+        }
+        try outcome.get()
     }
 
-    private func bindBorrowing(_ values: ArraySlice<(index: Int32, value: Borrowed)>) throws(SQLiteError) {
-        guard let (index, value) = values.first else {
+    /// Binds `values[position...]`, each inside the scope that keeps its bytes alive, then runs.
+    private func bindBorrowing(
+        _ values: UnsafeBufferPointer<(index: Int32, value: Borrowed)>, from position: Int
+    ) throws(SQLiteError) {
+        guard position < values.count else {
             while try step() {}
             return
         }
-        let rest = values.dropFirst()
+        let index = values[position].index
+        let next = position + 1
         // A nil destructor is SQLITE_STATIC: SQLite uses the pointer as it is.
         let outcome: Result<Void, SQLiteError>
-        switch value {
-        case .blob(nil):
+        switch values[position].value {
+        case .blob(nil), .digest(nil):
             try check(sqlite3_bind_null(handle, index))
-            return try bindBorrowing(rest)
+            return try bindBorrowing(values, from: next)
         case .blob(let bytes?):
             outcome = bytes.withUnsafeBytes { raw in
                 Result { () throws(SQLiteError) in
                     try check(sqlite3_bind_blob(handle, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(raw.count), nil))
-                    try bindBorrowing(rest)
+                    try bindBorrowing(values, from: next)
                 }
             }
         case .text(var text):
@@ -174,18 +181,15 @@ public final class Statement {
                 Result { () throws(SQLiteError) in
                     let start = UnsafeRawPointer(utf8.baseAddress ?? UnsafePointer(bitPattern: 1)!)
                     try check(sqlite3_bind_text(handle, index, start.assumingMemoryBound(to: CChar.self), Int32(utf8.count), nil))
-                    try bindBorrowing(rest)
+                    try bindBorrowing(values, from: next)
                 }
             }
-        case .digest(nil):
-            try check(sqlite3_bind_null(handle, index))
-            return try bindBorrowing(rest)
         case .digest(let revision?):
             var halves = (revision.digestHigh.bigEndian, revision.digestLow.bigEndian)
             outcome = withUnsafeBytes(of: &halves) { raw in
                 Result { () throws(SQLiteError) in
                     try check(sqlite3_bind_blob(handle, index, raw.baseAddress, Int32(RevisionID.digestBytes), nil))
-                    try bindBorrowing(rest)
+                    try bindBorrowing(values, from: next)
                 }
             }
         }

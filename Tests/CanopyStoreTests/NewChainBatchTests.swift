@@ -70,6 +70,18 @@ struct NewChainBatchTests {
         }
     }
 
+    @Test("a one-leaf list is packed and unpacked like any leaf list")
+    func singleLeafList() throws {
+        for (n, link) in chain(40, seed: "leaf").enumerated() {
+            let kind: RevisionKind = n % 3 == 0 ? .deleted : .live
+            let leaf = RevTree.Node(id: link.id, parent: nil, kind: kind)
+            let bytes = LeafList.encode(single: leaf)
+            #expect(bytes == LeafList.encode([leaf]))
+            let decoded = try LeafList.decode(bytes, documentID: "d")
+            #expect(decoded.map(\.revision) == [link.id] && decoded.map(\.kind) == [kind])
+        }
+    }
+
     @Test("a chunk that meets an existing document is undone and written one by one, with no sequence skipped")
     func chunkWithExistingDocument() throws {
         let test = try TestStore()
