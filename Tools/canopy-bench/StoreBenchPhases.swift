@@ -3,7 +3,8 @@ import CanopyStore
 import Foundation
 
 /// The phases of `canopy-bench store`. Each returns the seconds its timed part took; inputs are
-/// prepared before the clock starts (a peer's bodies and ids arrive ready-made on the wire).
+/// prepared, and cut into batches, before the clock starts (a peer's bodies and ids arrive
+/// ready-made on the wire).
 enum StoreBenchPhases {
     /// The ceiling: plain INSERTs of the same bytes, one transaction per batch.
     static func rawCeiling(path: String, bodies: [[UInt8]], batch: Int) throws -> Double {
@@ -33,10 +34,9 @@ enum StoreBenchPhases {
                 documentID: StoreBenchData.documentID(index), path: try RevisionPath(leaf: leaf, kind: .live),
                 body: .canonical(body))
         }
+        let batches = stride(from: 0, to: revisions.count, by: batch).map { Array(revisions[$0..<min($0 + batch, revisions.count)]) }
         return try measure {
-            for start in stride(from: 0, to: revisions.count, by: batch) {
-                _ = try store.bulkInsertForeign(Array(revisions[start..<min(start + batch, revisions.count)]))
-            }
+            for revisions in batches { _ = try store.bulkInsertForeign(revisions) }
         }
     }
 
@@ -46,10 +46,9 @@ enum StoreBenchPhases {
         let writes = bodies.enumerated().map { index, body in
             LocalWrite(documentID: StoreBenchData.documentID(index), body: body, replacing: nil)
         }
+        let batches = stride(from: 0, to: writes.count, by: batch).map { Array(writes[$0..<min($0 + batch, writes.count)]) }
         return try measure {
-            for start in stride(from: 0, to: writes.count, by: batch) {
-                _ = try store.putBatch(Array(writes[start..<min(start + batch, writes.count)]))
-            }
+            for writes in batches { _ = try store.putBatch(writes) }
         }
     }
 
