@@ -50,20 +50,42 @@ public enum CanonicalJSON {
     static func writeString(_ text: String, into out: inout [UInt8]) {
         var text = text
         // Contiguous UTF-8 (native Swift strings always are): copy runs of bytes that need no
-        // escape in one append, instead of byte by byte.
+        // escape in one append, and find them eight bytes at a time (a body's long texts).
         text.withUTF8 { bytes in
             out.append(UInt8(ascii: "\""))
             var runStart = 0
-            for index in 0..<bytes.count {
+            var index = 0
+            while index < bytes.count {
+                if index + 8 <= bytes.count, let base = bytes.baseAddress,
+                    !wordNeedsEscape(UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)))
+                {
+                    index += 8
+                    continue
+                }
                 let byte = bytes[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                if runStart < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index])) }
-                writeEscape(byte, into: &out)
-                runStart = index + 1
+                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    if runStart < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index])) }
+                    writeEscape(byte, into: &out)
+                    runStart = index + 1
+                }
+                index += 1
             }
             if runStart < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...])) }
             out.append(UInt8(ascii: "\""))
         }
+    }
+
+    /// Whether any of the eight bytes of `word` needs an escape in a string: a control character
+    /// (< 0x20), `"` or `\`. Bytes from 0x80 up (UTF-8 beyond ASCII) never do. The standard SWAR
+    /// tests: `(x - 0x01…) & ~x & 0x80…` is non-zero exactly when a byte of `x` is zero, and with
+    /// 0x20 in place of 0x01 exactly when a byte is below 0x20.
+    package static func wordNeedsEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        let control = (word &- ones &* 0x20) & ~word
+        let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+        let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+        return (control | (quote &- ones) & ~quote | (backslash &- ones) & ~backslash) & highBits != 0
     }
 
     /// Appends the escape for a byte that needs one: `"`, `\\` or a control character.

@@ -175,17 +175,10 @@ struct CanonicalJSONCheck {
         }
     }
 
-    /// Whether any byte of `word` is a control byte (< 0x20), non-ASCII, `"` or `\`. The
-    /// standard SWAR tests: `(x - 0x01…) & ~x & 0x80…` is non-zero exactly when a byte of `x` is
-    /// zero, and with 0x20 in place of 0x01 when a byte is below 0x20 (for bytes below 0x80).
+    /// Whether any byte of `word` is one a canonical string escapes, or non-ASCII (whose UTF-8
+    /// the scan must validate).
     private static func needsLook(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highBits: UInt64 = 0x8080_8080_8080_8080
-        let control = (word &- ones &* 0x20) & ~word & highBits
-        let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
-        let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
-        let quoteOrBackslash = ((quote &- ones) & ~quote | (backslash &- ones) & ~backslash) & highBits
-        return (control | quoteOrBackslash | word & highBits) != 0
+        CanonicalJSON.wordNeedsEscape(word) || word & 0x8080_8080_8080_8080 != 0
     }
 
     /// Checks the multi-byte UTF-8 sequence starting at `index` and moves past it: a well-formed

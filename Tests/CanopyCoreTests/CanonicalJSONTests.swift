@@ -19,6 +19,21 @@ struct CanonicalJSONTests {
             == "[\"a\\\"b\\\\c/d\\u0001\\b\\t\\n\\f\\r\\u001f\u{7f}\u{2028}\"]")
     }
 
+    @Test("a character that needs an escape is found at every position of a long string")
+    func escapesAtEveryOffset() {
+        let escapes: [(Character, String)] = [("\"", "\\\""), ("\\", "\\\\"), ("\u{0}", "\\u0000"), ("\u{1f}", "\\u001f"), ("\n", "\\n")]
+        for (character, escaped) in escapes {
+            for position in 0...24 {
+                // ASCII and two-byte UTF-8 around it, so the special byte falls at every offset
+                // of the eight-byte words the encoder scans.
+                let prefix = String(repeating: "aé", count: position / 3) + String(repeating: "b", count: position % 3)
+                let suffix = String(repeating: "c€", count: 5)
+                let bytes = CanonicalJSON.encode(.string(prefix + String(character) + suffix))
+                #expect(String(decoding: bytes, as: UTF8.self) == "\"" + prefix + escaped + suffix + "\"")
+            }
+        }
+    }
+
     @Test("numbers take their shortest round-trip form", arguments: [
         ("0", "0"), ("-0", "0"), ("-0.0", "0"), ("1.0", "1"), ("1e2", "100"), ("1.5", "1.5"),
         ("-12.25", "-12.25"), ("0.000001", "0.000001"), ("1e-7", "1e-7"), ("123e-20", "1.23e-18"),
