@@ -79,7 +79,7 @@ public enum CanonicalJSON {
     /// (< 0x20), `"` or `\`. Bytes from 0x80 up (UTF-8 beyond ASCII) never do. The standard SWAR
     /// tests: `(x - 0x01…) & ~x & 0x80…` is non-zero exactly when a byte of `x` is zero, and with
     /// 0x20 in place of 0x01 exactly when a byte is below 0x20.
-    package static func wordNeedsEscape(_ word: UInt64) -> Bool {
+    @inlinable package static func wordNeedsEscape(_ word: UInt64) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highBits: UInt64 = 0x8080_8080_8080_8080
         let control = (word &- ones &* 0x20) & ~word
