@@ -77,7 +77,7 @@ extension DocumentStore {
         }
         for (position, index) in groups.first.enumerated() {
             let revision = checked[index]
-            if groups.others[position] == nil {
+            if groups.others.isEmpty || groups.others[position] == nil {
                 batch.append(.init(slot: position, documentID: revision.documentID, path: revision.path, body: revision.body))
                 continue
             }

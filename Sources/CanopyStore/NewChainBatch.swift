@@ -97,9 +97,9 @@ struct NewChainBatch {
         borrowed.reserveCapacity(3 * count)
         for (offset, item) in chunk.enumerated() {
             let leaf = RevTree.Node(id: item.path.leaf, parent: item.path.parent, kind: item.path.kind)
-            borrowed += try RevisionRows.bindNewDocument(
+            try RevisionRows.bindNewDocument(
                 statement, firstParameter: Int32(offset * 6 + 1), sequence: context.nextSequence(), leaf: leaf,
-                documentID: item.documentID)
+                documentID: item.documentID, borrowed: &borrowed)
         }
         try statement.runBorrowing(borrowed)
         guard context.db.changes != count else { return true }
@@ -125,7 +125,8 @@ struct NewChainBatch {
             var borrowed: [(index: Int32, value: Statement.Borrowed)] = []
             borrowed.reserveCapacity(3 * size)
             for (offset, entry) in rest.prefix(size).enumerated() {
-                borrowed += try RevisionRows.bindRevisionRow(statement, firstParameter: Int32(offset * 7 + 1), key: entry.key, row: entry.row)
+                try RevisionRows.bindRevisionRow(
+                    statement, firstParameter: Int32(offset * 7 + 1), key: entry.key, row: entry.row, borrowed: &borrowed)
             }
             try statement.runBorrowing(borrowed)
             rest = rest.dropFirst(size)

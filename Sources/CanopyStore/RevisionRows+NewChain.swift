@@ -32,8 +32,9 @@ extension RevisionRows {
             INSERT INTO documents(sequence, current_generation, current_digest, deleted, conflicted, leaves, doc_id, doc_key)
             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?1) ON CONFLICT(doc_id) DO NOTHING
             """)
-        try statement.runBorrowing(
-            bindNewDocument(statement, firstParameter: 1, sequence: sequence, leaf: leaf, documentID: documentID))
+        var borrowed: [(index: Int32, value: Statement.Borrowed)] = []
+        try bindNewDocument(statement, firstParameter: 1, sequence: sequence, leaf: leaf, documentID: documentID, borrowed: &borrowed)
+        try statement.runBorrowing(borrowed)
         guard context.db.changes == 1 else {
             context.returnSequence(sequence)
             return nil
@@ -46,16 +47,19 @@ extension RevisionRows {
 
     /// Binds the integer values of a new document's row — its sequence (which is also its key),
     /// the leaf's generation and deleted flag — to parameters `firstParameter` …
-    /// `firstParameter + 5`, in the order the INSERTs above list them, and returns the leaf's
-    /// digest, its one-entry leaf list and the document id for `Statement.runBorrowing` to bind
-    /// without a copy.
+    /// `firstParameter + 5`, in the order the INSERTs above list them, and appends the leaf's
+    /// digest, its one-entry leaf list and the document id to `borrowed`, for
+    /// `Statement.runBorrowing` to bind without a copy.
     static func bindNewDocument(
-        _ statement: Statement, firstParameter first: Int32, sequence: Int64, leaf: RevTree.Node, documentID: String
-    ) throws(SQLiteError) -> [(index: Int32, value: Statement.Borrowed)] {
+        _ statement: Statement, firstParameter first: Int32, sequence: Int64, leaf: RevTree.Node, documentID: String,
+        borrowed: inout [(index: Int32, value: Statement.Borrowed)]
+    ) throws(SQLiteError) {
         try statement.bind(sequence, at: first)
         try statement.bind(leaf.id.generation, at: first + 1)
         try statement.bind(leaf.kind.isDeleted ? 1 : 0, at: first + 3)
-        return [(first + 2, .digest(leaf.id)), (first + 4, .blob(LeafList.encode(single: leaf))), (first + 5, .text(documentID))]
+        borrowed.append((first + 2, .digest(leaf.id)))
+        borrowed.append((first + 4, .blob(LeafList.encode(single: leaf))))
+        borrowed.append((first + 5, .text(documentID)))
     }
 
     /// The revision rows of a new document receiving `path`, oldest first (the order `persist`

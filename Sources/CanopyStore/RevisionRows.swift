@@ -155,21 +155,25 @@ enum RevisionRows {
     static func insertRevisionRow(_ db: Database, key: Int64, node: RevTree.Node, isLeaf: Bool, body: [UInt8]?) throws {
         let statement = try db.statement(
             "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        let row = RevisionRow(node: node, isLeaf: isLeaf, body: body)
-        try statement.runBorrowing(bindRevisionRow(statement, firstParameter: 1, key: key, row: row))
+        var borrowed: [(index: Int32, value: Statement.Borrowed)] = []
+        try bindRevisionRow(statement, firstParameter: 1, key: key, row: RevisionRow(node: node, isLeaf: isLeaf, body: body), borrowed: &borrowed)
+        try statement.runBorrowing(borrowed)
     }
 
     /// Binds a revision row's integer columns, in the order the INSERTs list them, to parameters
-    /// `firstParameter` … `firstParameter + 6`, and returns its digest, parent digest and body for
-    /// `Statement.runBorrowing` to bind without a copy.
+    /// `firstParameter` … `firstParameter + 6`, and appends its digest, parent digest and body to
+    /// `borrowed`, for `Statement.runBorrowing` to bind without a copy.
     static func bindRevisionRow(
-        _ statement: Statement, firstParameter first: Int32, key: Int64, row: RevisionRow
-    ) throws(SQLiteError) -> [(index: Int32, value: Statement.Borrowed)] {
+        _ statement: Statement, firstParameter first: Int32, key: Int64, row: RevisionRow,
+        borrowed: inout [(index: Int32, value: Statement.Borrowed)]
+    ) throws(SQLiteError) {
         try statement.bind(key, at: first)
         try statement.bind(row.node.id.generation, at: first + 1)
         try statement.bind(Int(row.node.kind.rawValue), at: first + 4)
         try statement.bind(row.isLeaf ? 1 : 0, at: first + 5)
-        return [(first + 2, .digest(row.node.id)), (first + 3, .digest(row.node.parent)), (first + 6, .blob(row.body))]
+        borrowed.append((first + 2, .digest(row.node.id)))
+        borrowed.append((first + 3, .digest(row.node.parent)))
+        borrowed.append((first + 6, .blob(row.body)))
     }
 
     /// Brings one revision row in line with the tree: insert, delete, or update its parent link,
