@@ -42,7 +42,7 @@ let package = Package(
         .target(
             name: "CanopyStore",
             dependencies: [
-                "CSQLite", "CanopyCore",
+                "CSQLite", "CSodium", "CanopyCore",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Replication state machines over injected transport, clock, scheduler, randomness.

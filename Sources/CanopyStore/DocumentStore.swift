@@ -1,3 +1,4 @@
+import CSodium
 import CanopyCore
 import Foundation
 import Logging
@@ -58,6 +59,11 @@ public final class DocumentStore: @unchecked Sendable {
     /// Cached `metadata.last_sequence`; changed only under the lock, after a commit.
     private var storedLastSequence: Int64
 
+    /// libsodium initialised once per process before the store hashes anything: its documentation
+    /// requires `sodium_init` first, and only then does it pick the fastest BLAKE2b for this CPU
+    /// (revision ids are hashed on every foreign insert and local write).
+    private static let sodiumReady: Void = { precondition(sodium_init() >= 0, "libsodium failed to initialise") }()
+
     /// Opens or creates the store at `path`, migrating an older schema forward. A file written by
     /// a newer build fails with `StoreError.schemaTooNew` and is left untouched.
     public init(path: String, configuration: Configuration = Configuration()) throws(StoreError) {
@@ -65,6 +71,7 @@ public final class DocumentStore: @unchecked Sendable {
             precondition((StoreLimits.revsLimitMin...StoreLimits.revsLimitMax).contains(limit), "revsLimit out of range")
         }
         self.configuration = configuration
+        _ = Self.sodiumReady
         do {
             db = try Database(path: path, durable: configuration.durable)
             let version = try db.pragmaInt("user_version")
