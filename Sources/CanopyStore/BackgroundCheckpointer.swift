@@ -4,9 +4,9 @@ import Logging
 
 /// Takes WAL checkpoints off the writer's critical path. SQLite's automatic checkpoint runs inside
 /// the commit that crosses `wal_autocheckpoint` pages: the writer copies the WAL into the database
-/// file and waits for two `fdatasync`s while holding the store — about 17% of a receiving agent's
-/// time during a large replication. Here a second connection, on its own queue, runs passive
-/// checkpoints instead: they copy committed frames while the writer goes on appending.
+/// file and waits for two `fdatasync`s while holding the store — about a sixth of a receiving
+/// agent's busy time during a large replication. Here a second connection, on its own queue, runs
+/// passive checkpoints instead: they copy committed frames while the writer goes on appending.
 ///
 /// A passive checkpoint never completes while commits keep arriving, and SQLite restarts the WAL
 /// from its beginning only after a complete one, so the writer still checkpoints itself once the
@@ -15,15 +15,9 @@ import Logging
 ///
 /// Invariants: `connection` is used only on `queue`; at most one background checkpoint is queued
 /// or running (`scheduled`), and only the writer's commits queue one; the WAL holds at most
-/// `inlineFrames` frames plus the transaction that crossed it; a checkpoint is only ever SQLite's own, so durability is SQLite's (the
-/// connection's `synchronous` setting applies to the checkpointing connection too).
+/// `inlineFrames` frames plus the transaction that crossed it; a checkpoint is only ever SQLite's
+/// own, so durability is SQLite's (the checkpointing connection has the writer's `synchronous`).
 final class BackgroundCheckpointer: WALCommitObserver, @unchecked Sendable {
-    /// Frames not yet copied that start a background checkpoint (SQLite's default
-    /// `wal_autocheckpoint`).
-    static let startFrames = 1_000
-    /// Frames at which the writer checkpoints itself (32 MiB of 4 KiB pages).
-    static let inlineFrames = 8_000
-
     private let connection: Database
     private let queue = DispatchQueue(label: "canopy.store.checkpoint", qos: .utility)
     private let logger: Logger
@@ -38,7 +32,8 @@ final class BackgroundCheckpointer: WALCommitObserver, @unchecked Sendable {
     /// Opens the checkpointing connection to the database at `path`. Attach it to the writer
     /// with `Database.replaceAutomaticCheckpoints(with:)`.
     init(path: String, durable: Bool, logger: Logger,
-         startFrames: Int = BackgroundCheckpointer.startFrames, inlineFrames: Int = BackgroundCheckpointer.inlineFrames) throws(SQLiteError) {
+         startFrames: Int = StoreLimits.walBackgroundCheckpointFrames,
+         inlineFrames: Int = StoreLimits.walInlineCheckpointFrames) throws(SQLiteError) {
         precondition(0 < startFrames && startFrames < inlineFrames, "checkpoint thresholds out of order")
         connection = try Database(path: path, durable: durable)
         // It reads nothing through the page cache: a checkpoint copies frames file to file.

@@ -33,4 +33,10 @@ public enum StoreLimits {
     /// Prepared statements kept per connection. The store uses a fixed set of fewer than 40
     /// statements; the bound only stops ad hoc SQL from growing the cache without limit.
     public static let statementCacheCountMax = 128
+    /// WAL frames not yet in the database file that start a background checkpoint
+    /// (`Configuration.checkpointInBackground`; SQLite's default `wal_autocheckpoint`).
+    public static let walBackgroundCheckpointFrames = 1_000
+    /// WAL frames at which the writer checkpoints itself when checkpoints run in the background:
+    /// the WAL's bound (32 MiB of 4 KiB pages, plus the transaction that crossed it).
+    public static let walInlineCheckpointFrames = 8_000
 }
