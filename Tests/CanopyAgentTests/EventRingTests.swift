@@ -1,4 +1,6 @@
 import CanopyAgent
+import CanopyCore
+import CanopyReplication
 import Testing
 
 @Suite("event ring buffer")
@@ -41,6 +43,32 @@ struct EventRingTests {
                     #expect(missed + UInt64(events.count) == UInt64(total) - since)
                 }
             }
+        }
+    }
+
+    @Test("a document event kept as the engine reported it renders the same JSON as one built by hand")
+    func documentEventRendersLazily() {
+        let revision = RevisionID(generation: 3, digestHigh: 0x0123_4567_89AB_CDEF, digestLow: 42)
+        var ring = EventRing(capacity: 4)
+        ring.append(.document(nodeID: "NODE", event: DocumentEvent(kind: .pulled, documentID: "doc-1", revision: revision)), time: 7)
+        ring.append(.document(nodeID: "NODE", event: DocumentEvent(kind: .rejected, documentID: "doc-2", detail: "bad hash")), time: 8)
+        let events = ring.events(after: 0).events
+        #expect(events.map(\.type) == ["document.pulled", "document.rejected"])
+        #expect(events[0].data == ["node_id": .string("NODE"), "doc": .string("doc-1"), "rev": .string(revision.description)])
+        #expect(events[1].data == ["node_id": .string("NODE"), "doc": .string("doc-2"), "detail": .string("bad hash")])
+        #expect(events[0] == AgentEvent(sequence: 1, type: "document.pulled", time: 7, data: events[0].data))
+        #expect(events[0] != AgentEvent(sequence: 1, type: "document.pushed", time: 7, data: events[0].data))
+        #expect(events[1].json == .object([
+            "seq": .int(2), "type": .string("document.rejected"), "time": .double(8),
+            "data": .object(["node_id": .string("NODE"), "doc": .string("doc-2"), "detail": .string("bad hash")]),
+        ]))
+    }
+
+    @Test("every document event kind has its own event type")
+    func documentEventTypes() {
+        for kind in DocumentEventKind.allCases {
+            let content = AgentEvent.Content.document(nodeID: "N", event: DocumentEvent(kind: kind, documentID: "d"))
+            #expect(content.type == "document.\(kind.rawValue)")
         }
     }
 }
