@@ -34,9 +34,15 @@ extension DocumentStore {
         try readBatch { db in
             var entries: [RevsDiffEntry] = []
             for id in offered.keys.sorted() {
-                let revisions = Set(offered[id] ?? [])
-                let tree = try RevisionRows.load(db, documentID: id)?.tree ?? RevTree()
-                let missing = revisions.filter { !tree.contains($0) }.sorted()
+                let offeredRevisions = offered[id] ?? []
+                let tree = try RevisionRows.loadTree(db, documentID: id)
+                guard !tree.isEmpty else {
+                    // Absent (most documents of an initial replication): everything is missing.
+                    let missing = offeredRevisions.count == 1 ? offeredRevisions : Set(offeredRevisions).sorted()
+                    if !missing.isEmpty { entries.append(RevsDiffEntry(documentID: id, missing: missing, possibleAncestors: [])) }
+                    continue
+                }
+                let missing = Set(offeredRevisions).filter { !tree.contains($0) }.sorted()
                 guard let newest = missing.last else { continue }
                 let ancestors = tree.openLeaves.filter { $0.id.generation < newest.generation }
                     .map(\.id).sorted(by: >)
@@ -56,33 +62,35 @@ extension DocumentStore {
         return try readBatch { db in
             var result: [ForeignRevision] = []
             for request in requests {
-                guard let document = try RevisionRows.load(db, documentID: request.documentID) else {
+                guard let (tree, bodies) = try RevisionRows.loadForSending(db, documentID: request.documentID, wanted: request.revisions) else {
                     throw StoreError.notFound(documentID: request.documentID, revision: request.revisions.first)
                 }
                 let known = Set(request.knownAncestors)
                 for revision in request.revisions {
-                    result.append(try Self.outgoing(db, document, revision, known: known, limit: limit))
+                    result.append(try Self.outgoing(
+                        documentID: request.documentID, tree: tree, revision: revision, body: bodies[revision], known: known, limit: limit))
                 }
             }
             return result
         }
     }
 
-    /// One revision to send: its path cut at the first known ancestor and at `limit`, and its body.
-    private static func outgoing(
-        _ db: Database, _ document: StoredDocument, _ revision: RevisionID, known: Set<RevisionID>, limit: Int
+    /// One revision to send: its path cut at the first known ancestor and at `limit`, and its
+    /// `body` as stored (nil when compacted away).
+    static func outgoing(
+        documentID: String, tree: RevTree, revision: RevisionID, body: [UInt8]?, known: Set<RevisionID>, limit: Int
     ) throws -> ForeignRevision {
-        guard let node = document.tree.node(revision) else {
-            throw StoreError.notFound(documentID: document.id, revision: revision)
+        guard let node = tree.node(revision) else {
+            throw StoreError.notFound(documentID: documentID, revision: revision)
         }
-        guard let body = try RevisionRows.body(db, of: document, revision: revision) else {
-            throw StoreError.bodyUnavailable(documentID: document.id, revision: revision)
+        guard let body else {
+            throw StoreError.bodyUnavailable(documentID: documentID, revision: revision)
         }
-        var history = document.tree.ancestry(of: revision, limit: limit)
+        var history = tree.ancestry(of: revision, limit: limit)
         var rootParent: RevisionID?
         if let stop = history.dropFirst().firstIndex(where: { known.contains($0) }) {
             history.removeSubrange((stop + 1)...)
-        } else if let oldest = history.last, let parent = document.tree.node(oldest)?.parent {
+        } else if let oldest = history.last, let parent = tree.node(oldest)?.parent {
             // Cut at `limit`, or where this store stemmed, above a revision we know of: name the
             // link, or the peer would take the oldest revision for a root and, should the parent
             // reach it some other way, the parent for an open leaf (RevisionPath.rootParent). A
@@ -92,9 +100,9 @@ extension DocumentStore {
         do {
             let path = try RevisionPath(
                 leaf: revision, kind: node.kind, ancestors: Array(history.dropFirst()), rootParent: rootParent)
-            return ForeignRevision(documentID: document.id, path: path, body: .canonical(body))
+            return ForeignRevision(documentID: documentID, path: path, body: .canonical(body))
         } catch {
-            throw StoreError.corrupt(detail: "stored history of \"\(document.id.prefix(80))\": \(error)")
+            throw StoreError.corrupt(detail: "stored history of \"\(documentID.prefix(80))\": \(error)")
         }
     }
 }

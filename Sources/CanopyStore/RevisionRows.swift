@@ -58,22 +58,25 @@ enum RevisionRows {
         defer { statement.reset() }
         try statement.bind(key, at: 1)
         var nodes: [RevTree.Node] = []
-        while try statement.step() {
-            let row = statement
-            let generation = row.int(0)
-            guard let id = row.revisionID(generation: generation, digestColumn: 1),
-                let kind = RevisionKind(rawValue: UInt8(truncatingIfNeeded: row.int(3)))
-            else { throw StoreError.corrupt(detail: "revision row of \"\(documentID.prefix(80))\"") }
-            var parent: RevisionID? = nil
-            if !row.isNull(2) {
-                guard let known = row.revisionID(generation: generation - 1, digestColumn: 2) else {
-                    throw StoreError.corrupt(detail: "parent of \(id) in \"\(documentID.prefix(80))\"")
-                }
-                parent = known
-            }
-            nodes.append(RevTree.Node(id: id, parent: parent, kind: kind))
-        }
+        while try statement.step() { nodes.append(try revisionNode(statement, documentID: documentID)) }
         return RevTree(nodes: nodes)
+    }
+
+    /// The node in the current row, whose first four columns are `generation, digest, parent,
+    /// kind` of a revision row.
+    static func revisionNode(_ row: Statement, documentID: String) throws -> RevTree.Node {
+        let generation = row.int(0)
+        guard let id = row.revisionID(generation: generation, digestColumn: 1),
+            let kind = RevisionKind(rawValue: UInt8(truncatingIfNeeded: row.int(3)))
+        else { throw StoreError.corrupt(detail: "revision row of \"\(documentID.prefix(80))\"") }
+        var parent: RevisionID? = nil
+        if !row.isNull(2) {
+            guard let known = row.revisionID(generation: generation - 1, digestColumn: 2) else {
+                throw StoreError.corrupt(detail: "parent of \(id) in \"\(documentID.prefix(80))\"")
+            }
+            parent = known
+        }
+        return RevTree.Node(id: id, parent: parent, kind: kind)
     }
 
     /// The stored canonical body of one revision: nil when the revision is unknown or its body

@@ -7,22 +7,6 @@ import Testing
 /// path and one through the general path, and compare results and every row.
 @Suite("Batched new documents")
 struct NewChainBatchTests {
-    /// A random foreign revision of `documentID`: a chain of 1–5 revisions from a random seed,
-    /// sometimes ending in a deletion, sometimes cut above its oldest revision (`rootParent`).
-    private func randomRevision(_ documentID: String, _ random: inout SplitMix64) throws -> ForeignRevision {
-        let links = chain(Int.random(in: 1...5, using: &random), seed: "s\(random.next() % 1_000)")
-        if random.next() % 6 == 0 {
-            return try foreign(documentID, parentPath: links.map(\.id), kind: .deleted, body: .emptyObject)
-        }
-        var ancestors = links.dropFirst().map(\.id)
-        var rootParent: RevisionID? = nil
-        if !ancestors.isEmpty, random.next() % 4 == 0 {
-            rootParent = ancestors.removeLast()
-        }
-        let path = try RevisionPath(leaf: links[0].id, kind: .live, ancestors: ancestors, rootParent: rootParent)
-        return ForeignRevision(documentID: documentID, path: path, body: .value(links[0].body))
-    }
-
     @Test("foreign batches give the same results and rows batched as through the general path", arguments: [1, 2, 3, 4])
     func foreignBatchesMatchGeneralPath(seed: UInt64) throws {
         var random = SplitMix64(seed: seed)
@@ -31,7 +15,7 @@ struct NewChainBatchTests {
         for _ in 0..<6 {
             // Ids from a pool, so a batch mixes new documents, existing ones and repeats.
             let batch = try (0..<Int.random(in: 1...90, using: &random)).map { _ in
-                try randomRevision("d\(random.next() % 150)", &random)
+                try randomForeign("d\(random.next() % 150)", chainLengths: 1...5, seeds: 1_000, &random)
             }
             let batchedResults = try batched.store.bulkInsertForeign(batch)
             // Every revision sent twice: each document has two revisions and takes the general path.

@@ -61,6 +61,23 @@ func chain(_ count: Int, seed: String = "a") -> [(id: RevisionID, body: JSONValu
     return result.reversed()
 }
 
+/// A random foreign revision of `documentID`: a chain of `chainLengths` revisions from one of
+/// `seeds` seeds, sometimes ending in a deletion, sometimes cut above its oldest revision
+/// (`rootParent`).
+func randomForeign(
+    _ documentID: String, chainLengths: ClosedRange<Int>, seeds: UInt64, _ random: inout SplitMix64
+) throws -> ForeignRevision {
+    let links = chain(Int.random(in: chainLengths, using: &random), seed: "s\(random.next() % seeds)")
+    if random.next() % 6 == 0 {
+        return try foreign(documentID, parentPath: links.map(\.id), kind: .deleted, body: .emptyObject)
+    }
+    var ancestors = links.dropFirst().map(\.id)
+    var rootParent: RevisionID? = nil
+    if !ancestors.isEmpty, random.next() % 4 == 0 { rootParent = ancestors.removeLast() }
+    let path = try RevisionPath(leaf: links[0].id, kind: .live, ancestors: ancestors, rootParent: rootParent)
+    return ForeignRevision(documentID: documentID, path: path, body: .value(links[0].body))
+}
+
 /// Every row of `documents` (by sequence) and `revisions` (by key), each column's bytes spelled
 /// out: two stores that wrote the same things compare equal.
 func storeRows(_ path: String) throws -> [String] {

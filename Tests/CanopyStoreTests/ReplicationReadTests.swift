@@ -1,0 +1,121 @@
+import CanopyCore
+import Testing
+@testable import CanopyStore
+
+/// `revsDiff` and `revisionsToSend` read each document with one joined statement (tree and
+/// wanted bodies in one scan). These tests compare them with the general path — the document
+/// loaded with `RevisionRows.load` and each body read on its own — over seeded random stores with
+/// conflicts, deletions, stemmed trees, cut paths, compacted bodies and absent documents.
+@Suite("Replication reads")
+struct ReplicationReadTests {
+    /// Fills a store (revsLimit 4, manual conflicts) with random local edits, deletions and
+    /// foreign paths over `ids` (from 4 seeds, so paths of different peers share ancestors), compacting once half-way. Writes that the store refuses are
+    /// skipped: they are part of the randomness.
+    private func randomStore(_ ids: [String], _ random: inout SplitMix64) throws -> TestStore {
+        let test = try TestStore(.init(revsLimit: 4, conflictPolicy: .manual))
+        let store = test.store
+        for step in 0..<400 {
+            if step == 200 { try store.compact() }
+            let id = ids[Int(random.next() % UInt64(ids.count))]
+            let current = try store.revisionTree(id: id)?.current
+            switch random.next() % 4 {
+            case 0: _ = try? store.bulkInsertForeign([randomForeign(id, chainLengths: 1...6, seeds: 4, &random)])
+            case 1 where current?.kind == .live: _ = try? store.delete(id: id, rev: current!.id)
+            default:
+                let replacing = current?.kind == .live ? current?.id : nil
+                _ = try? store.put(id: id, body: body(step), replacing: replacing)
+            }
+        }
+        return test
+    }
+
+    /// Revisions the store holds for `id` and a few it never saw, in random order.
+    private func offered(_ store: DocumentStore, _ id: String, _ random: inout SplitMix64) throws -> [RevisionID] {
+        let held = try store.revisionTree(id: id)?.sortedNodes.map(\.id) ?? []
+        let unknown = chain(3, seed: "u\(random.next() % 3)").map(\.id)
+        return (held + unknown).filter { _ in random.next() % 3 != 0 }.shuffled(using: &random)
+    }
+
+    /// The general path of `revsDiff`.
+    private func generalRevsDiff(_ store: DocumentStore, _ offered: [String: [RevisionID]]) throws -> [RevsDiffEntry] {
+        try store.readBatch { db in
+            try offered.keys.sorted().compactMap { id in
+                let tree = try RevisionRows.load(db, documentID: id)?.tree ?? RevTree()
+                let missing = Set(offered[id] ?? []).filter { !tree.contains($0) }.sorted()
+                guard let newest = missing.last else { return nil }
+                let ancestors = tree.openLeaves.filter { $0.id.generation < newest.generation }.map(\.id).sorted(by: >)
+                return RevsDiffEntry(documentID: id, missing: missing, possibleAncestors: ancestors)
+            }
+        }
+    }
+
+    /// The general path of `revisionsToSend`, each result spelled out (or the error).
+    private func generalSend(_ store: DocumentStore, _ requests: [RevisionRequest], limit: Int) -> String {
+        spell {
+            try store.readBatch { db in
+                try requests.flatMap { request in
+                    guard let document = try RevisionRows.load(db, documentID: request.documentID) else {
+                        throw StoreError.notFound(documentID: request.documentID, revision: request.revisions.first)
+                    }
+                    return try request.revisions.map { revision in
+                        try DocumentStore.outgoing(
+                            documentID: document.id, tree: document.tree, revision: revision,
+                            body: RevisionRows.body(db, of: document, revision: revision),
+                            known: Set(request.knownAncestors), limit: limit)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The revisions, or the error, as text that compares equal exactly when they are equal.
+    private func spell(_ send: () throws -> [ForeignRevision]) -> String {
+        do {
+            return try send().map { revision in
+                guard case .canonical(let bytes) = revision.body else { return "not canonical" }
+                return "\(revision.documentID) \(revision.path) \(bytes)"
+            }.joined(separator: "\n")
+        } catch {
+            return "error: \(error)"
+        }
+    }
+
+    @Test("revsDiff gives the general path's entries over random stores", arguments: [11, 12, 13, 14, 15])
+    func revsDiffMatchesGeneralPath(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        let ids = (0..<30).map { "d\($0)" }
+        let test = try randomStore(ids, &random)
+        for _ in 0..<10 {
+            var offer: [String: [RevisionID]] = [:]
+            for id in ids + ["absent1", "absent2"] where random.next() % 2 == 0 {
+                offer[id] = try offered(test.store, id, &random)
+            }
+            #expect(try test.store.revsDiff(offer) == generalRevsDiff(test.store, offer))
+        }
+    }
+
+    @Test("revisionsToSend gives the general path's revisions and errors over random stores", arguments: [21, 22, 23, 24, 25])
+    func revisionsToSendMatchesGeneralPath(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        let ids = (0..<30).map { "d\($0)" }
+        let test = try randomStore(ids, &random)
+        var outcomes = Set<String>()
+        for id in ids + ["absent"] {
+            for limit in [1, 2, 4] {
+                let held = try test.store.revisionTree(id: id)?.sortedNodes.map(\.id) ?? []
+                let known = held.filter { _ in random.next() % 3 == 0 }
+                let requests = try [RevisionRequest(documentID: id, revisions: offered(test.store, id, &random), knownAncestors: known)]
+                    + held.map { RevisionRequest(documentID: id, revisions: [$0], knownAncestors: known) }
+                for request in requests {
+                    let fast = spell { try test.store.revisionsToSend([request], revsLimit: limit) }
+                    #expect(fast == generalSend(test.store, [request], limit: limit))
+                    outcomes.insert(fast.hasPrefix("error: not found") ? "not found" : fast.hasSuffix("compacted away") ? "compacted" : "sent")
+                }
+                let fast = spell { try test.store.revisionsToSend(requests, revsLimit: limit) }
+                #expect(fast == generalSend(test.store, requests, limit: limit))
+            }
+        }
+        // The stores exercise every outcome: revisions sent, absent ones and compacted bodies.
+        #expect(outcomes == ["not found", "compacted", "sent"])
+    }
+}
