@@ -62,13 +62,14 @@ extension DocumentStore {
         return try readBatch { db in
             var result: [ForeignRevision] = []
             for request in requests {
-                guard let (tree, bodies) = try RevisionRows.loadForSending(db, documentID: request.documentID, wanted: request.revisions) else {
+                guard let document = try RevisionRows.loadForSending(db, documentID: request.documentID, wanted: request.revisions) else {
                     throw StoreError.notFound(documentID: request.documentID, revision: request.revisions.first)
                 }
                 let known = Set(request.knownAncestors)
                 for revision in request.revisions {
                     result.append(try Self.outgoing(
-                        documentID: request.documentID, tree: tree, revision: revision, body: bodies[revision], known: known, limit: limit))
+                        documentID: document.id, revision: revision, body: document.body(revision), known: known, limit: limit,
+                        node: document.node))
                 }
             }
             return result
@@ -76,21 +77,26 @@ extension DocumentStore {
     }
 
     /// One revision to send: its path cut at the first known ancestor and at `limit`, and its
-    /// `body` as stored (nil when compacted away).
+    /// `body` as stored (nil when compacted away). `node` looks up the document's revisions.
     static func outgoing(
-        documentID: String, tree: RevTree, revision: RevisionID, body: [UInt8]?, known: Set<RevisionID>, limit: Int
+        documentID: String, revision: RevisionID, body: [UInt8]?, known: Set<RevisionID>, limit: Int,
+        node: (RevisionID) -> RevTree.Node?
     ) throws -> ForeignRevision {
-        guard let node = tree.node(revision) else {
+        guard let leaf = node(revision) else {
             throw StoreError.notFound(documentID: documentID, revision: revision)
         }
         guard let body else {
             throw StoreError.bodyUnavailable(documentID: documentID, revision: revision)
         }
-        var history = tree.ancestry(of: revision, limit: limit)
+        // The revision and its ancestors the document holds, newest first (`RevTree.ancestry`).
+        var history = [revision]
+        while history.count < limit, let parent = node(history[history.count - 1])?.parent, let next = node(parent) {
+            history.append(next.id)
+        }
         var rootParent: RevisionID?
         if let stop = history.dropFirst().firstIndex(where: { known.contains($0) }) {
             history.removeSubrange((stop + 1)...)
-        } else if let oldest = history.last, let parent = tree.node(oldest)?.parent {
+        } else if let oldest = history.last, let parent = node(oldest)?.parent {
             // Cut at `limit`, or where this store stemmed, above a revision we know of: name the
             // link, or the peer would take the oldest revision for a root and, should the parent
             // reach it some other way, the parent for an open leaf (RevisionPath.rootParent). A
@@ -99,7 +105,7 @@ extension DocumentStore {
         }
         do {
             let path = try RevisionPath(
-                leaf: revision, kind: node.kind, ancestors: Array(history.dropFirst()), rootParent: rootParent)
+                leaf: revision, kind: leaf.kind, ancestors: Array(history.dropFirst()), rootParent: rootParent)
             return ForeignRevision(documentID: documentID, path: path, body: .canonical(body))
         } catch {
             throw StoreError.corrupt(detail: "stored history of \"\(documentID.prefix(80))\": \(error)")

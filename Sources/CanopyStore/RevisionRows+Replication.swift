@@ -1,5 +1,44 @@
 import CanopyCore
 
+/// A document as `revisionsToSend` reads it: its revisions and the stored bodies of those the
+/// peer asked for. Most documents hold a single revision (a document written once, then
+/// replicated); those keep it as `single` and build no `RevTree` or dictionary: per document,
+/// hashing them into a tree and a body map was a third of the sender's read path.
+///
+/// Invariant: exactly one of `single` and `tree` holds the revisions (`tree` is empty when
+/// `single` is set); a compacted body is absent (nil, or no entry in `bodies`).
+struct SendingDocument {
+    let id: String
+    private(set) var single: (node: RevTree.Node, body: [UInt8]?)?
+    private(set) var tree = RevTree()
+    private(set) var bodies: [RevisionID: [UInt8]] = [:]
+
+    /// The document's one revision and its body.
+    init(id: String, single node: RevTree.Node, body: [UInt8]?) {
+        self.id = id
+        self.single = (node, body)
+    }
+
+    /// A document with several revisions.
+    init(id: String, tree: RevTree, bodies: [RevisionID: [UInt8]]) {
+        self.id = id
+        self.tree = tree
+        self.bodies = bodies
+    }
+
+    /// The node of `revision`, if the document holds it.
+    func node(_ revision: RevisionID) -> RevTree.Node? {
+        if let single { return single.node.id == revision ? single.node : nil }
+        return tree.node(revision)
+    }
+
+    /// The stored body of `revision` if it was asked for and not compacted away.
+    func body(_ revision: RevisionID) -> [UInt8]? {
+        if let single { return single.node.id == revision ? single.body : nil }
+        return bodies[revision]
+    }
+}
+
 /// The reads replication makes for every document of a batch, each one statement: the
 /// document's revision rows reached through its id in one join (the `doc_id` index probe, then
 /// the range scan of the revisions primary key), with the bodies asked for read in the same scan.
@@ -7,12 +46,9 @@ import CanopyCore
 /// at tens of thousands of documents per second those statements were most of the sender's
 /// SQLite time. Results equal the general path's (checked over random stores in the tests).
 extension RevisionRows {
-    /// A document's tree and the bodies of `wanted` as stored (a compacted body is absent from
-    /// `bodies`). Nil when the document does not exist (or has no revision rows, which a store
-    /// never writes).
-    static func loadForSending(
-        _ db: Database, documentID: String, wanted: [RevisionID]
-    ) throws -> (tree: RevTree, bodies: [RevisionID: [UInt8]])? {
+    /// A document's revisions and the stored bodies of `wanted`. Nil when the document does not
+    /// exist (or has no revision rows, which a store never writes).
+    static func loadForSending(_ db: Database, documentID: String, wanted: [RevisionID]) throws -> SendingDocument? {
         let statement = try db.statement(
             """
             SELECT r.generation, r.digest, r.parent, r.kind, r.body
@@ -20,15 +56,21 @@ extension RevisionRows {
             """)
         defer { statement.reset() }
         try statement.bind(documentID, at: 1)
-        var nodes: [RevTree.Node] = []
+        guard try statement.step() else { return nil }
+        // `wanted` is the peer's request for this document: almost always one revision.
+        var node = try revisionNode(statement, documentID: documentID)
+        var body = wanted.contains(node.id) ? statement.blob(4) : nil
+        guard try statement.step() else { return SendingDocument(id: documentID, single: node, body: body) }
+        var nodes = [node]
         var bodies: [RevisionID: [UInt8]] = [:]
-        while try statement.step() {
-            let node = try revisionNode(statement, documentID: documentID)
+        if let body { bodies[node.id] = body }
+        repeat {
+            node = try revisionNode(statement, documentID: documentID)
             nodes.append(node)
-            // `wanted` is the peer's request for this document: almost always one revision.
-            if wanted.contains(node.id), let body = statement.blob(4) { bodies[node.id] = body }
-        }
-        return nodes.isEmpty ? nil : (RevTree(nodes: nodes), bodies)
+            body = wanted.contains(node.id) ? statement.blob(4) : nil
+            if let body { bodies[node.id] = body }
+        } while try statement.step()
+        return SendingDocument(id: documentID, tree: RevTree(nodes: nodes), bodies: bodies)
     }
 
     /// A document's tree, empty when the document does not exist.

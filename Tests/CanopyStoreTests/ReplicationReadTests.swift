@@ -49,7 +49,8 @@ struct ReplicationReadTests {
         }
     }
 
-    /// The general path of `revisionsToSend`, each result spelled out (or the error).
+    /// The general path of `revisionsToSend`, each result spelled out (or the error): the whole
+    /// document loaded as for a write, each body read on its own, the history from `RevTree`.
     private func generalSend(_ store: DocumentStore, _ requests: [RevisionRequest], limit: Int) -> String {
         spell {
             try store.readBatch { db in
@@ -58,14 +59,31 @@ struct ReplicationReadTests {
                         throw StoreError.notFound(documentID: request.documentID, revision: request.revisions.first)
                     }
                     return try request.revisions.map { revision in
-                        try DocumentStore.outgoing(
-                            documentID: document.id, tree: document.tree, revision: revision,
-                            body: RevisionRows.body(db, of: document, revision: revision),
-                            known: Set(request.knownAncestors), limit: limit)
+                        try generalOutgoing(db, document, revision, known: Set(request.knownAncestors), limit: limit)
                     }
                 }
             }
         }
+    }
+
+    /// One revision as the general path sends it.
+    private func generalOutgoing(
+        _ db: Database, _ document: StoredDocument, _ revision: RevisionID, known: Set<RevisionID>, limit: Int
+    ) throws -> ForeignRevision {
+        let tree = document.tree
+        guard let leaf = tree.node(revision) else { throw StoreError.notFound(documentID: document.id, revision: revision) }
+        guard let body = try RevisionRows.body(db, of: document, revision: revision) else {
+            throw StoreError.bodyUnavailable(documentID: document.id, revision: revision)
+        }
+        var history = tree.ancestry(of: revision, limit: limit)
+        var rootParent: RevisionID?
+        if let stop = history.dropFirst().firstIndex(where: known.contains) {
+            history.removeSubrange((stop + 1)...)
+        } else if let parent = history.last.flatMap({ tree.node($0)?.parent }) {
+            if known.contains(parent) { history.append(parent) } else { rootParent = parent }
+        }
+        let path = try RevisionPath(leaf: revision, kind: leaf.kind, ancestors: Array(history.dropFirst()), rootParent: rootParent)
+        return ForeignRevision(documentID: document.id, path: path, body: .canonical(body))
     }
 
     /// The revisions, or the error, as text that compares equal exactly when they are equal.
