@@ -33,11 +33,9 @@ extension DocumentStore {
                 [.integer(since), .integer(Int64(count))]
             ) { row in
                 let id = row.text(1)
-                let leaves = try LeafList.decode(row.blob(2) ?? [], documentID: id)
+                let leaves = try LeafList.decode(row.borrowedBlob(2), documentID: id) { ChangeLeaf(revision: $0, kind: $1) }
                 guard !leaves.isEmpty else { throw StoreError.corrupt(detail: "document \"\(id.prefix(80))\" has no leaves") }
-                return Change(
-                    sequence: row.int64(0), documentID: id,
-                    leaves: leaves.map { ChangeLeaf(revision: $0.revision, kind: $0.kind) }, deleted: row.int(3) != 0)
+                return Change(sequence: row.int64(0), documentID: id, leaves: leaves, deleted: row.int(3) != 0)
             }
         }
     }

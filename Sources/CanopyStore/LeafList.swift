@@ -37,16 +37,28 @@ enum LeafList {
 
     /// Unpacks a leaf list; throws `StoreError.corrupt` for bytes this build did not write.
     static func decode(_ bytes: [UInt8], documentID: String) throws(StoreError) -> [(revision: RevisionID, kind: RevisionKind)] {
+        try bytes.withUnsafeBytes { raw in
+            Result { () throws(StoreError) in try decode(raw, documentID: documentID) { ($0, $1) } }
+        }.get()
+    }
+
+    /// Unpacks a leaf list read in place (the changes feed reads the column of the current row:
+    /// no copy of the bytes, one array per document), making each leaf with `make`.
+    static func decode<Leaf>(
+        _ bytes: UnsafeRawBufferPointer, documentID: String, as make: (RevisionID, RevisionKind) -> Leaf
+    ) throws(StoreError) -> [Leaf] {
         guard bytes.count % entryBytes == 0 else { throw .corrupt(detail: "leaf list of \"\(documentID.prefix(80))\"") }
-        var leaves: [(revision: RevisionID, kind: RevisionKind)] = []
+        var leaves: [Leaf] = []
         leaves.reserveCapacity(bytes.count / entryBytes)
         var offset = 0
         while offset < bytes.count {
-            let generation = bytes[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) }
-            guard let revision = RevisionID(generation: generation, digest: bytes[(offset + 4)..<(offset + 20)]),
-                let kind = RevisionKind(rawValue: bytes[offset + 20])
-            else { throw .corrupt(detail: "leaf list of \"\(documentID.prefix(80))\"") }
-            leaves.append((revision, kind))
+            let generation = Int(UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+            guard (1...RevisionID.generationMax).contains(generation), let kind = RevisionKind(rawValue: bytes[offset + 20]) else {
+                throw .corrupt(detail: "leaf list of \"\(documentID.prefix(80))\"")
+            }
+            let high = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt64.self))
+            let low = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset + 12, as: UInt64.self))
+            leaves.append(make(RevisionID(generation: generation, digestHigh: high, digestLow: low), kind))
             offset += entryBytes
         }
         return leaves

@@ -224,6 +224,14 @@ public final class Statement {
         return RevisionID(generation: generation, digestHigh: high, digestLow: low)
     }
 
+    /// Column `index` of the current row as bytes read in place (empty for NULL or no bytes):
+    /// valid only until the statement steps or is reset, so never let it escape.
+    public func borrowedBlob(_ index: Int32) -> UnsafeRawBufferPointer {
+        let count = Int(sqlite3_column_bytes(handle, index))
+        guard count > 0, let pointer = sqlite3_column_blob(handle, index) else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        return UnsafeRawBufferPointer(start: pointer, count: count)
+    }
+
     /// Column `index` of the current row as bytes, or nil for NULL.
     public func blob(_ index: Int32) -> [UInt8]? {
         if isNull(index) { return nil }
