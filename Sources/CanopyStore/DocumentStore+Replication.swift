@@ -68,8 +68,8 @@ extension DocumentStore {
                 let known = Set(request.knownAncestors)
                 for revision in request.revisions {
                     result.append(try Self.outgoing(
-                        documentID: document.id, revision: revision, body: document.body(revision), known: known, limit: limit,
-                        node: document.node))
+                        documentID: request.documentID, revision: revision, body: document.body(revision), known: known,
+                        limit: limit, node: { document.node($0) }))
                 }
             }
             return result

@@ -1,41 +1,29 @@
 import CanopyCore
 
 /// A document as `revisionsToSend` reads it: its revisions and the stored bodies of those the
-/// peer asked for. Most documents hold a single revision (a document written once, then
-/// replicated); those keep it as `single` and build no `RevTree` or dictionary: per document,
-/// hashing them into a tree and a body map was a third of the sender's read path.
-///
-/// Invariant: exactly one of `single` and `tree` holds the revisions (`tree` is empty when
-/// `single` is set); a compacted body is absent (nil, or no entry in `bodies`).
-struct SendingDocument {
-    let id: String
-    private(set) var single: (node: RevTree.Node, body: [UInt8]?)?
-    private(set) var tree = RevTree()
-    private(set) var bodies: [RevisionID: [UInt8]] = [:]
-
-    /// The document's one revision and its body.
-    init(id: String, single node: RevTree.Node, body: [UInt8]?) {
-        self.id = id
-        self.single = (node, body)
-    }
-
+/// peer asked for (a compacted body is absent). Most documents hold a single revision (written
+/// once, then replicated); those build no `RevTree` or dictionary: per document, hashing them into
+/// a tree and a body map was a third of the sender's read path.
+enum SendingDocument {
+    /// The document's only revision and its body.
+    case single(RevTree.Node, body: [UInt8]?)
     /// A document with several revisions.
-    init(id: String, tree: RevTree, bodies: [RevisionID: [UInt8]]) {
-        self.id = id
-        self.tree = tree
-        self.bodies = bodies
-    }
+    case tree(RevTree, bodies: [RevisionID: [UInt8]])
 
     /// The node of `revision`, if the document holds it.
     func node(_ revision: RevisionID) -> RevTree.Node? {
-        if let single { return single.node.id == revision ? single.node : nil }
-        return tree.node(revision)
+        switch self {
+        case .single(let node, _): return node.id == revision ? node : nil
+        case .tree(let tree, _): return tree.node(revision)
+        }
     }
 
     /// The stored body of `revision` if it was asked for and not compacted away.
     func body(_ revision: RevisionID) -> [UInt8]? {
-        if let single { return single.node.id == revision ? single.body : nil }
-        return bodies[revision]
+        switch self {
+        case .single(let node, let body): return node.id == revision ? body : nil
+        case .tree(_, let bodies): return bodies[revision]
+        }
     }
 }
 
@@ -60,7 +48,7 @@ extension RevisionRows {
         // `wanted` is the peer's request for this document: almost always one revision.
         var node = try revisionNode(statement, documentID: documentID)
         var body = wanted.contains(node.id) ? statement.blob(4) : nil
-        guard try statement.step() else { return SendingDocument(id: documentID, single: node, body: body) }
+        guard try statement.step() else { return .single(node, body: body) }
         var nodes = [node]
         var bodies: [RevisionID: [UInt8]] = [:]
         if let body { bodies[node.id] = body }
@@ -70,7 +58,7 @@ extension RevisionRows {
             body = wanted.contains(node.id) ? statement.blob(4) : nil
             if let body { bodies[node.id] = body }
         } while try statement.step()
-        return SendingDocument(id: documentID, tree: RevTree(nodes: nodes), bodies: bodies)
+        return .tree(RevTree(nodes: nodes), bodies: bodies)
     }
 
     /// A document's tree, empty when the document does not exist.
