@@ -98,6 +98,22 @@ struct ReplicationReadTests {
         }
     }
 
+    @Test("a single-revision document cut above its parent sends the link, as the general path does")
+    func singleRevisionWithParent() throws {
+        let test = try TestStore()
+        let links = chain(2, seed: "cut")
+        let path = try RevisionPath(leaf: links[0].id, kind: .live, ancestors: [], rootParent: links[1].id)
+        try test.store.bulkInsertForeign([ForeignRevision(documentID: "d", path: path, body: .value(links[0].body))])
+        for known in [[], [links[1].id]] {
+            let request = RevisionRequest(documentID: "d", revisions: [links[0].id], knownAncestors: known)
+            let sent = spell { try test.store.revisionsToSend([request]) }
+            #expect(sent == generalSend(test.store, [request], limit: 1000))
+            let expected = try RevisionPath(
+                leaf: links[0].id, kind: .live, ancestors: known, rootParent: known.isEmpty ? links[1].id : nil)
+            #expect(try test.store.revisionsToSend([request]).first?.path == expected)
+        }
+    }
+
     @Test("revsDiff gives the general path's entries over random stores", arguments: [11, 12, 13, 14, 15])
     func revsDiffMatchesGeneralPath(seed: UInt64) throws {
         var random = SplitMix64(seed: seed)
@@ -121,7 +137,10 @@ struct ReplicationReadTests {
         for id in ids + ["absent"] {
             for limit in [1, 2, 4] {
                 let held = try test.store.revisionTree(id: id)?.sortedNodes.map(\.id) ?? []
-                let known = held.filter { _ in random.next() % 3 == 0 }
+                // Known ancestors among the revisions held and the parents they name (a stemmed or
+                // cut tree names parents it does not hold: the link travels as the known tail).
+                let parents = try test.store.revisionTree(id: id)?.sortedNodes.compactMap(\.parent) ?? []
+                let known = (held + parents).filter { _ in random.next() % 3 == 0 }
                 let requests = try [RevisionRequest(documentID: id, revisions: offered(test.store, id, &random), knownAncestors: known)]
                     + held.map { RevisionRequest(documentID: id, revisions: [$0], knownAncestors: known) }
                 for request in requests {
