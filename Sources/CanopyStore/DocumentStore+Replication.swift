@@ -68,8 +68,7 @@ extension DocumentStore {
                 let known = Set(request.knownAncestors)
                 for revision in request.revisions {
                     result.append(try Self.outgoing(
-                        documentID: request.documentID, revision: revision, body: document.body(revision), known: known,
-                        limit: limit, node: { document.node($0) }))
+                        documentID: request.documentID, revision: revision, document: document, known: known, limit: limit))
                 }
             }
             return result
@@ -77,26 +76,21 @@ extension DocumentStore {
     }
 
     /// One revision to send: its path cut at the first known ancestor and at `limit`, and its
-    /// `body` as stored (nil when compacted away). `node` looks up the document's revisions.
-    static func outgoing(
-        documentID: String, revision: RevisionID, body: [UInt8]?, known: Set<RevisionID>, limit: Int,
-        node: (RevisionID) -> RevTree.Node?
+    /// body as stored.
+    private static func outgoing(
+        documentID: String, revision: RevisionID, document: SendingDocument, known: Set<RevisionID>, limit: Int
     ) throws -> ForeignRevision {
-        guard let leaf = node(revision) else {
+        guard let leaf = document.node(revision) else {
             throw StoreError.notFound(documentID: documentID, revision: revision)
         }
-        guard let body else {
+        guard let body = document.body(revision) else {
             throw StoreError.bodyUnavailable(documentID: documentID, revision: revision)
         }
-        // The revision and its ancestors the document holds, newest first (`RevTree.ancestry`).
-        var history = [revision]
-        while history.count < limit, let parent = node(history[history.count - 1])?.parent, let next = node(parent) {
-            history.append(next.id)
-        }
+        var history = document.ancestry(of: revision, limit: limit)
         var rootParent: RevisionID?
         if let stop = history.dropFirst().firstIndex(where: { known.contains($0) }) {
             history.removeSubrange((stop + 1)...)
-        } else if let oldest = history.last, let parent = node(oldest)?.parent {
+        } else if let oldest = history.last, let parent = document.node(oldest)?.parent {
             // Cut at `limit`, or where this store stemmed, above a revision we know of: name the
             // link, or the peer would take the oldest revision for a root and, should the parent
             // reach it some other way, the parent for an open leaf (RevisionPath.rootParent). A

@@ -18,6 +18,15 @@ enum SendingDocument {
         }
     }
 
+    /// `revision` and the ancestors the document holds, newest first, at most `limit` of them
+    /// (`RevTree.ancestry`).
+    func ancestry(of revision: RevisionID, limit: Int) -> [RevisionID] {
+        switch self {
+        case .single(let node, _): return node.id == revision && limit > 0 ? [revision] : []
+        case .tree(let tree, _): return tree.ancestry(of: revision, limit: limit)
+        }
+    }
+
     /// The stored body of `revision` if it was asked for and not compacted away.
     func body(_ revision: RevisionID) -> [UInt8]? {
         switch self {
