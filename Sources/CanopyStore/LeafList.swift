@@ -8,31 +8,28 @@ enum LeafList {
 
     /// Packs `leaves` (already in canonical order).
     static func encode(_ leaves: [RevTree.Node]) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(leaves.count * entryBytes)
-        for leaf in leaves { append(leaf, to: &bytes) }
-        return bytes
+        [UInt8](unsafeUninitializedCapacity: leaves.count * entryBytes) { buffer, count in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            for (index, leaf) in leaves.enumerated() { store(leaf, into: raw, at: index * entryBytes) }
+            count = leaves.count * entryBytes
+        }
     }
 
-    /// The list of a document with one leaf (every new document): one allocation, written in
-    /// place.
+    /// The list of a document with one leaf (every new document), without an array to hold the
+    /// one leaf.
     static func encode(single leaf: RevTree.Node) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: entryBytes) { buffer, count in
-            let raw = UnsafeMutableRawBufferPointer(buffer)
-            raw.storeBytes(of: UInt32(leaf.id.generation).bigEndian, as: UInt32.self)
-            raw.storeBytes(of: leaf.id.digestHigh.bigEndian, toByteOffset: 4, as: UInt64.self)
-            raw.storeBytes(of: leaf.id.digestLow.bigEndian, toByteOffset: 12, as: UInt64.self)
-            raw[20] = leaf.kind.rawValue
+            store(leaf, into: UnsafeMutableRawBufferPointer(buffer), at: 0)
             count = entryBytes
         }
     }
 
-    private static func append(_ leaf: RevTree.Node, to bytes: inout [UInt8]) {
-        let generation = UInt32(leaf.id.generation)
-        for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: generation >> UInt32(shift))) }
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: leaf.id.digestHigh >> UInt64(shift))) }
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: leaf.id.digestLow >> UInt64(shift))) }
-        bytes.append(leaf.kind.rawValue)
+    /// Writes one entry at `offset`: generation, digest halves (big-endian), kind.
+    private static func store(_ leaf: RevTree.Node, into raw: UnsafeMutableRawBufferPointer, at offset: Int) {
+        raw.storeBytes(of: UInt32(leaf.id.generation).bigEndian, toByteOffset: offset, as: UInt32.self)
+        raw.storeBytes(of: leaf.id.digestHigh.bigEndian, toByteOffset: offset + 4, as: UInt64.self)
+        raw.storeBytes(of: leaf.id.digestLow.bigEndian, toByteOffset: offset + 12, as: UInt64.self)
+        raw[offset + 20] = leaf.kind.rawValue
     }
 
     /// Unpacks a leaf list; throws `StoreError.corrupt` for bytes this build did not write.
