@@ -11,8 +11,8 @@ import Musl
 /// Invariants: all state is touched only on `queue` (a serial queue the owner provides, so the
 /// owner's own state and this connection's share one lock-free context). Bytes passed to `send`
 /// are written in order; at most `pendingWriteBytesMax` may wait, beyond that the connection is
-/// closed as the client is not reading. The descriptor is closed exactly once, in the read
-/// source's cancel handler, after both sources are cancelled.
+/// closed as the client is not reading. The descriptor is closed exactly once, when the cancel
+/// handlers of both sources have run (`DescriptorCloser`).
 final class StreamConnection: @unchecked Sendable {
     /// Called on `queue` with each chunk read: a slice of the connection's read buffer, valid
     /// only during the call (the handler copies what it keeps; the next read reuses the buffer).
@@ -54,9 +54,11 @@ final class StreamConnection: @unchecked Sendable {
         let fd = self.fd
         let read = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
         read.setEventHandler { [weak self] in self?.readAvailable() }
-        read.setCancelHandler { Glibc.close(fd) }
+        let closer = DescriptorCloser(fd: fd, sources: 2)
+        read.setCancelHandler { closer.sourceCancelled() }
         let write = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
         write.setEventHandler { [weak self] in self?.flush() }
+        write.setCancelHandler { closer.sourceCancelled() }
         readSource = read
         writeSource = write
         read.resume()
@@ -160,5 +162,26 @@ final class StreamConnection: @unchecked Sendable {
         pendingOffset = 0
         if !writeSuspended { writeSuspended = true; writeSource?.suspend() }
         if closeAfterFlush { close() }
+    }
+}
+
+/// Closes a descriptor once every Dispatch source monitoring it has finished cancelling. A
+/// source's cancellation completes asynchronously, and the descriptor may be closed only after it
+/// has (dispatch_source_cancel's contract): closed when just the read source was done, its number
+/// could be handed by `accept` to a new connection while the write source was still registered
+/// for it, and the new connection's read source then never fired (an admin request went
+/// unanswered). Both cancel handlers run on the connection's serial queue.
+private final class DescriptorCloser: @unchecked Sendable {
+    private let fd: Int32
+    private var remaining: Int
+
+    init(fd: Int32, sources: Int) {
+        self.fd = fd
+        remaining = sources
+    }
+
+    func sourceCancelled() {
+        remaining -= 1
+        if remaining == 0 { Glibc.close(fd) }
     }
 }
