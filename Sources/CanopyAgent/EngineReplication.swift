@@ -87,7 +87,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 jitter: AgentLimits.dialBackoffJitter),
             logger: logger,
             onStatus: { [weak self] status in self?.statusChanged(id, status) },
-            onEvent: { [weak self] event in self?.documentEvent(id, event) })
+            onDocumentEvents: { [weak self] events in self?.documentEvents(id, events) })
     }
 
     /// Applies the simultaneous-connect rule to an outbound connection that just completed, on
@@ -116,9 +116,11 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         for key in watchers.keys.sorted() { watchers[key]?(progress) }
     }
 
-    private func documentEvent(_ id: String, _ event: DocumentEvent) {
+    /// Queues a batch's document events, in order, for the next flush (one ring entry per event).
+    private func documentEvents(_ id: String, _ events: [DocumentEvent]) {
         if pendingDocumentEvents.isEmpty { queue.async { [weak self] in self?.flushDocumentEvents() } }
-        pendingDocumentEvents.append(.document(nodeID: id, event: event))
+        pendingDocumentEvents.reserveCapacity(pendingDocumentEvents.count + events.count)
+        for event in events { pendingDocumentEvents.append(.document(nodeID: id, event: event)) }
     }
 
     private func flushDocumentEvents() {

@@ -42,7 +42,7 @@ public final class PeerReplicator: @unchecked Sendable {
     private let configuration: ReplicationConfiguration
     private let logger: Logger
     private let onStatus: @Sendable (PeerStatus) -> Void
-    private let onEvent: @Sendable (DocumentEvent) -> Void
+    private let onDocumentEvents: @Sendable ([DocumentEvent]) -> Void
 
     private var backoff: Backoff
     private var session: ReplicationSession?
@@ -59,7 +59,7 @@ public final class PeerReplicator: @unchecked Sendable {
         peerName: String, store: DocumentStore, dialer: (any PeerDialer)?, scheduler: any ReplicationScheduler,
         random: any RandomSource, configuration: ReplicationConfiguration, backoff: Backoff = Backoff(),
         logger: Logger, onStatus: @escaping @Sendable (PeerStatus) -> Void = { _ in },
-        onEvent: @escaping @Sendable (DocumentEvent) -> Void = { _ in }
+        onDocumentEvents: @escaping @Sendable ([DocumentEvent]) -> Void = { _ in }
     ) {
         self.peerName = peerName
         self.store = store
@@ -70,7 +70,7 @@ public final class PeerReplicator: @unchecked Sendable {
         self.backoff = backoff
         self.logger = logger
         self.onStatus = onStatus
-        self.onEvent = onEvent
+        self.onDocumentEvents = onDocumentEvents
     }
 
     /// The open session, if any.
@@ -206,10 +206,11 @@ public final class PeerReplicator: @unchecked Sendable {
         case .connected(let peerDatabaseID):
             backoff.reset()
             lastPeerDatabase = peerDatabaseID
-        case .document(let documentEvent):
-            // One per document: status and sync completion change only with the batch's
-            // `.progress` event that follows, so the refresh below would be pure cost here.
-            return onEvent(documentEvent)
+        case .documents(let events):
+            // A batch's events, one per document, passed on as one array: status and sync
+            // completion change only with the batch's `.progress` event that follows, so the
+            // refresh below would be pure cost here.
+            return onDocumentEvents(events)
         case .pullCheckpoint(let sequence):
             status.lastPulledSequence = sequence
         case .pullCaughtUp, .pushCompleted, .progress:

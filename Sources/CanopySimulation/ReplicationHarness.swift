@@ -94,7 +94,7 @@ public final class ReplicationHarness: @unchecked Sendable {
         ) { [weak node] event in
             guard let node else { return }
             switch event {
-            case .document(let documentEvent): node.events.append(documentEvent)
+            case .documents(let documentEvents): node.events.append(contentsOf: documentEvents)
             case .pullCaughtUp: node.caughtUp[peerName, default: 0] += 1
             default: break
             }

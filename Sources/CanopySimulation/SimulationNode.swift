@@ -94,7 +94,9 @@ public final class SimulationNode: @unchecked Sendable {
             let replicator = PeerReplicator(
                 peerName: "n\(peer)", store: store, dialer: dialer, scheduler: scheduler, random: random,
                 configuration: configuration, backoff: Backoff(initialSeconds: 0.5, maximumSeconds: 20, jitter: 0.5),
-                logger: logger, onEvent: { [weak self] event in self?.onEvent(peer, event) })
+                logger: logger, onDocumentEvents: { [weak self] events in
+                    for event in events { self?.onEvent(peer, event) }
+                })
             replicators[peer] = replicator
         }
         for peer in peers { replicators[peer]?.start() }

@@ -73,7 +73,7 @@ struct FailureReplicationTests {
             configuration: ReplicationConfiguration(direction: .pull), logger: .init(label: "test")
         ) { event in
             if case .closed(let reason) = event { box.reason = reason }
-            if case .document(let document) = event, document.kind == .rejected { box.rejected.append(document) }
+            if case .documents(let documents) = event { box.rejected += documents.filter { $0.kind == .rejected } }
         }
         session.start()
         let liar = ScriptedPeer(endpoint: link.ends.0)
