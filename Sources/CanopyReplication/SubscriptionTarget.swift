@@ -68,24 +68,23 @@ final class SubscriptionTarget {
         if let first = changes.entries.first, first.sequence <= lastSequenceReceived {
             throw .invalidReference("changes sequences went backwards (\(first.sequence) after \(lastSequenceReceived))")
         }
-        // Entry positions by document: also the duplicate check, and how the diff (sorted by
-        // document id) finds its way back to the request's order.
-        var offered: [String: [RevisionID]] = [:]
-        var positions: [String: Int] = [:]
-        offered.reserveCapacity(changes.entries.count)
-        positions.reserveCapacity(changes.entries.count)
-        for (position, entry) in changes.entries.enumerated() {
-            guard positions.updateValue(position, forKey: entry.docID) == nil else {
+        // The diff comes back in the request's order, so the only per-document hashing left is
+        // the duplicate check.
+        var seen = Set<String>(minimumCapacity: changes.entries.count)
+        var offers: [RevisionOffer] = []
+        offers.reserveCapacity(changes.entries.count)
+        for entry in changes.entries {
+            guard seen.insert(entry.docID).inserted else {
                 throw .invalidReference("document listed twice in one batch")
             }
-            offered[entry.docID] = entry.revisions.map(\.id)
+            offers.append(RevisionOffer(documentID: entry.docID, revisions: entry.revisions.map(\.id)))
         }
-        let diff: [RevsDiffEntry]
-        do { diff = try store.revsDiff(offered) } catch { throw .store(error) }
+        let diff: [RevsDiffEntry?]
+        do { diff = try store.revsDiff(inOrder: offers) } catch { throw .store(error) }
         var items = [ChangesReplyItem](repeating: .complete, count: changes.entries.count)
         var wantsAnything = false
-        for lacking in diff where !lacking.missing.isEmpty {
-            guard let position = positions[lacking.documentID] else { continue }
+        for (position, lacking) in diff.enumerated() {
+            guard let lacking else { continue }
             let revisions = changes.entries[position].revisions
             let indices = Self.indices(of: lacking.missing, in: revisions)
             guard !indices.isEmpty else { continue }

@@ -128,6 +128,27 @@ struct ReplicationReadTests {
         }
     }
 
+    @Test("revsDiff in the caller's order answers every offer at its position as the general path does", arguments: [16, 17, 18])
+    func revsDiffInOrderMatchesSortedForm(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        let ids = (0..<30).map { "d\($0)" }
+        let test = try randomStore(ids, &random)
+        for _ in 0..<10 {
+            var offers: [RevisionOffer] = []
+            // Reverse order of ids, so the answers cannot line up by sorting alone.
+            for id in (ids + ["absent1", "absent2"]).reversed() where random.next() % 2 == 0 {
+                offers.append(RevisionOffer(documentID: id, revisions: try offered(test.store, id, &random)))
+            }
+            let sorted = try generalRevsDiff(test.store, Dictionary(uniqueKeysWithValues: offers.map { ($0.documentID, $0.revisions) }))
+            let answers = try test.store.revsDiff(inOrder: offers)
+            #expect(answers.count == offers.count)
+            for (offer, answer) in zip(offers, answers) {
+                #expect(answer?.documentID ?? offer.documentID == offer.documentID)
+                #expect(answer == sorted.first { $0.documentID == offer.documentID })
+            }
+        }
+    }
+
     @Test("revisionsToSend gives the general path's revisions and errors over random stores", arguments: [21, 22, 23, 24, 25])
     func revisionsToSendMatchesGeneralPath(seed: UInt64) throws {
         var random = SplitMix64(seed: seed)
