@@ -11,7 +11,7 @@ import CanopyWire
 /// arguments, so a transcript is reproducible from fixed inputs.
 public struct HandshakeInitiator: Sendable {
     private enum State {
-        case awaitingMessage2(transcript: HandshakeTranscript, ephemeralSecret: [UInt8])
+        case awaitingMessage2(transcript: HandshakeTranscript, ephemeral: EphemeralKey)
         case established
         case failed(CryptoError)
     }
@@ -27,16 +27,16 @@ public struct HandshakeInitiator: Sendable {
     public init(configuration: HandshakeConfiguration, now: Duration, random: inout some EntropySource) {
         self.configuration = configuration
         self.deadline = now + .seconds(WireLimits.handshakeTimeoutSeconds)
-        let ephemeralSecret = random.bytes(32)
+        let ephemeral = EphemeralKey(random: &random)
         var header = HandshakeTranscript.magic
         header += [UInt8(HandshakeTranscript.version >> 8), UInt8(HandshakeTranscript.version & 0xFF)]
         header += [UInt8(configuration.flags >> 8), UInt8(configuration.flags & 0xFF)]
-        header += Sodium.x25519Base(secret: ephemeralSecret)
+        header += ephemeral.publicKey
         let message1 = header + configuration.networkKey.tag(header[...])
         var transcript = HandshakeTranscript()
         transcript.mix(message1[...])
         self.message1 = message1
-        self.state = .awaitingMessage2(transcript: transcript, ephemeralSecret: ephemeralSecret)
+        self.state = .awaitingMessage2(transcript: transcript, ephemeral: ephemeral)
     }
 
     /// The first action: send Msg1.
@@ -57,13 +57,13 @@ public struct HandshakeInitiator: Sendable {
             return [.fail(error)]
         case .established:
             preconditionFailure("bytes after the handshake belong to the SecureChannel")
-        case .awaitingMessage2(let transcript, let ephemeralSecret):
+        case .awaitingMessage2(let transcript, let ephemeral):
             if now >= deadline { return fail(.handshakeTimedOut) }
             buffer.append(contentsOf: bytes)
             // Msg2 needs a reply before the responder may say more; extra bytes are a violation.
             if buffer.count > HandshakeLimits.message2Bytes { return fail(.handshakeUnexpectedBytes) }
             guard buffer.count == HandshakeLimits.message2Bytes else { return [] }
-            return process(message2: buffer, transcript: transcript, ephemeralSecret: ephemeralSecret, now: now)
+            return process(message2: buffer, transcript: transcript, ephemeral: ephemeral, now: now)
         }
     }
 
@@ -83,11 +83,7 @@ public struct HandshakeInitiator: Sendable {
     }
 
     private mutating func fail(_ error: CryptoError) -> [HandshakeAction] {
-        // Rebind the secret, drop the state's reference, then wipe the now-unique copy.
-        if case .awaitingMessage2(_, var secret) = state {
-            state = .failed(error)
-            Sodium.wipe(&secret)
-        }
+        // Dropping the state releases the ephemeral key, whose storage wipes itself.
         state = .failed(error)
         buffer = []
         return [.fail(error)]
@@ -96,7 +92,7 @@ public struct HandshakeInitiator: Sendable {
     /// Msg2 = eR(32) ‖ tag2(32) ‖ C2(112). Checks in order: network tag, DH, AEAD, signature,
     /// authorisation; only then answers with Msg3.
     private mutating func process(
-        message2: [UInt8], transcript start: HandshakeTranscript, ephemeralSecret: [UInt8], now: Duration
+        message2: [UInt8], transcript start: HandshakeTranscript, ephemeral: EphemeralKey, now: Duration
     ) -> [HandshakeAction] {
         var transcript = start
         let responderEphemeral = message2[0..<32]
@@ -105,7 +101,7 @@ public struct HandshakeInitiator: Sendable {
         guard Sodium.equal32(tag, configuration.networkKey.tag(transcript.hash[...], responderEphemeral)) else {
             return fail(.handshakeNetworkMismatch)
         }
-        guard var shared = Sodium.x25519(secret: ephemeralSecret, point: responderEphemeral) else {
+        guard var shared = ephemeral.sharedSecret(with: responderEphemeral) else {
             return fail(.handshakeSmallOrderKey)
         }
         transcript.mix(responderEphemeral, tag)

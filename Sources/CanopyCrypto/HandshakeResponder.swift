@@ -10,7 +10,7 @@ import CanopyWire
 /// peer outside the network learns nothing but a closed connection.
 public struct HandshakeResponder: Sendable {
     private enum State {
-        case awaitingMessage1(ephemeralSecret: [UInt8])
+        case awaitingMessage1(ephemeral: EphemeralKey)
         case awaitingMessage3(transcript: HandshakeTranscript, keys: HandshakeKeys)
         case established
         case failed(CryptoError)
@@ -27,7 +27,7 @@ public struct HandshakeResponder: Sendable {
     public init(configuration: HandshakeConfiguration, now: Duration, random: inout some EntropySource) {
         self.configuration = configuration
         self.deadline = now + .seconds(WireLimits.handshakeTimeoutSeconds)
-        self.state = .awaitingMessage1(ephemeralSecret: random.bytes(32))
+        self.state = .awaitingMessage1(ephemeral: EphemeralKey(random: &random))
     }
 
     /// Whether the handshake has failed, and why.
@@ -43,13 +43,13 @@ public struct HandshakeResponder: Sendable {
             return [.fail(error)]
         case .established:
             preconditionFailure("bytes after the handshake belong to the SecureChannel")
-        case .awaitingMessage1(let ephemeralSecret):
+        case .awaitingMessage1(let ephemeral):
             if now >= deadline { return fail(.handshakeTimedOut) }
             buffer.append(contentsOf: bytes)
             // The initiator cannot know Msg3 before it has our Msg2: more bytes are a violation.
             if buffer.count > HandshakeLimits.message1Bytes { return fail(.handshakeUnexpectedBytes) }
             guard buffer.count == HandshakeLimits.message1Bytes else { return [] }
-            return process(message1: buffer, ephemeralSecret: ephemeralSecret)
+            return process(message1: buffer, ephemeral: ephemeral)
         case .awaitingMessage3(let transcript, let keys):
             if now >= deadline { return fail(.handshakeTimedOut) }
             // Bytes past Msg3 are the initiator's stream header and frames: keep them for later.
@@ -79,15 +79,13 @@ public struct HandshakeResponder: Sendable {
     }
 
     private mutating func fail(_ error: CryptoError) -> [HandshakeAction] {
-        // Rebind the secrets, drop the state's reference, then wipe the now-unique copies.
+        // Rebind the keys, drop the state's reference, then wipe the now-unique copy; an
+        // ephemeral key wipes its own storage when the state releases it.
         switch state {
-        case .awaitingMessage1(var secret):
-            state = .failed(error)
-            Sodium.wipe(&secret)
         case .awaitingMessage3(_, var keys):
             state = .failed(error)
             keys.wipe()
-        case .established, .failed:
+        case .awaitingMessage1, .established, .failed:
             state = .failed(error)
         }
         buffer = []
@@ -96,7 +94,7 @@ public struct HandshakeResponder: Sendable {
 
     /// Msg1 = magic(4) ‖ version(2) ‖ flags(2) ‖ eI(32) ‖ tag1(32). Checks in order: magic,
     /// version, network tag, DH; then answers with Msg2.
-    private mutating func process(message1: [UInt8], ephemeralSecret: [UInt8]) -> [HandshakeAction] {
+    private mutating func process(message1: [UInt8], ephemeral: EphemeralKey) -> [HandshakeAction] {
         guard Array(message1[0..<4]) == HandshakeTranscript.magic else { return fail(.handshakeMalformed) }
         let version = UInt16(message1[4]) << 8 | UInt16(message1[5])
         guard version == HandshakeTranscript.version else { return fail(.handshakeVersionUnsupported(version)) }
@@ -107,12 +105,11 @@ public struct HandshakeResponder: Sendable {
         var transcript = HandshakeTranscript()
         transcript.mix(message1[...])
 
-        guard var shared = Sodium.x25519(secret: ephemeralSecret, point: initiatorEphemeral) else {
+        guard var shared = ephemeral.sharedSecret(with: initiatorEphemeral) else {
             return fail(.handshakeSmallOrderKey)
         }
-        let ephemeral = Sodium.x25519Base(secret: ephemeralSecret)
-        let tag = configuration.networkKey.tag(transcript.hash[...], ephemeral[...])
-        transcript.mix(ephemeral[...], tag[...])
+        let tag = configuration.networkKey.tag(transcript.hash[...], ephemeral.publicKey[...])
+        transcript.mix(ephemeral.publicKey[...], tag[...])
         let keys = HandshakeKeys(sharedSecret: shared, transcript: transcript.hash)
         Sodium.wipe(&shared)
         let signature = configuration.identity.sign(HandshakeTranscript.responderSignatureLabel, transcript.hash)
@@ -122,7 +119,7 @@ public struct HandshakeResponder: Sendable {
         transcript.mix(sealed[...])
         state = .awaitingMessage3(transcript: transcript, keys: keys)  // drops the ephemeral secret
         buffer = []
-        return [.send(ephemeral + tag + sealed)]
+        return [.send(ephemeral.publicKey + tag + sealed)]
     }
 
     /// Msg3 = C3(112). Checks in order: AEAD, signature, authorisation.

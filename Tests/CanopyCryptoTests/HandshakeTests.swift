@@ -75,6 +75,22 @@ struct HandshakeTests {
         #expect(run.initiator.failure == .handshakeBadSignature)
     }
 
+    @Test("a Msg2 built with libsodium's own X25519 is the responder's byte for byte and is accepted")
+    func libsodiumKeyPathInteroperates() throws {
+        var run = Self.run()
+        let secret = HandshakeForgery.firstEphemeralSecret(entropy: 2)
+        run.run(edit2: { original, sent in
+            let rebuilt = HandshakeForgery.message2(answering: sent.message1, as: Fixture.bob, ephemeralSecret: secret) {
+                identity, transcript in identity.sign(HandshakeTranscript.responderSignatureLabel, transcript)
+            }
+            #expect(rebuilt == original)
+            return rebuilt
+        })
+        let initiator = try #require(run.initiatorResult.session)
+        #expect(initiator.peer == Fixture.bob.nodeID)
+        #expect(run.responderResult.session?.transcriptHash == initiator.transcriptHash)
+    }
+
     @Test("an initiator signature made with another key is refused by the responder")
     func wrongInitiatorSignature() {
         let pending = PendingPeers()

@@ -38,11 +38,13 @@ struct WireBench: ParsableCommand {
         Sodium.ensureInitialized()
         if !handshakesOnly { try measureChannel() }
         let cost = HandshakeBench.primitiveMicroseconds()
-        let perHandshake = 2 * (cost.sign + cost.verify + cost.dh + cost.keygen)
+        let perHandshake = 2 * cost.perSide
         print(String(
-            format: "libsodium per side: sign %.1f µs, verify %.1f µs, X25519 %.1f µs, X25519 keygen %.1f µs"
+            format: "per side (median µs): Ed25519 sign %.1f, verify %.1f (libsodium); X25519 %.1f, keygen %.1f"
+                + " (EphemeralKey; libsodium's ladder: %.1f, %.1f)"
                 + " → %.0f µs per handshake (both sides) = ceiling %.0f handshakes/s per core",
-            cost.sign, cost.verify, cost.dh, cost.keygen, perHandshake, 1e6 / perHandshake))
+            cost.sign, cost.verify, cost.dh, cost.keygen, cost.libsodiumDH, cost.libsodiumKeygen,
+            perHandshake, 1e6 / perHandshake))
         let memory = try HandshakeBench.inMemory(seconds: seconds * Double(rounds))
         print(String(format: "handshakes in memory, one thread running both sides: %.0f handshakes/s", memory))
         let rate = try HandshakeBench.run(handshakes: handshakes, pairs: pairs)
