@@ -81,7 +81,7 @@ let package = Package(
         .executableTarget(
             name: "canopyd",
             dependencies: [
-                "CanopyAgent",
+                "CanopyAgent", "CanopyStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -22,6 +22,16 @@ struct DatabaseTests {
         #expect(try db.scalarInt("SELECT count(*) FROM t") == 1)
     }
 
+    @Test("once SQLite is in use, turning its memory statistics off is refused and changes nothing")
+    func memoryStatisticsAfterFirstUse() throws {
+        let directory = TemporaryDirectory()
+        let db = try Database(path: directory.path("db.sqlite"))
+        try db.execute("CREATE TABLE t (x INTEGER PRIMARY KEY)")
+        #expect(!Database.disableMemoryStatistics())
+        // Statistics still counting: the open connection's memory shows.
+        #expect(sqlite3_memory_used() > 0)
+    }
+
     @Test("borrowed blobs are stored intact and no binding to them survives the call")
     func borrowedBlobs() throws {
         let directory = TemporaryDirectory()

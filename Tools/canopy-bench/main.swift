@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyStore
 
 /// canopy-bench: Canopy's benchmarks. Each figure is printed beside a ceiling measured in the
 /// same run on the same machine.
@@ -13,4 +14,7 @@ struct CanopyBench: ParsableCommand {
         ])
 }
 
+// The same process-wide SQLite setting as `canopyd`, before any benchmark opens a database, so
+// every ceiling and library phase measured here runs under the settings the agents use.
+Database.disableMemoryStatistics()
 CanopyBench.main()

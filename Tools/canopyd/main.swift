@@ -2,6 +2,7 @@
 // the agent in the foreground until SIGTERM or SIGINT (see README.md, "Running the agent").
 import ArgumentParser
 import CanopyAgent
+import CanopyStore
 import Dispatch
 import Logging
 
@@ -114,6 +115,9 @@ struct Run: ParsableCommand {
         // peak RSS during a large replication by about 4 MiB (DESIGN.md §8: ≤ 64 MiB) at no
         // measurable cost in throughput.
         _ = glibcMallopt(glibcMallocArenaMaxParameter, Self.mallocArenasMax)
+        // Before the store opens its database: SQLite takes process settings only before its
+        // first use. No global mutex per SQLite allocation (see the function's comment).
+        Database.disableMemoryStatistics()
         let level = logLevel
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
