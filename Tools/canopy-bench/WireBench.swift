@@ -40,7 +40,7 @@ struct WireBench: ParsableCommand {
         let cost = HandshakeBench.primitiveMicroseconds()
         let perHandshake = 2 * cost.perSide
         print(String(
-            format: "per side (median µs): Ed25519 sign %.1f, verify %.1f (libsodium); X25519 %.1f, keygen %.1f"
+            format: "per side (µs, fastest of 30 batches): Ed25519 sign %.1f, verify %.1f (libsodium); X25519 %.1f, keygen %.1f"
                 + " (EphemeralKey; libsodium's ladder: %.1f, %.1f)"
                 + " → %.0f µs per handshake (both sides) = ceiling %.0f handshakes/s per core",
             cost.sign, cost.verify, cost.dh, cost.keygen, cost.libsodiumDH, cost.libsodiumKeygen,
@@ -51,6 +51,11 @@ struct WireBench: ParsableCommand {
         print(String(
             format: "handshakes over loopback TCP: %d in %.3f s = %.0f handshakes/s (%d thread pairs)",
             rate.completed, rate.seconds, Double(rate.completed) / rate.seconds, pairs))
+        let cpuPerHandshake = rate.cpuSeconds / Double(rate.completed)
+        print(String(
+            format: "  CPU (this process, both ends, kernel included): %.0f µs per handshake"
+                + " = %.0f handshakes/s per core, %.0f on 2 cores with nothing else running",
+            cpuPerHandshake * 1e6, 1 / cpuPerHandshake, 2 / cpuPerHandshake))
     }
 
     /// Alternates raw and Canopy rounds per frame size and prints the best of each.
