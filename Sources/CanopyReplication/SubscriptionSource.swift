@@ -135,12 +135,13 @@ final class SubscriptionSource {
         let batched = try? store.revisionsToSend(requests.map(\.request), revsLimit: revsLimit)
         var offset = 0
         for (_, request, ancestors) in requests {
-            let outgoing: [ForeignRevision]
+            // A slice of the batch's answer, not an array per document.
+            let outgoing: ArraySlice<ForeignRevision>
             if let batched {
-                outgoing = Array(batched[offset..<offset + request.revisions.count])
+                outgoing = batched[offset..<offset + request.revisions.count]
                 offset += request.revisions.count
             } else if let single = try? store.revisionsToSend([request], revsLimit: revsLimit) {
-                outgoing = single
+                outgoing = single[...]
             } else {
                 for _ in request.revisions { messages.skip() }
                 continue
