@@ -16,7 +16,8 @@ import Crypto
 /// vectors pin it.
 ///
 /// When swift-crypto is not compiled in (the fuzz build in Tools/fuzz compiles this module alone
-/// with swiftc), the same operations run on libsodium.
+/// with swiftc), the same operations run on libsodium; that build holds no real keys, so its copy
+/// of the secret is not wiped on release.
 public struct EphemeralKey: Sendable {
     #if canImport(Crypto)
     /// BoringSSL keeps the secret in storage it zeroes when released.
