@@ -59,10 +59,22 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 peers[id]?.replicator.stop()
                 peers[id] = nil
             }
+            forgetHorizons(except: Set(wanted.keys))
             for peer in config.peers where peers[peer.nodeID] == nil {
                 guard let replicator = makeReplicator(peer) else { continue }
                 peers[peer.nodeID] = Peer(config: peer, replicator: replicator)
                 replicator.start()
+            }
+        }
+    }
+
+    /// Peers no longer configured (removed while running or while the agent was down) stop
+    /// holding history back from stemming: their horizons are forgotten.
+    private func forgetHorizons(except configured: Set<String>) {
+        let keep = Set(configured.map(PeerReplicator.peerHorizonKey))
+        for horizon in store.peerHorizons where horizon.peer.hasPrefix(PeerReplicator.peerHorizonKey("")) && !keep.contains(horizon.peer) {
+            do { try store.forgetPeerHorizon(peer: horizon.peer) } catch {
+                logger.warning("could not forget a removed peer's horizon", metadata: ["peer": "\(horizon.peer)", "error": "\(error)"])
             }
         }
     }

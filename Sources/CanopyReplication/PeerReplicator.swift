@@ -66,6 +66,8 @@ public final class PeerReplicator: @unchecked Sendable {
         self.dialer = dialer
         self.scheduler = scheduler
         self.random = random
+        var configuration = configuration
+        if configuration.peerHorizonKey == nil { configuration.peerHorizonKey = Self.peerHorizonKey(peerName) }
         self.configuration = configuration
         self.backoff = backoff
         self.logger = logger
@@ -76,8 +78,20 @@ public final class PeerReplicator: @unchecked Sendable {
     /// The open session, if any.
     public var currentSession: ReplicationSession? { session }
 
+    /// The peer-horizon name of the peer called `peerName` (see `ReplicationConfiguration.peerHorizonKey`).
+    public static func peerHorizonKey(_ peerName: String) -> String { "peer/" + peerName }
+
     /// Starts replicating: dials at once when it has a dialer, else waits for `accept`.
+    ///
+    /// A peer this node pushes to and that has no horizon yet gets horizon 0: until it has caught
+    /// up once it may hold any revision (from other peers), so stemming keeps everything it might
+    /// offer back (DESIGN §2).
     public func start() {
+        if configuration.direction.pushes, let key = configuration.peerHorizonKey {
+            do { try store.recordPeerHorizon(peer: key, sequence: 0) } catch {
+                logger.warning("could not record the peer's horizon", metadata: ["peer": "\(peerName)", "error": "\(error)"])
+            }
+        }
         stopped = false
         if session == nil { connect() }
         publish()

@@ -30,6 +30,10 @@ public struct ReplicationConfiguration: Sendable {
     /// Completed batches between checkpoint updates sent to the source (the local checkpoint is
     /// written after every durable batch; the remote copy only needs to be roughly current).
     public var remoteCheckpointEveryBatches: Int
+    /// The name under which this node records how far the peer holds its changes (a peer
+    /// horizon, `DocumentStore.recordPeerHorizon`; stemming keeps what the peer may still hold).
+    /// Nil: the replication id of the peer's pull, in hex. `PeerReplicator` sets one per peer.
+    public var peerHorizonKey: String?
 
     /// Defaults: both ways, continuous, unfiltered, 500 documents per batch, 8 batches in flight.
     public init(
@@ -37,7 +41,7 @@ public struct ReplicationConfiguration: Sendable {
         pullFilter: ReplicationFilter = .all, pushFilter: ReplicationFilter = .all,
         batchSize: Int = 500, window: Int = 8,
         heartbeatIntervalSeconds: Double = 10, deadPeerIntervals: Double = 3,
-        remoteCheckpointEveryBatches: Int = 1
+        remoteCheckpointEveryBatches: Int = 1, peerHorizonKey: String? = nil
     ) {
         precondition((1...WireLimits.changesEntriesMax).contains(batchSize), "batch size out of range")
         precondition((1...WireLimits.inFlightBatchesMax).contains(window), "window out of range")
@@ -50,6 +54,7 @@ public struct ReplicationConfiguration: Sendable {
         self.heartbeatIntervalSeconds = heartbeatIntervalSeconds
         self.deadPeerIntervals = deadPeerIntervals
         self.remoteCheckpointEveryBatches = remoteCheckpointEveryBatches
+        self.peerHorizonKey = peerHorizonKey
     }
 }
 

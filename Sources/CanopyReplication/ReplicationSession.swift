@@ -114,6 +114,9 @@ public final class ReplicationSession: @unchecked Sendable {
         return awaitingPeerSubscription || !(target?.isDrained ?? true) || sources.values.contains { !$0.isDrained }
     }
 
+    /// The newest local sequence acknowledged by a peer subscription that has since finished.
+    private var finishedPushAcknowledged: UInt64?
+
     /// The peer announced it will subscribe and has not yet.
     private var awaitingPeerSubscription = false
 
@@ -383,6 +386,7 @@ public final class ReplicationSession: @unchecked Sendable {
             throw .store(error)
         }
         if source.finishedSending && source.isDrained {
+            finishedPushAcknowledged = max(finishedPushAcknowledged ?? 0, source.acknowledgedSequence)
             sources[source.subscriptionID] = nil
             onEvent(.pushCompleted)
         }
@@ -438,8 +442,20 @@ public final class ReplicationSession: @unchecked Sendable {
         }
         do {
             try store.localPut(ReplicationIdentity.checkpointDocumentID(set.replicationID), body: checkpoint.json)
+            try recordPeerHorizon(set.replicationID, claimed: checkpoint.current.sequence)
         } catch { throw .store(error) }
         send(.checkpointSetAck(CheckpointSetAck(requestID: set.requestID)))
+    }
+
+    /// Tells the store how far the peer holds our changes, so stemming keeps what it may still
+    /// hold as leaves (`DocumentStore.recordPeerHorizon`). The peer's checkpoint is its claim; it
+    /// is capped by what this session saw the peer acknowledge, so a peer cannot make this node
+    /// stem what it never received.
+    private func recordPeerHorizon(_ replicationID: [UInt8], claimed: UInt64) throws(StoreError) {
+        guard let observed = [pushAcknowledgedSequence, finishedPushAcknowledged].compactMap({ $0 }).max() else { return }
+        let sequence = min(claimed, observed)
+        let peer = configuration.peerHorizonKey ?? Hex.encode(replicationID)
+        try store.recordPeerHorizon(peer: peer, sequence: Int64(clamping: sequence))
     }
 
     private func receiveError(_ error: ErrorMessage) throws(ReplicationError) {

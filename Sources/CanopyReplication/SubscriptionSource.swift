@@ -132,7 +132,7 @@ final class SubscriptionSource {
         // One store call for the whole batch; if a document changed or was compacted since the
         // batch was read, fall back to one call per document and skip what can no longer be
         // supplied (the next batch carries its newer revisions).
-        let batched = try? store.revisionsToSend(requests.map(\.request), revsLimit: revsLimit)
+        let batched = try? store.revisionsToSend(requests.map(\.request), revsLimit: revsLimit, knownAncestorReach: WireLimits.revsLimitMax)
         var offset = 0
         for (_, request, ancestors) in requests {
             // A slice of the batch's answer, not an array per document.
@@ -140,7 +140,7 @@ final class SubscriptionSource {
             if let batched {
                 outgoing = batched[offset..<offset + request.revisions.count]
                 offset += request.revisions.count
-            } else if let single = try? store.revisionsToSend([request], revsLimit: revsLimit) {
+            } else if let single = try? store.revisionsToSend([request], revsLimit: revsLimit, knownAncestorReach: WireLimits.revsLimitMax) {
                 outgoing = single[...]
             } else {
                 for _ in request.revisions { messages.skip() }

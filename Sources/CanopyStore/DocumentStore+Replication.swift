@@ -76,10 +76,17 @@ extension DocumentStore {
     /// The revisions to send a peer, ready for its `bulkInsertForeign`: each with its kind,
     /// canonical body and ancestry down to (and including) the first revision the peer has, at
     /// most `revsLimit` revisions long (the peer's limit if lower than ours: it refuses longer
-    /// histories). Throws `notFound` for a revision this store lacks and
-    /// `bodyUnavailable` for one whose body was compacted away.
-    public func revisionsToSend(_ requests: [RevisionRequest], revsLimit peerLimit: Int? = nil) throws(StoreError) -> [ForeignRevision] {
+    /// histories) — unless a revision the peer has lies deeper, within `knownAncestorReach`: then
+    /// the history reaches it, because the peer named it as one of its leaves and only such a
+    /// history links that leaf to the revision (peer horizons keep it here for that). Throws
+    /// `notFound` for a revision this store lacks and `bodyUnavailable` for one whose body was
+    /// compacted away.
+    public func revisionsToSend(
+        _ requests: [RevisionRequest], revsLimit peerLimit: Int? = nil,
+        knownAncestorReach: Int = StoreLimits.revsLimitMax
+    ) throws(StoreError) -> [ForeignRevision] {
         let limit = max(1, min(revsLimit, peerLimit ?? revsLimit))
+        let reach = max(limit, knownAncestorReach)
         return try readBatch { db in
             var result: [ForeignRevision] = []
             for request in requests {
@@ -89,17 +96,18 @@ extension DocumentStore {
                 let known = Set(request.knownAncestors)
                 for revision in request.revisions {
                     result.append(try Self.outgoing(
-                        documentID: request.documentID, revision: revision, document: document, known: known, limit: limit))
+                        documentID: request.documentID, revision: revision, document: document, known: known,
+                        limit: limit, reach: reach))
                 }
             }
             return result
         }
     }
 
-    /// One revision to send: its path cut at the first known ancestor and at `limit`, and its
-    /// body as stored.
+    /// One revision to send: its path cut at the first known ancestor within `reach`, else at
+    /// `limit`, and its body as stored.
     private static func outgoing(
-        documentID: String, revision: RevisionID, document: SendingDocument, known: Set<RevisionID>, limit: Int
+        documentID: String, revision: RevisionID, document: SendingDocument, known: Set<RevisionID>, limit: Int, reach: Int
     ) throws -> ForeignRevision {
         guard let leaf = document.node(revision) else {
             throw StoreError.notFound(documentID: documentID, revision: revision)
@@ -107,16 +115,21 @@ extension DocumentStore {
         guard let body = document.body(revision) else {
             throw StoreError.bodyUnavailable(documentID: documentID, revision: revision)
         }
-        var history = document.ancestry(of: revision, limit: limit)
+        let searched = document.ancestry(of: revision, limit: known.isEmpty ? limit : reach)
+        var history: [RevisionID]
         var rootParent: RevisionID?
-        if let stop = history.dropFirst().firstIndex(where: { known.contains($0) }) {
-            history.removeSubrange((stop + 1)...)
-        } else if let oldest = history.last, let parent = document.node(oldest)?.parent {
-            // Cut at `limit`, or where this store stemmed, above a revision we know of: name the
-            // link, or the peer would take the oldest revision for a root and, should the parent
-            // reach it some other way, the parent for an open leaf (RevisionPath.rootParent). A
-            // parent the peer holds travels as the known-ancestor tail, beyond the limit.
-            if known.contains(parent) { history.append(parent) } else { rootParent = parent }
+        if let stop = searched.dropFirst().firstIndex(where: { known.contains($0) }) {
+            history = Array(searched[...stop])
+        } else {
+            history = Array(searched.prefix(limit))
+            if let oldest = history.last, let parent = document.node(oldest)?.parent {
+                // Cut at `limit`, or where this store stemmed, above a revision we know of: name
+                // the link, or the peer would take the oldest revision for a root and, should the
+                // parent reach it some other way, the parent for an open leaf
+                // (RevisionPath.rootParent). A parent the peer holds travels as the known-ancestor
+                // tail.
+                if known.contains(parent) { history.append(parent) } else { rootParent = parent }
+            }
         }
         do {
             let path = try RevisionPath(

@@ -56,6 +56,9 @@ public final class DocumentStore: @unchecked Sendable {
     public let databaseID: UUID
     /// Cached `metadata.revs_limit`; changed only under the lock.
     private var storedRevsLimit: Int
+    /// Cached peer horizons (`PeerHorizons`), keyed by peer; changed only under the lock, after
+    /// the transaction that wrote them committed.
+    private var storedHorizons: [String: Int64]
     /// Cached `metadata.last_sequence`; changed only under the lock, after a commit.
     private var storedLastSequence: Int64
 
@@ -86,6 +89,7 @@ public final class DocumentStore: @unchecked Sendable {
             databaseID = meta.databaseID
             storedRevsLimit = meta.revsLimit
             storedLastSequence = meta.lastSequence
+            storedHorizons = try PeerHorizons.load(db)
             if configuration.checkpointInBackground {
                 db.replaceAutomaticCheckpoints(with: try BackgroundCheckpointer(
                     path: path, durable: configuration.durable, logger: configuration.logger))
@@ -123,7 +127,9 @@ public final class DocumentStore: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         do {
-            let context = WriteContext(db: db, lastSequence: storedLastSequence, revsLimit: storedRevsLimit, logger: logger)
+            let context = WriteContext(
+                db: db, lastSequence: storedLastSequence, revsLimit: storedRevsLimit,
+                stemHorizon: storedHorizons.values.min(), logger: logger)
             let value = try db.transaction { _ in
                 let value = try body(context)
                 if context.lastSequence != storedLastSequence {
@@ -134,6 +140,7 @@ public final class DocumentStore: @unchecked Sendable {
             }
             storedLastSequence = context.lastSequence
             storedRevsLimit = context.revsLimit
+            for (peer, sequence) in context.horizonChanges { storedHorizons[peer] = sequence }
             return value
         } catch {
             throw StoreError.wrap(error)
@@ -150,6 +157,13 @@ public final class DocumentStore: @unchecked Sendable {
     /// The database id as its 16 raw bytes (the form replication uses).
     public var databaseIDBytes: [UInt8] {
         withUnsafeBytes(of: databaseID.uuid) { Array($0) }
+    }
+
+    /// Every peer horizon, sorted by peer.
+    public var peerHorizons: [PeerHorizon] {
+        lock.lock()
+        defer { lock.unlock() }
+        return storedHorizons.sorted { $0.key < $1.key }.map { PeerHorizon(peer: $0.key, sequence: $0.value) }
     }
 
     /// The largest sequence assigned so far (0 for an empty store).
@@ -201,12 +215,17 @@ final class WriteContext {
     let db: Database
     var lastSequence: Int64
     var revsLimit: Int
+    /// The lowest peer horizon (nil when no peer has one): what stemming must not cut below.
+    let stemHorizon: Int64?
+    /// Peer horizons written in this transaction (nil: forgotten), cached once it commits.
+    var horizonChanges: [String: Int64?] = [:]
     let logger: Logger
 
-    init(db: Database, lastSequence: Int64, revsLimit: Int, logger: Logger) {
+    init(db: Database, lastSequence: Int64, revsLimit: Int, stemHorizon: Int64?, logger: Logger) {
         self.db = db
         self.lastSequence = lastSequence
         self.revsLimit = revsLimit
+        self.stemHorizon = stemHorizon
         self.logger = logger
     }
 

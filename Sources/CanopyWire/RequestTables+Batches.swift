@@ -130,7 +130,10 @@ extension RequestTables {
         guard count < generation else {
             throw .invalidAncestry(detail: "\(count) ancestors for generation \(generation)")
         }
-        guard count < revsLimit else { throw .invalidAncestry(detail: "\(count) ancestors beyond revsLimit \(revsLimit)") }
+        // A history that ends at a known ancestor may be longer than revsLimit: the source keeps
+        // revisions this node holds as leaves (peer horizons) and reaches them to link them (§6.6).
+        let most = transfer.knownAncestorTail > 0 ? WireLimits.revsLimitMax : revsLimit
+        guard count < most else { throw .invalidAncestry(detail: "\(count) ancestors beyond revsLimit \(revsLimit)") }
         var ancestors = transfer.ancestry.enumerated().map { offset, digest in
             digest.revisionID(generation: generation - 1 - offset)
         }

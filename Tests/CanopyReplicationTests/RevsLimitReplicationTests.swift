@@ -75,4 +75,35 @@ struct RevsLimitReplicationTests {
         }
         #expect(try c.store.get(id: "doc").revision == later[1])
     }
+    /// The failure the simulator found (seed 5173): A stemmed a deletion that B still held as its
+    /// leaf. A's later edits reached B with a history that stopped short of the deletion, so B
+    /// saw the deletion and A's edit as two open leaves, deletes won, and B closed the edit that
+    /// every other node held as current. With peer horizons A keeps what B holds and reaches it.
+    @Test("a deletion a peer still holds is not stemmed and the peer links the next edits to it")
+    func peerHeldDeletionLinked() throws {
+        let harness = try ReplicationHarness(seed: 43)
+        let a = try harness.addNode("a", revsLimit: 2)
+        let b = try harness.addNode("b", revsLimit: 2)
+        let base = try edits(a.store, from: nil, count: 2)
+        let deleted = try a.store.delete(id: "doc", rev: base[1])
+        harness.connect(a, b)
+        #expect(harness.runUntilQuiescent())
+        harness.dropSessions(of: a)
+        harness.dropSessions(of: b)
+        #expect(try b.store.changes(since: 0).first?.leaves.map(\.revision) == [deleted])
+        #expect(a.store.peerHorizons.count == 1)
+
+        // A re-creates the document on top of the deletion and edits it further than revsLimit.
+        let revived = try edits(a.store, from: deleted, count: 4)
+        #expect(try a.store.revisionTree(id: "doc")?.contains(deleted) == true)
+
+        harness.connect(a, b)
+        #expect(harness.runUntilQuiescent())
+        #expect(try harness.divergences() == [])
+        for node in [a, b] {
+            #expect(try node.store.changes(since: 0).first?.leaves.map(\.revision) == [revived[3]], "\(node.name)")
+            #expect(!node.events.contains { $0.kind == .conflictResolved }, "\(node.name)")
+            #expect(try node.store.get(id: "doc").revision == revived[3], "\(node.name)")
+        }
+    }
 }

@@ -193,6 +193,26 @@ struct ConnectionStateMachineTests {
         #expect(pair.b.receive(.revisions(five)).last == .closeTransport(code: .invalidRevision))
     }
 
+    @Test("an ancestry beyond our revsLimit is accepted when it ends at a revision we named as held")
+    func beyondRevsLimitToKnownAncestor() throws {
+        var pair = Pair()
+        _ = pair.bSends(Self.subscribe)
+        let deep = Changes(requestID: 8, subscriptionID: 1, caughtUp: true, entries: [
+            ChangesEntry(sequence: 1, docID: "d", revisions: [LeafRevision(id: Self.rev(50, 1), kind: .live)])])
+        _ = pair.aSends(.changes(deep))
+        let held = Self.rev(44, 9)
+        _ = pair.bSends(.changesReply(ChangesReply(requestID: 8, items: [ChangesReplyItem(missing: [0], knownAncestors: [held])])))
+        // Five ancestors (B's revsLimit is 5), then B's own leaf at generation 44.
+        let reaching = Revisions(requestID: 8, final: true, revisions: [Self.transfer(ancestry: [1, 2, 3, 4, 5], tail: 1, body: "{}")])
+        let actions = pair.b.receive(.revisions(reaching))
+        guard case .deliverRevisions(_, _, let received)? = actions.first else {
+            Issue.record("expected the revisions delivered, got \(actions)")
+            return
+        }
+        #expect(received.first?.path.revisions.count == 7)
+        #expect(received.first?.path.ancestors.last == held)
+    }
+
     @Test("more changes requests than the announced window is windowExceeded")
     func window() {
         var pair = Pair()
