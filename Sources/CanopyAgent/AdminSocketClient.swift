@@ -20,12 +20,15 @@ public final class AdminSocketClient: @unchecked Sendable {
         case closed
         /// The agent sent something that is not a JSON object line.
         case badResponse(String)
+        /// Nothing arrived within the client's receive timeout (a hung agent).
+        case timedOut(seconds: Double)
 
         public var description: String {
             switch self {
             case .unreachable(let path, let detail): return "cannot reach the agent at \(path): \(detail)"
             case .closed: return "the agent closed the connection"
             case .badResponse(let detail): return "unexpected response from the agent: \(detail)"
+            case .timedOut(let seconds): return "the agent sent nothing for \(seconds) s"
             }
         }
     }
@@ -34,11 +37,14 @@ public final class AdminSocketClient: @unchecked Sendable {
     public static let lineBytesMax = 256 << 20
 
     private let fd: Int32
+    private let receiveTimeoutSeconds: Double?
     private var buffer: [UInt8] = []
     private var nextID: Int64 = 1
 
-    /// Connects to the admin socket at `path`.
-    public init(path: String) throws(ClientError) {
+    /// Connects to the admin socket at `path`. With `receiveTimeoutSeconds`, a read that waits
+    /// longer than that for the agent fails with `timedOut` instead of blocking for ever (tests
+    /// use it so that a hung agent fails the test rather than stalling the suite).
+    public init(path: String, receiveTimeoutSeconds: Double? = nil) throws(ClientError) {
         do {
             fd = try Socket.connectUnix(path)
         } catch {
@@ -46,6 +52,16 @@ public final class AdminSocketClient: @unchecked Sendable {
                 throw .unreachable(path: path, detail: String(cString: strerror(system.code)))
             }
             throw .unreachable(path: path, detail: error.description)
+        }
+        self.receiveTimeoutSeconds = receiveTimeoutSeconds
+        if let seconds = receiveTimeoutSeconds {
+            precondition(seconds > 0, "a receive timeout must be positive")
+            var value = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
+            guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
+                let detail = String(cString: strerror(errno))
+                close(fd)
+                throw .unreachable(path: path, detail: "setting the receive timeout: \(detail)")
+            }
         }
     }
 
@@ -100,6 +116,9 @@ public final class AdminSocketClient: @unchecked Sendable {
             var chunk = [UInt8](repeating: 0, count: 64 * 1024)
             let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if count < 0 && errno == EINTR { continue }
+            if count < 0, errno == EAGAIN || errno == EWOULDBLOCK, let seconds = receiveTimeoutSeconds {
+                throw .timedOut(seconds: seconds)
+            }
             guard count > 0 else { throw .closed }
             buffer.append(contentsOf: chunk[0..<count])
         }

@@ -44,4 +44,21 @@ struct SystemInterfaceTests {
         #expect(count > 0)
         #expect(String(decoding: buffer[0..<max(count, 0)], as: UTF8.self) == "READY=1\nSTATUS=serving")
     }
+    @Test("an admin client with a receive timeout fails with timedOut when the agent never answers")
+    func adminClientTimesOut() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("canopy-timeout-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("admin.sock").path
+        // A listener that accepts (the kernel completes the connection) and never reads or writes.
+        let listener = try Socket.listenUnix(path)
+        defer { close(listener) }
+        let client = try AdminSocketClient(path: path, receiveTimeoutSeconds: 0.2)
+        #expect {
+            _ = try client.request("status")
+        } throws: { error in
+            guard case AdminSocketClient.ClientError.timedOut(let seconds) = error else { return false }
+            return seconds == 0.2
+        }
+    }
 }

@@ -139,15 +139,16 @@ final class AgentProcess {
         try process.run()
         try poll("the admin socket of \(dataDir)") {
             guard process.isRunning else { throw TimedOut(what: "canopyd to start; it exited: \(self.log)") }
-            return (try? AdminSocketClient(path: socketPath).request("status")["ok"]) == .bool(true)
+            return (try? AdminSocketClient(path: socketPath, receiveTimeoutSeconds: 10).request("status")["ok"]) == .bool(true)
         }
     }
 
     /// The agent's log so far (for failure messages).
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    /// A connected admin client.
-    func client() throws -> AdminSocketClient { try AdminSocketClient(path: socketPath) }
+    /// A connected admin client. Its reads time out (generously: a test's longest wait is well
+    /// under it), so a hung agent fails the test instead of stalling the suite.
+    func client() throws -> AdminSocketClient { try AdminSocketClient(path: socketPath, receiveTimeoutSeconds: 120) }
 
     /// Runs canopyctl against this agent.
     func ctl(_ arguments: [String], stdin: String? = nil) throws -> CommandResult {

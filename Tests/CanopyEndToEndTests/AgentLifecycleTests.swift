@@ -96,7 +96,7 @@ struct AgentLifecycleTests {
             restarted.waitUntilExit()
         }
         try poll("the restarted agent's socket") {
-            (try? AdminSocketClient(path: agent.socketPath).request("status")["node_id"]) == .string(agent.nodeID)
+            (try? AdminSocketClient(path: agent.socketPath, receiveTimeoutSeconds: 10).request("status")["node_id"]) == .string(agent.nodeID)
         }
     }
 
