@@ -75,12 +75,17 @@ struct ReplicationReadTests {
         guard let body = try RevisionRows.body(db, of: document, revision: revision) else {
             throw StoreError.bodyUnavailable(documentID: document.id, revision: revision)
         }
-        var history = tree.ancestry(of: revision, limit: limit)
+        // A known ancestor is reached however deep it is; otherwise the history is cut at `limit`
+        // and names the link below the cut.
+        var history = tree.ancestry(of: revision)
         var rootParent: RevisionID?
         if let stop = history.dropFirst().firstIndex(where: known.contains) {
             history.removeSubrange((stop + 1)...)
-        } else if let parent = history.last.flatMap({ tree.node($0)?.parent }) {
-            if known.contains(parent) { history.append(parent) } else { rootParent = parent }
+        } else {
+            history = Array(history.prefix(limit))
+            if let parent = history.last.flatMap({ tree.node($0)?.parent }) {
+                if known.contains(parent) { history.append(parent) } else { rootParent = parent }
+            }
         }
         let path = try RevisionPath(leaf: revision, kind: leaf.kind, ancestors: Array(history.dropFirst()), rootParent: rootParent)
         return ForeignRevision(documentID: document.id, path: path, body: .canonical(body))
