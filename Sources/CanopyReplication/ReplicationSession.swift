@@ -48,8 +48,6 @@ public final class ReplicationSession: @unchecked Sendable {
     private var machine: ConnectionStateMachine
     private var peerDatabaseID: [UInt8]?
     private var peerWindow = 1
-    /// The peer's announced revsLimit: the histories we send it stop there (§6.6).
-    private var peerRevsLimit = 1
     private var sources: [RequestID: SubscriptionSource] = [:]
     private var target: SubscriptionTarget?
     /// Our `checkpointGet` waiting for its answer, with the local checkpoint read before it.
@@ -245,7 +243,6 @@ public final class ReplicationSession: @unchecked Sendable {
     private func receiveHello(_ hello: Hello) throws(ReplicationError) {
         peerDatabaseID = hello.databaseID
         peerWindow = hello.window
-        peerRevsLimit = hello.revsLimit
         awaitingPeerSubscription = configuration.direction.pushes && hello.features & Hello.subscribesFeature != 0
         onEvent(.connected(peerDatabaseID: hello.databaseID))
         if configuration.direction.pulls { try beginPull() }
@@ -369,8 +366,7 @@ public final class ReplicationSession: @unchecked Sendable {
         }
         awaitingPeerSubscription = false
         let source = SubscriptionSource(subscribe: subscribe, serving: configuration.pushFilter, store: store,
-                                        batchSize: configuration.batchSize, window: min(configuration.window, peerWindow),
-                                        revsLimit: min(store.revsLimit, peerRevsLimit))
+                                        batchSize: configuration.batchSize, window: min(configuration.window, peerWindow))
         sources[subscribe.requestID] = source
         try pump(source)
     }

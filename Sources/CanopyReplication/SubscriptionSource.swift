@@ -34,7 +34,6 @@ final class SubscriptionSource {
     private let store: DocumentStore
     private let batchSize: Int
     private let window: Int
-    private let revsLimit: Int
     private var cursor: Int64
     private var inFlight: Deque<Batch> = []
     /// The feed was read to its end and the peer was told (`caughtUp`); waiting for commits.
@@ -45,14 +44,13 @@ final class SubscriptionSource {
     /// The sequence of the newest batch the peer completed, with every batch before it.
     private(set) var acknowledgedSequence: UInt64
 
-    init(subscribe: Subscribe, serving pushFilter: ReplicationFilter, store: DocumentStore, batchSize: Int, window: Int, revsLimit: Int) {
+    init(subscribe: Subscribe, serving pushFilter: ReplicationFilter, store: DocumentStore, batchSize: Int, window: Int) {
         subscriptionID = subscribe.requestID
         continuous = subscribe.continuous
         filter = SubscriptionSource.intersect(pushFilter, ReplicationFilter(wire: subscribe.filter))
         self.store = store
         self.batchSize = batchSize
         self.window = window
-        self.revsLimit = revsLimit
         cursor = Int64(clamping: subscribe.since)
         acknowledgedSequence = subscribe.since
     }
@@ -132,7 +130,7 @@ final class SubscriptionSource {
         // One store call for the whole batch; if a document changed or was compacted since the
         // batch was read, fall back to one call per document and skip what can no longer be
         // supplied (the next batch carries its newer revisions).
-        let batched = try? store.revisionsToSend(requests.map(\.request), revsLimit: revsLimit, knownAncestorReach: WireLimits.revsLimitMax)
+        let batched = try? store.revisionsToSend(requests.map(\.request), revsLimit: WireLimits.revsLimitMax, knownAncestorReach: WireLimits.revsLimitMax)
         var offset = 0
         for (_, request, ancestors) in requests {
             // A slice of the batch's answer, not an array per document.
@@ -140,7 +138,7 @@ final class SubscriptionSource {
             if let batched {
                 outgoing = batched[offset..<offset + request.revisions.count]
                 offset += request.revisions.count
-            } else if let single = try? store.revisionsToSend([request], revsLimit: revsLimit, knownAncestorReach: WireLimits.revsLimitMax) {
+            } else if let single = try? store.revisionsToSend([request], revsLimit: WireLimits.revsLimitMax, knownAncestorReach: WireLimits.revsLimitMax) {
                 outgoing = single[...]
             } else {
                 for _ in request.revisions { messages.skip() }

@@ -74,18 +74,18 @@ extension DocumentStore {
     }
 
     /// The revisions to send a peer, ready for its `bulkInsertForeign`: each with its kind,
-    /// canonical body and ancestry down to (and including) the first revision the peer has, at
-    /// most `revsLimit` revisions long (the peer's limit if lower than ours: it refuses longer
-    /// histories) — unless a revision the peer has lies deeper, within `knownAncestorReach`: then
-    /// the history reaches it, because the peer named it as one of its leaves and only such a
-    /// history links that leaf to the revision (peer horizons keep it here for that). Throws
-    /// `notFound` for a revision this store lacks and `bodyUnavailable` for one whose body was
-    /// compacted away.
+    /// canonical body and ancestry down to (and including) the first revision the peer has —
+    /// however deep, within `knownAncestorReach`, because the peer named it as one of its leaves
+    /// and only a history that reaches it links that leaf to the revision (peer horizons keep it
+    /// here for that) — else cut after `revsLimit` revisions (default: this store's revsLimit).
+    /// Replication passes the wire's maximum for both, so a peer gets every link this store holds
+    /// and stems to its own limit. Throws `notFound` for a revision this store lacks and
+    /// `bodyUnavailable` for one whose body was compacted away.
     public func revisionsToSend(
-        _ requests: [RevisionRequest], revsLimit peerLimit: Int? = nil,
+        _ requests: [RevisionRequest], revsLimit historyLimit: Int? = nil,
         knownAncestorReach: Int = StoreLimits.revsLimitMax
     ) throws(StoreError) -> [ForeignRevision] {
-        let limit = max(1, min(revsLimit, peerLimit ?? revsLimit))
+        let limit = max(1, historyLimit ?? revsLimit)
         let reach = max(limit, knownAncestorReach)
         return try readBatch { db in
             var result: [ForeignRevision] = []

@@ -135,7 +135,7 @@ public struct ConnectionStateMachine: Sendable {
         case .changes(let changes): try tables.receiveChanges(changes, window: localHello.window)
         case .changesReply(let reply): try tables.receiveChangesReply(reply)
         case .revisions(let revisions):
-            let resolved = try tables.receiveRevisions(revisions, revsLimit: localHello.revsLimit)
+            let resolved = try tables.receiveRevisions(revisions)
             return [.deliverRevisions(requestID: revisions.requestID, final: revisions.final, revisions: resolved)]
         case .revisionsAck(let ack): try tables.receiveRevisionsAck(ack)
         case .checkpointGet(let get): try tables.receivePeerRequest(get.requestID, kind: .checkpointGet)

@@ -7,7 +7,7 @@
 /// | version | varint | highest protocol version the sender speaks (≥ 1) |
 /// | features | varint | feature bits; unknown bits are ignored; bit 0 `subscribes`: the sender will subscribe to the receiver's changes (so the receiver can tell when a sync is complete in both directions) |
 /// | databaseID | 16 bytes | the sender's database id |
-/// | revsLimit | varint | 1...revsLimitMax: ancestry the sender keeps (and accepts) per revision |
+/// | revsLimit | varint | 1...revsLimitMax: ancestry the sender keeps per leaf (informative: histories up to revsLimitMax are accepted) |
 /// | window | varint | 1...inFlightBatchesMax: `changes` requests the sender accepts in flight |
 public struct Hello: WireMessageBody {
     public static let messageType = MessageType.hello

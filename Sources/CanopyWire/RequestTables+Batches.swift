@@ -97,7 +97,7 @@ extension RequestTables {
     }
 
     /// Validates received revisions against what we asked for and resolves each into a path.
-    mutating func receiveRevisions(_ revisions: Revisions, revsLimit: Int) throws(ProtocolError) -> [ReceivedRevision] {
+    mutating func receiveRevisions(_ revisions: Revisions) throws(ProtocolError) -> [ReceivedRevision] {
         let id = revisions.requestID
         guard let batch = incomingBatches[id], case .transferring(let missing, let known, var cursor) = batch.phase else {
             throw .unknownRequest(messageType: "revisions", requestID: id)
@@ -113,7 +113,7 @@ extension RequestTables {
             let wanted = missing[position]
             let entry = batch.changes.entries[wanted.entry]
             let path = try Self.path(of: entry.revisions[wanted.revision], transfer: transfer,
-                                     known: known[wanted.entry], revsLimit: revsLimit)
+                                     known: known[wanted.entry])
             received.append(ReceivedRevision(docID: entry.docID, sequence: entry.sequence, path: path, body: transfer.body))
         }
         incomingBatches[id]!.phase = revisions.final ? .awaitingAck : .transferring(missing: missing, known: known, cursor: cursor)
@@ -123,17 +123,17 @@ extension RequestTables {
     /// The path of a transferred revision: its ancestry digests at consecutive generations, then
     /// the known ancestor the source stopped at, if any, or the link to the revision it was cut
     /// above (the path's root parent).
-    private static func path(of leaf: LeafRevision, transfer: RevisionTransfer, known: [RevisionID],
-                             revsLimit: Int) throws(ProtocolError) -> RevisionPath {
+    private static func path(of leaf: LeafRevision, transfer: RevisionTransfer, known: [RevisionID]) throws(ProtocolError) -> RevisionPath {
         let generation = leaf.id.generation
         let count = transfer.ancestry.count
         guard count < generation else {
             throw .invalidAncestry(detail: "\(count) ancestors for generation \(generation)")
         }
-        // A history that ends at a known ancestor may be longer than revsLimit: the source keeps
-        // revisions this node holds as leaves (peer horizons) and reaches them to link them (§6.6).
-        let most = transfer.knownAncestorTail > 0 ? WireLimits.revsLimitMax : revsLimit
-        guard count < most else { throw .invalidAncestry(detail: "\(count) ancestors beyond revsLimit \(revsLimit)") }
+        // Histories longer than our revsLimit are accepted (§6.6): the source sends every link it
+        // holds, and the store stems to its own limit after merging.
+        guard count < WireLimits.revsLimitMax else {
+            throw .invalidAncestry(detail: "\(count) ancestors beyond revsLimitMax \(WireLimits.revsLimitMax)")
+        }
         var ancestors = transfer.ancestry.enumerated().map { offset, digest in
             digest.revisionID(generation: generation - 1 - offset)
         }

@@ -6,10 +6,10 @@ public struct RevisionTransfer: Equatable, Sendable {
     /// that can no longer supply a revision skips it).
     public var skip: Int
     /// Digests of the revision's ancestors, parent first; generations are consecutive, so the
-    /// parent has the revision's generation − 1, and so on. At most revsLimit − 1 entries.
+    /// parent has the revision's generation − 1, and so on. At most revsLimitMax − 1 entries.
     public var ancestry: [RevisionDigest]
-    /// 0: the ancestry ends at the root (its last element has generation 1) or was cut at
-    /// revsLimit. k ≥ 1: the parent of the last listed revision (or of the revision itself when
+    /// 0: the ancestry ends at the root (its last element has generation 1) or where the
+    /// source's tree was stemmed. k ≥ 1: the parent of the last listed revision (or of the revision itself when
     /// `ancestry` is empty) is known ancestor k − 1 of this entry's reply item. Always 0 when
     /// `cutParent` is set.
     public var knownAncestorTail: Int

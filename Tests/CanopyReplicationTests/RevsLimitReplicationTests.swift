@@ -25,7 +25,7 @@ struct RevsLimitReplicationTests {
         return [document.revision] + (document.conflicts ?? [])
     }
 
-    @Test("a peer with a lower revsLimit gets histories cut at its limit, not refused as invalid")
+    @Test("a peer with a lower revsLimit accepts the whole history and stems it to its own limit")
     func lowerPeerLimit() throws {
         let harness = try ReplicationHarness(seed: 41)
         let a = try harness.addNode("a")

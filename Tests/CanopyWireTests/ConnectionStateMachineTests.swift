@@ -180,7 +180,7 @@ struct ConnectionStateMachineTests {
             == .closeTransport(code: .invalidRevision))
     }
 
-    @Test("an ancestry beyond our announced revsLimit is refused")
+    @Test("an ancestry beyond our announced revsLimit is accepted: the source sends every link it holds")
     func beyondRevsLimit() {
         var pair = Pair()
         _ = pair.bSends(Self.subscribe)
@@ -188,12 +188,19 @@ struct ConnectionStateMachineTests {
             ChangesEntry(sequence: 1, docID: "d", revisions: [LeafRevision(id: Self.rev(50, 1), kind: .live)])])
         _ = pair.aSends(.changes(deep))
         _ = pair.bSends(.changesReply(ChangesReply(requestID: 8, items: [ChangesReplyItem(missing: [0])])))
-        // B announced revsLimit 5: at most 4 ancestors.
-        let five = Revisions(requestID: 8, final: true, revisions: [Self.transfer(ancestry: [1, 2, 3, 4, 5], tail: 0, body: "{}")])
-        #expect(pair.b.receive(.revisions(five)).last == .closeTransport(code: .invalidRevision))
+        // B announced revsLimit 5; five ancestors and a cut parent still arrive whole.
+        var five = Self.transfer(ancestry: [1, 2, 3, 4, 5], tail: 0, body: "{}")
+        five.cutParent = RevisionDigest(of: Self.rev(44, 6))
+        let actions = pair.b.receive(.revisions(Revisions(requestID: 8, final: true, revisions: [five])))
+        guard case .deliverRevisions(_, _, let received)? = actions.first else {
+            Issue.record("expected the revisions delivered, got \(actions)")
+            return
+        }
+        #expect(received.first?.path.ancestors.count == 5)
+        #expect(received.first?.path.rootParent == Self.rev(44, 6))
     }
 
-    @Test("an ancestry beyond our revsLimit is accepted when it ends at a revision we named as held")
+    @Test("an ancestry beyond our revsLimit that ends at a revision we named as held links to it")
     func beyondRevsLimitToKnownAncestor() throws {
         var pair = Pair()
         _ = pair.bSends(Self.subscribe)
