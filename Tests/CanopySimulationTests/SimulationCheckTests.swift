@@ -154,4 +154,20 @@ struct SimulationCheckTests {
         let report = try Simulation(configuration).run()
         #expect(report.violations.isEmpty, "\(report.failureText)")
     }
+    /// Regression seeds at the minimum revsLimit with heavy faults (the node count is the seed's).
+    /// 5173: a node stemmed a deletion a peer still held as its leaf; offered again, it came back
+    /// as an open deletion, won, and closed the branch every other node held (peer horizons now
+    /// keep what a peer may hold). 5066 and 5206: a history cut at the peer's revsLimit left a gap
+    /// that an older leaf, arriving later, could not cross (sources now send every link they hold).
+    /// 5156 failed with peer horizons alone, before peers that never synced were pinned too.
+    @Test("documents converge with the minimum revsLimit under heavy faults", arguments: [
+        (UInt64(5066), 4), (5156, 3), (5173, 5), (5206, 4),
+    ])
+    func minimumRevsLimitHeavyFaults(seed: UInt64, nodes: Int) throws {
+        let configuration = SimulationConfiguration(
+            seed: seed, nodes: nodes, topology: .ring, faults: .high, policy: .merge, documents: 3,
+            faultPhaseSeconds: 40, revsLimit: 2, batchSize: 3, window: 8)
+        let report = try Simulation(configuration).run()
+        #expect(report.violations.isEmpty, "\(report.failureText)")
+    }
 }
