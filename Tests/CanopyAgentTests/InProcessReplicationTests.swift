@@ -85,4 +85,24 @@ struct InProcessReplicationTests {
         #expect(left == right)
         #expect(left.count == 10_000)
     }
+    @Test("a peer added gets a peer horizon that holds stemming back, and removing the peer forgets it")
+    func peerHorizonFollowsConfiguration() throws {
+        let a = try Node(name: "horizon-a")
+        let b = try Node(name: "horizon-b")
+        defer {
+            a.stop()
+            b.stop()
+        }
+        let key = "peer/" + b.agent.nodeID
+        try a.allow(b)
+        // The config is applied on the replication queue; this waits for that block.
+        a.agent.replicationQueue.sync {}
+        #expect(a.agent.store.peerHorizons.contains { $0.peer == key })
+
+        let response = try AdminSocketClient(path: a.socket, receiveTimeoutSeconds: 60).request(
+            "peer.remove", ["node_id": .string(b.agent.nodeID)])
+        #expect(response["ok"] == .bool(true))
+        a.agent.replicationQueue.sync {}
+        #expect(!a.agent.store.peerHorizons.contains { $0.peer == key })
+    }
 }
