@@ -15,17 +15,9 @@ enum LeafList {
         }
     }
 
-    /// The list of a document with one leaf (every new document), without an array to hold the
-    /// one leaf.
-    static func encode(single leaf: RevTree.Node) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: entryBytes) { buffer, count in
-            store(leaf, into: UnsafeMutableRawBufferPointer(buffer), at: 0)
-            count = entryBytes
-        }
-    }
-
-    /// Writes one entry at `offset`: generation, digest halves (big-endian), kind.
-    private static func store(_ leaf: RevTree.Node, into raw: UnsafeMutableRawBufferPointer, at offset: Int) {
+    /// Writes one entry at `offset`: generation, digest halves (big-endian), kind. `raw` must
+    /// hold `offset + entryBytes` bytes.
+    static func store(_ leaf: RevTree.Node, into raw: UnsafeMutableRawBufferPointer, at offset: Int) {
         raw.storeBytes(of: UInt32(leaf.id.generation).bigEndian, toByteOffset: offset, as: UInt32.self)
         raw.storeBytes(of: leaf.id.digestHigh.bigEndian, toByteOffset: offset + 4, as: UInt64.self)
         raw.storeBytes(of: leaf.id.digestLow.bigEndian, toByteOffset: offset + 12, as: UInt64.self)

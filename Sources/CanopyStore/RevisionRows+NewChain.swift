@@ -58,7 +58,7 @@ extension RevisionRows {
         try statement.bind(leaf.id.generation, at: first + 1)
         try statement.bind(leaf.kind.isDeleted ? 1 : 0, at: first + 3)
         borrowed.append((first + 2, .digest(leaf.id)))
-        borrowed.append((first + 4, .blob(LeafList.encode(single: leaf))))
+        borrowed.append((first + 4, .singleLeafList(leaf)))
         borrowed.append((first + 5, .text(documentID)))
     }
 

@@ -135,6 +135,9 @@ public final class Statement {
         case text(String)
         /// The 16 digest bytes of a revision id, or NULL for nil (held in the binding call's frame).
         case digest(RevisionID?)
+        /// The `LeafList` of a document with this one leaf (held in the binding call's frame: no
+        /// array per new document).
+        case singleLeafList(RevTree.Node)
     }
 
     /// Binds each value to its parameter without SQLite copying the bytes, runs the statement to
@@ -181,6 +184,15 @@ public final class Statement {
                 Result { () throws(SQLiteError) in
                     let start = UnsafeRawPointer(utf8.baseAddress ?? UnsafePointer(bitPattern: 1)!)
                     try check(sqlite3_bind_text(handle, index, start.assumingMemoryBound(to: CChar.self), Int32(utf8.count), nil))
+                    try bindBorrowing(values, from: next)
+                }
+            }
+        case .singleLeafList(let leaf):
+            var entry: (UInt64, UInt64, UInt64) = (0, 0, 0)
+            outcome = withUnsafeMutableBytes(of: &entry) { raw in
+                LeafList.store(leaf, into: raw, at: 0)
+                return Result { () throws(SQLiteError) in
+                    try check(sqlite3_bind_blob(handle, index, raw.baseAddress, Int32(LeafList.entryBytes), nil))
                     try bindBorrowing(values, from: next)
                 }
             }

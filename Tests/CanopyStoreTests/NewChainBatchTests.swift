@@ -54,14 +54,20 @@ struct NewChainBatchTests {
         }
     }
 
-    @Test("a one-leaf list is packed and unpacked like any leaf list")
+    @Test("a one-leaf list bound in place stores the bytes of any leaf list and unpacks to its leaf")
     func singleLeafList() throws {
+        let directory = TemporaryDirectory()
+        let db = try Database(path: directory.path("db.sqlite"))
+        try db.execute("CREATE TABLE t (n INTEGER PRIMARY KEY, leaves BLOB)")
+        let insert = try db.cached("INSERT INTO t(n, leaves) VALUES (?, ?)")
         for (n, link) in chain(40, seed: "leaf").enumerated() {
             let kind: RevisionKind = n % 3 == 0 ? .deleted : .live
             let leaf = RevTree.Node(id: link.id, parent: nil, kind: kind)
-            let bytes = LeafList.encode(single: leaf)
+            try insert.bind(Int64(n), at: 1)
+            try insert.runBorrowing([(2, .singleLeafList(leaf))])
+            let bytes = try db.queryFirst("SELECT leaves FROM t WHERE n = ?", [.integer(Int64(n))]) { $0.blob(0) } ?? nil
             #expect(bytes == LeafList.encode([leaf]))
-            let decoded = try LeafList.decode(bytes, documentID: "d")
+            let decoded = try LeafList.decode(bytes ?? [], documentID: "d")
             #expect(decoded.map(\.revision) == [link.id] && decoded.map(\.kind) == [kind])
         }
     }
