@@ -206,7 +206,7 @@ final class SubscriptionTarget {
         var events: [DocumentEvent] = []
         for result in results where !result.alreadyKnown || result.resolution != .notConflicted {
             if !result.alreadyKnown {
-                events.append(DocumentEvent(kind: .pulled, documentID: result.documentID, revision: result.added.last))
+                events.append(DocumentEvent(kind: .pulled, documentID: result.documentID, revision: result.lastAdded))
             }
             switch result.resolution {
             case .notConflicted, .kept: break

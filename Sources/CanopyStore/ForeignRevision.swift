@@ -55,7 +55,12 @@ public struct ForeignDocumentResult: Sendable, Equatable {
     /// The document.
     public let documentID: String
     /// Revisions new to this store, oldest first: received ones, then any the resolution wrote.
-    public let added: [RevisionID]
+    public var added: [RevisionID] {
+        switch addedRevisions {
+        case .list(let ids): return ids
+        case .newChain(let path): return path.ancestors.reversed() + [path.leaf]
+        }
+    }
     /// The conflict outcome.
     public let resolution: Resolution
     /// The current revision after the batch.
@@ -63,6 +68,54 @@ public struct ForeignDocumentResult: Sendable, Equatable {
     /// Whether the current revision is a deletion.
     public let currentIsDeleted: Bool
 
+    /// How `added` is held: a new document that received one path keeps the path, and the list
+    /// is built only when asked for — replication asks only for the newest (`lastAdded`), and an
+    /// array per document of an initial sync was one allocation per document for nothing.
+    private enum AddedRevisions: Sendable {
+        case list([RevisionID])
+        /// Every revision of the path, oldest first.
+        case newChain(RevisionPath)
+    }
+
+    private let addedRevisions: AddedRevisions
+
+    init(documentID: String, added: [RevisionID], resolution: Resolution, current: RevisionID, currentIsDeleted: Bool) {
+        self.documentID = documentID
+        self.addedRevisions = .list(added)
+        self.resolution = resolution
+        self.current = current
+        self.currentIsDeleted = currentIsDeleted
+    }
+
+    /// The result for a new document that received `path`: every revision of it added, not
+    /// conflicted, its leaf current.
+    init(documentID: String, newChain path: RevisionPath) {
+        self.documentID = documentID
+        self.addedRevisions = .newChain(path)
+        self.resolution = .notConflicted
+        self.current = path.leaf
+        self.currentIsDeleted = path.kind.isDeleted
+    }
+
+    /// The newest revision added (the last of `added`), without building the list.
+    public var lastAdded: RevisionID? {
+        switch addedRevisions {
+        case .list(let ids): return ids.last
+        case .newChain(let path): return path.leaf
+        }
+    }
+
     /// True when the batch taught the store nothing about this document.
-    public var alreadyKnown: Bool { added.isEmpty }
+    public var alreadyKnown: Bool {
+        switch addedRevisions {
+        case .list(let ids): return ids.isEmpty
+        case .newChain: return false
+        }
+    }
+
+    /// Equal when they report the same: however `added` is held.
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.documentID == rhs.documentID && lhs.added == rhs.added && lhs.resolution == rhs.resolution
+            && lhs.current == rhs.current && lhs.currentIsDeleted == rhs.currentIsDeleted
+    }
 }

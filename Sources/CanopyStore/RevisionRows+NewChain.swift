@@ -86,12 +86,6 @@ extension RevisionRows {
 
     /// What a new document receiving `path` reports: every revision added, not conflicted.
     static func newChainResult(documentID: String, path: RevisionPath) -> ForeignDocumentResult {
-        var added: [RevisionID] = []
-        added.reserveCapacity(path.ancestors.count + 1)
-        added.append(contentsOf: path.ancestors.reversed())
-        added.append(path.leaf)
-        return ForeignDocumentResult(
-            documentID: documentID, added: added, resolution: .notConflicted, current: path.leaf,
-            currentIsDeleted: path.kind.isDeleted)
+        ForeignDocumentResult(documentID: documentID, newChain: path)
     }
 }

@@ -54,6 +54,25 @@ struct NewChainBatchTests {
         }
     }
 
+    @Test("a new document's result holding its path reports the same as the list the general path builds")
+    func newChainResultMatchesList() throws {
+        let links = chain(5, seed: "result")
+        let ids = links.map(\.id)
+        for (kind, ancestors) in [(RevisionKind.live, Array(ids.dropFirst())), (.deleted, []), (.live, Array(ids.dropFirst().prefix(2)))] {
+            let path = try RevisionPath(leaf: ids[0], kind: kind, ancestors: ancestors)
+            let held = RevisionRows.newChainResult(documentID: "d", path: path)
+            let listed = ForeignDocumentResult(
+                documentID: "d", added: ancestors.reversed() + [ids[0]], resolution: .notConflicted, current: ids[0],
+                currentIsDeleted: kind.isDeleted)
+            #expect(held == listed)
+            #expect(held.added == listed.added && held.added.last == ids[0])
+            #expect(held.lastAdded == listed.lastAdded && !held.alreadyKnown)
+        }
+        let nothing = ForeignDocumentResult(documentID: "d", added: [], resolution: .notConflicted, current: ids[0], currentIsDeleted: false)
+        #expect(nothing.alreadyKnown && nothing.lastAdded == nil)
+        #expect(nothing != RevisionRows.newChainResult(documentID: "d", path: try RevisionPath(leaf: ids[0], kind: .live, ancestors: [])))
+    }
+
     @Test("a one-leaf list bound in place stores the bytes of any leaf list and unpacks to its leaf")
     func singleLeafList() throws {
         let directory = TemporaryDirectory()
