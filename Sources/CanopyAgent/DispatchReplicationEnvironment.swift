@@ -48,3 +48,21 @@ final class SystemRandomSource: RandomSource, @unchecked Sendable {
         return generator.next()
     }
 }
+
+/// Runs the engine's CPU-bound checks on Dispatch's global workers and completes on the engine's
+/// serial queue, so that checking one received batch overlaps writing the one before it.
+final class DispatchReplicationWorker: ReplicationWorker, @unchecked Sendable {
+    private let queue: DispatchQueue
+
+    init(queue: DispatchQueue) {
+        self.queue = queue
+    }
+
+    func run<Output: Sendable>(_ work: @escaping @Sendable () -> Output, then completion: @escaping @Sendable (Output) -> Void) {
+        let queue = self.queue
+        DispatchQueue.global(qos: .userInitiated).async {
+            let output = work()
+            queue.async { completion(output) }
+        }
+    }
+}

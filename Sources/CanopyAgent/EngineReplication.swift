@@ -97,7 +97,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             backoff: Backoff(
                 initialSeconds: AgentLimits.dialBackoffInitialSeconds, maximumSeconds: AgentLimits.dialBackoffMaximumSeconds,
                 jitter: AgentLimits.dialBackoffJitter),
-            logger: logger,
+            logger: logger, worker: DispatchReplicationWorker(queue: queue),
             onStatus: { [weak self] status in self?.statusChanged(id, status) },
             onDocumentEvents: { [weak self] events in self?.documentEvents(id, events) })
     }

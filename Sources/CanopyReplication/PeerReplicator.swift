@@ -38,6 +38,8 @@ public final class PeerReplicator: @unchecked Sendable {
     private let store: DocumentStore
     private let dialer: (any PeerDialer)?
     private let scheduler: any ReplicationScheduler
+    /// Where each session checks received revisions (inline unless the host injects a worker).
+    private let worker: any ReplicationWorker
     private let random: any RandomSource
     private let configuration: ReplicationConfiguration
     private let logger: Logger
@@ -58,7 +60,8 @@ public final class PeerReplicator: @unchecked Sendable {
     public init(
         peerName: String, store: DocumentStore, dialer: (any PeerDialer)?, scheduler: any ReplicationScheduler,
         random: any RandomSource, configuration: ReplicationConfiguration, backoff: Backoff = Backoff(),
-        logger: Logger, onStatus: @escaping @Sendable (PeerStatus) -> Void = { _ in },
+        logger: Logger, worker: any ReplicationWorker = InlineReplicationWorker(),
+        onStatus: @escaping @Sendable (PeerStatus) -> Void = { _ in },
         onDocumentEvents: @escaping @Sendable ([DocumentEvent]) -> Void = { _ in }
     ) {
         self.peerName = peerName
@@ -71,6 +74,7 @@ public final class PeerReplicator: @unchecked Sendable {
         self.configuration = configuration
         self.backoff = backoff
         self.logger = logger
+        self.worker = worker
         self.onStatus = onStatus
         self.onDocumentEvents = onDocumentEvents
     }
@@ -207,7 +211,7 @@ public final class PeerReplicator: @unchecked Sendable {
     private func open(_ transport: any MessageTransport) {
         let session = ReplicationSession(
             store: store, transport: transport, scheduler: scheduler, random: random,
-            configuration: configuration, logger: logger
+            configuration: configuration, logger: logger, worker: worker
         ) { [weak self] event in self?.handle(event) }
         self.session = session
         status.connected = true

@@ -46,3 +46,23 @@ extension RandomSource {
         return Hex.encode(bytes)
     }
 }
+
+/// Runs pure, CPU-bound work (the checks of received revisions) off the replicator's serial
+/// context, so that it overlaps the store writes done there.
+///
+/// Invariant: `completion` runs on the serial context, with `work`'s output; for one worker,
+/// completions may arrive in any order (the session restores arrival order itself).
+public protocol ReplicationWorker: AnyObject, Sendable {
+    /// Runs `work`, then `completion` with its output on the serial context.
+    func run<Output: Sendable>(_ work: @escaping @Sendable () -> Output, then completion: @escaping @Sendable (Output) -> Void)
+}
+
+/// Runs the work and its completion at once, on the caller's thread: the default, and what the
+/// simulator uses, so that a run stays a function of its seed (same thread, same order).
+public final class InlineReplicationWorker: ReplicationWorker {
+    public init() {}
+
+    public func run<Output: Sendable>(_ work: @escaping @Sendable () -> Output, then completion: @escaping @Sendable (Output) -> Void) {
+        completion(work())
+    }
+}

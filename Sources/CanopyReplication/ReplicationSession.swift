@@ -63,6 +63,8 @@ public final class ReplicationSession: @unchecked Sendable {
     private var lastSent: Double
     private var heartbeatTimer: (any Cancellable)?
     private var commitObserver: StoreObserverToken?
+    /// Received revisions being checked off the serial context, written in arrival order.
+    private var checks: RevisionCheckPipeline!
     public private(set) var isClosed = false
     /// Bytes are counted by transports; messages by the session, for stats.
     public private(set) var messagesSent = 0
@@ -72,6 +74,7 @@ public final class ReplicationSession: @unchecked Sendable {
     public init(
         store: DocumentStore, transport: any MessageTransport, scheduler: any ReplicationScheduler,
         random: any RandomSource, configuration: ReplicationConfiguration, logger: Logger,
+        worker: any ReplicationWorker = InlineReplicationWorker(),
         onEvent: @escaping @Sendable (SessionEvent) -> Void
     ) {
         self.store = store
@@ -86,6 +89,7 @@ public final class ReplicationSession: @unchecked Sendable {
         machine = ConnectionStateMachine(localHello: Hello(
             features: configuration.direction.pulls ? Hello.subscribesFeature : 0, databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
             window: configuration.window))
+        checks = RevisionCheckPipeline(worker: worker) { [unowned self] checked in writeChecked(checked) }
     }
 
     /// Progress of our subscription to the peer (pull).
@@ -301,11 +305,24 @@ public final class ReplicationSession: @unchecked Sendable {
         report(completion, target: target)
     }
 
+    /// Hands a message's revisions to the check pipeline; they are written, in arrival order,
+    /// when checked (at once with the inline worker).
     private func receiveRevisions(requestID: RequestID, final: Bool, revisions: [ReceivedRevision]) throws(ReplicationError) {
         guard let target else { throw .invalidReference("revisions without a subscription") }
-        let (ack, completion) = try target.receive(requestID: requestID, final: final, revisions: revisions)
-        if final { send(.revisionsAck(ack)) }
-        report(completion, target: target)
+        let foreign = try target.foreignRevisions(requestID: requestID, revisions: revisions)
+        checks.submit(requestID: requestID, final: final, revisions: foreign)
+    }
+
+    /// A checked message, in arrival order: writes it, acknowledges a batch's last message.
+    private func writeChecked(_ checked: RevisionCheckPipeline.Checked) {
+        guard !isClosed, let target else { return }
+        do {
+            let (ack, completion) = try target.receive(requestID: checked.requestID, final: checked.final, checked: checked.result)
+            if checked.final { send(.revisionsAck(ack)) }
+            report(completion, target: target)
+        } catch {
+            fail(error)
+        }
     }
 
     private func report(_ completion: SubscriptionTarget.Completion, target: SubscriptionTarget) {
@@ -536,6 +553,7 @@ public final class ReplicationSession: @unchecked Sendable {
     private func finish(_ reason: TransportCloseReason) {
         guard !isClosed else { return }
         isClosed = true
+        checks.cancel()
         heartbeatTimer?.cancel()
         commitObserver?.cancel()
         commitObserver = nil

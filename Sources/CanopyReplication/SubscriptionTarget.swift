@@ -115,13 +115,9 @@ final class SubscriptionTarget {
     }
 
     /// Revisions for one of our batches, already resolved against it by the connection's state
-    /// machine: writes them in one transaction (the node's conflict policy runs there), then
-    /// acknowledges. A revision that fails the store's checks (a lying hash, a body that is not a
-    /// canonical JSON object) is a protocol violation: nothing of the message is written.
-    func receive(requestID: RequestID, final: Bool, revisions: [ReceivedRevision]) throws(ReplicationError) -> (RevisionsAck, Completion) {
-        guard let index = pending.firstIndex(where: { $0.requestID == requestID }), !pending[index].complete else {
-            throw .invalidReference("revisions for unknown request \(requestID)")
-        }
+    /// machine: the revisions to check and write, those a `needsBody` filter rejects left out.
+    func foreignRevisions(requestID: RequestID, revisions: [ReceivedRevision]) throws(ReplicationError) -> [ForeignRevision] {
+        _ = try pendingIndex(requestID)
         var foreign: [ForeignRevision] = []
         foreign.reserveCapacity(revisions.count)
         for revision in revisions {
@@ -131,14 +127,36 @@ final class SubscriptionTarget {
             }
             foreign.append(ForeignRevision(documentID: revision.docID, path: revision.path, body: .canonical(revision.body)))
         }
+        return foreign
+    }
+
+    /// The checked revisions of one `revisions` message, in arrival order: writes them in one
+    /// transaction (the node's conflict policy runs there), then acknowledges. A check problem
+    /// that names no document (or a batch too large) is a protocol violation: nothing of the
+    /// message is written.
+    func receive(requestID: RequestID, final: Bool, checked: Result<CheckedForeignBatch, StoreInputError>) throws(ReplicationError) -> (RevisionsAck, Completion) {
+        let index = try pendingIndex(requestID)
+        let batch: CheckedForeignBatch
+        switch checked {
+        case .success(let passed): batch = passed
+        case .failure(let problem): throw .protocolViolation(.invalidDocument(detail: "\(problem)"))
+        }
         var completion = Completion()
-        completion.events = try insert(foreign)
+        completion.events = try insert(batch)
         if final { pending[index].complete = true }
         let finished = try completeFinishedBatches()
         completion.events += finished.events
         completion.checkpoint = finished.checkpoint
         completion.caughtUp = finished.caughtUp
         return (RevisionsAck(requestID: requestID, status: .ok), completion)
+    }
+
+    /// The position in `pending` of our incomplete batch `requestID`.
+    private func pendingIndex(_ requestID: RequestID) throws(ReplicationError) -> Int {
+        guard let index = pending.firstIndex(where: { $0.requestID == requestID }), !pending[index].complete else {
+            throw .invalidReference("revisions for unknown request \(requestID)")
+        }
+        return index
     }
 
     /// Writes received revisions in one transaction. A document that fails the store's checks (a
@@ -149,12 +167,14 @@ final class SubscriptionTarget {
     /// after it. The rejected document is not retried (its sequence is checkpointed past), as
     /// CouchDB counts a `doc_write_failure` and moves on. A problem that names no document is a
     /// protocol violation.
-    private func insert(_ revisions: [ForeignRevision]) throws(ReplicationError) -> [DocumentEvent] {
-        var remaining = revisions
-        var events: [DocumentEvent] = []
+    private func insert(_ batch: CheckedForeignBatch) throws(ReplicationError) -> [DocumentEvent] {
+        var events = batch.rejected.map { problem in
+            DocumentEvent(kind: .rejected, documentID: problem.documentID ?? "", detail: "\(problem)")
+        }
+        var remaining = batch
         while !remaining.isEmpty {
             do {
-                let results = try store.bulkInsertForeign(remaining)
+                let results = try store.bulkInsertForeign(checked: remaining)
                 return events + Self.events(for: results)
             } catch .invalidInput(let problem) {
                 guard let documentID = problem.documentID else {
@@ -162,7 +182,7 @@ final class SubscriptionTarget {
                 }
                 events.append(DocumentEvent(kind: .rejected, documentID: documentID, detail: "\(problem)"))
                 let before = remaining.count
-                remaining.removeAll { $0.documentID == documentID }
+                remaining = remaining.removing(documentID: documentID)
                 guard remaining.count < before else { throw .protocolViolation(.invalidDocument(detail: "\(problem)")) }
             } catch {
                 throw .store(error)

@@ -22,6 +22,21 @@ extension DocumentStore {
         } catch {
             throw .invalidInput(error)
         }
+        return try insertChecked(checked)
+    }
+
+    /// Writes a batch whose revisions `checkForeign` already checked, in one transaction, exactly
+    /// as `bulkInsertForeign(_:idCheck:)` writes the revisions that pass: this lets a replicator
+    /// check batch n + 1 off its serial queue while batch n is written. The documents the check
+    /// rejected are not in `batch`; a problem only the merge finds (a history that contradicts the
+    /// stored tree) fails the whole call with `StoreError.invalidInput`, and nothing is written.
+    @discardableResult
+    public func bulkInsertForeign(checked batch: CheckedForeignBatch) throws(StoreError) -> [ForeignDocumentResult] {
+        try insertChecked(batch.revisions)
+    }
+
+    /// The write of checked revisions shared by both entry points.
+    private func insertChecked(_ checked: [CheckedRevision]) throws(StoreError) -> [ForeignDocumentResult] {
         let groups = DocumentGroups(checked)
         let policy = configuration.conflictPolicy
         return try write { context in

@@ -1,0 +1,120 @@
+import CanopyCore
+import CanopyReplication
+import CanopySimulation
+import CanopyStore
+import CanopyWire
+import Testing
+
+/// A worker that holds every check until the test runs it, in the order the test chooses, on the
+/// test's (the simulated scheduler's) thread.
+final class HeldWorker: ReplicationWorker, @unchecked Sendable {
+    private(set) var held: [() -> Void] = []
+
+    func run<Output: Sendable>(_ work: @escaping @Sendable () -> Output, then completion: @escaping @Sendable (Output) -> Void) {
+        held.append { completion(work()) }
+    }
+
+    /// Runs the held check at `index` (submission order) and forgets it.
+    func release(_ index: Int) {
+        let check = held.remove(at: index)
+        check()
+    }
+}
+
+@Suite("Revisions checked before the replication queue")
+struct EarlyCheckTests {
+    @Test("a lying revision checked early is rejected and reported as before, and checked messages are written in arrival order")
+    func lyingRevisionCheckedEarly() throws {
+        let harness = try ReplicationHarness(seed: 45)
+        let b = try harness.addNode("b")
+        let link = InMemoryLink(scheduler: harness.scheduler)
+        final class Box: @unchecked Sendable {
+            var reason: TransportCloseReason?
+            var rejected: [DocumentEvent] = []
+        }
+        let box = Box()
+        let worker = HeldWorker()
+        let session = ReplicationSession(
+            store: b.store, transport: link.ends.1, scheduler: harness.scheduler, random: harness.random,
+            configuration: ReplicationConfiguration(direction: .pull), logger: .init(label: "test"), worker: worker
+        ) { event in
+            if case .closed(let reason) = event { box.reason = reason }
+            if case .documents(let documents) = event { box.rejected += documents.filter { $0.kind == .rejected } }
+        }
+        session.start()
+        let peer = ScriptedPeer(endpoint: link.ends.0)
+        try subscribe(peer, harness)
+        let fake = RevisionID(generation: 1, digestHigh: 1, digestLow: 2)
+        let bodies = [Array(#"{"n":1}"#.utf8), Array(#"{"n":2}"#.utf8)]
+        let honest = bodies.map { RevisionHasher.revisionID(parent: nil, kind: .live, canonicalBody: $0) }
+        peer.send(.changes(Changes(requestID: 1, subscriptionID: peer.subscription!, caughtUp: true, entries: [
+            ChangesEntry(sequence: 1, docID: "victim", revisions: [LeafRevision(id: fake, kind: .live)]),
+            ChangesEntry(sequence: 2, docID: "one", revisions: [LeafRevision(id: honest[0], kind: .live)]),
+            ChangesEntry(sequence: 3, docID: "two", revisions: [LeafRevision(id: honest[1], kind: .live)]),
+        ])))
+        harness.scheduler.run(until: { peer.received.contains { if case .changesReply = $0 { return true }; return false } })
+        peer.send(.revisions(Revisions(requestID: 1, final: false, revisions: [
+            RevisionTransfer(ancestry: [], knownAncestorTail: 0, body: Array(#"{"evil":true}"#.utf8)),
+            RevisionTransfer(ancestry: [], knownAncestorTail: 0, body: bodies[0]),
+        ])))
+        peer.send(.revisions(Revisions(requestID: 1, final: true, revisions: [
+            RevisionTransfer(ancestry: [], knownAncestorTail: 0, body: bodies[1]),
+        ])))
+        harness.scheduler.run(until: { worker.held.count == 2 })
+        // The second message's check finishes first: it waits for the first, nothing is written.
+        worker.release(1)
+        harness.scheduler.advance(by: 0.5)
+        #expect(try b.store.documentCount == 0)
+        #expect(!peer.received.contains { if case .revisionsAck = $0 { return true }; return false })
+        worker.release(0)
+        harness.scheduler.run(until: { peer.received.contains { if case .revisionsAck = $0 { return true }; return false } })
+        #expect(box.reason == nil)
+        #expect(box.rejected.map(\.documentID) == ["victim"])
+        #expect(throws: StoreError.self) { try b.store.get(id: "victim") }
+        #expect(try b.store.get(id: "one").revision == honest[0])
+        #expect(try b.store.get(id: "two").revision == honest[1])
+        // Written in arrival order: "one" (first message) got the earlier sequence.
+        #expect(try b.store.changes(since: 0).map(\.documentID) == ["one", "two"])
+    }
+
+    @Test("a session closed while a check runs writes nothing of that message")
+    func closedWhileChecking() throws {
+        let harness = try ReplicationHarness(seed: 46)
+        let b = try harness.addNode("b")
+        let link = InMemoryLink(scheduler: harness.scheduler)
+        let worker = HeldWorker()
+        let session = ReplicationSession(
+            store: b.store, transport: link.ends.1, scheduler: harness.scheduler, random: harness.random,
+            configuration: ReplicationConfiguration(direction: .pull), logger: .init(label: "test"), worker: worker
+        ) { _ in }
+        session.start()
+        let peer = ScriptedPeer(endpoint: link.ends.0)
+        try subscribe(peer, harness)
+        let body = Array(#"{"n":1}"#.utf8)
+        let id = RevisionHasher.revisionID(parent: nil, kind: .live, canonicalBody: body)
+        peer.send(.changes(Changes(requestID: 1, subscriptionID: peer.subscription!, caughtUp: true, entries: [
+            ChangesEntry(sequence: 1, docID: "doc", revisions: [LeafRevision(id: id, kind: .live)]),
+        ])))
+        harness.scheduler.run(until: { peer.received.contains { if case .changesReply = $0 { return true }; return false } })
+        peer.send(.revisions(Revisions(requestID: 1, final: true, revisions: [
+            RevisionTransfer(ancestry: [], knownAncestorTail: 0, body: body),
+        ])))
+        harness.scheduler.run(until: { worker.held.count == 1 })
+        session.close()
+        harness.scheduler.run(until: { session.isClosed })
+        worker.release(0)
+        harness.scheduler.advance(by: 0.5)
+        #expect(try b.store.documentCount == 0)
+        #expect(!peer.received.contains { if case .revisionsAck = $0 { return true }; return false })
+    }
+
+    /// Plays a source's part up to b's subscription: hello, then an empty checkpoint.
+    private func subscribe(_ peer: ScriptedPeer, _ harness: ReplicationHarness) throws {
+        harness.scheduler.run(until: { peer.received.count >= 2 })
+        peer.send(.hello(Hello(databaseID: Array(repeating: 7, count: 16), revsLimit: 1000, window: 4)))
+        harness.scheduler.run(until: { peer.received.contains { if case .checkpointGet = $0 { return true }; return false } })
+        guard case .checkpointGet(let get) = try #require(peer.received.last(where: { if case .checkpointGet = $0 { return true }; return false })) else { return }
+        peer.send(.checkpoint(Checkpoint(requestID: get.requestID, value: nil)))
+        harness.scheduler.run(until: { peer.subscription != nil })
+    }
+}
