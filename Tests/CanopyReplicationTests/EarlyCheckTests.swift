@@ -28,20 +28,10 @@ struct EarlyCheckTests {
         let harness = try ReplicationHarness(seed: 45)
         let b = try harness.addNode("b")
         let link = InMemoryLink(scheduler: harness.scheduler)
-        final class Box: @unchecked Sendable {
-            var reason: TransportCloseReason?
-            var rejected: [DocumentEvent] = []
-        }
-        let box = Box()
+        let box = SessionOutcome()
         let worker = HeldWorker()
-        let session = ReplicationSession(
-            store: b.store, transport: link.ends.1, scheduler: harness.scheduler, random: harness.random,
-            configuration: ReplicationConfiguration(direction: .pull), logger: .init(label: "test"), worker: worker
-        ) { event in
-            if case .closed(let reason) = event { box.reason = reason }
-            if case .documents(let documents) = event { box.rejected += documents.filter { $0.kind == .rejected } }
-        }
-        session.start()
+        let session = startPullSession(b, over: link.ends.1, harness, recording: box, worker: worker)
+        defer { withExtendedLifetime(session) {} }
         let peer = ScriptedPeer(endpoint: link.ends.0)
         try subscribe(peer, harness)
         let fake = RevisionID(generation: 1, digestHigh: 1, digestLow: 2)
@@ -83,11 +73,7 @@ struct EarlyCheckTests {
         let b = try harness.addNode("b")
         let link = InMemoryLink(scheduler: harness.scheduler)
         let worker = HeldWorker()
-        let session = ReplicationSession(
-            store: b.store, transport: link.ends.1, scheduler: harness.scheduler, random: harness.random,
-            configuration: ReplicationConfiguration(direction: .pull), logger: .init(label: "test"), worker: worker
-        ) { _ in }
-        session.start()
+        let session = startPullSession(b, over: link.ends.1, harness, recording: SessionOutcome(), worker: worker)
         let peer = ScriptedPeer(endpoint: link.ends.0)
         try subscribe(peer, harness)
         let body = Array(#"{"n":1}"#.utf8)

@@ -63,19 +63,9 @@ struct FailureReplicationTests {
         let harness = try ReplicationHarness(seed: 43)
         let b = try harness.addNode("b")
         let link = InMemoryLink(scheduler: harness.scheduler)
-        final class Box: @unchecked Sendable {
-            var reason: TransportCloseReason?
-            var rejected: [DocumentEvent] = []
-        }
-        let box = Box()
-        let session = ReplicationSession(
-            store: b.store, transport: link.ends.1, scheduler: harness.scheduler, random: harness.random,
-            configuration: ReplicationConfiguration(direction: .pull), logger: .init(label: "test")
-        ) { event in
-            if case .closed(let reason) = event { box.reason = reason }
-            if case .documents(let documents) = event { box.rejected += documents.filter { $0.kind == .rejected } }
-        }
-        session.start()
+        let box = SessionOutcome()
+        let session = startPullSession(b, over: link.ends.1, harness, recording: box)
+        defer { withExtendedLifetime(session) {} }
         let liar = ScriptedPeer(endpoint: link.ends.0)
         harness.scheduler.run(until: { liar.received.count >= 2 })
         // hello, then answer b's checkpointGet, then one batch with a revision whose id is not its hash.
@@ -103,6 +93,29 @@ struct FailureReplicationTests {
         #expect(try b.store.get(id: "honest").revision == honest)
         #expect(try b.store.documentCount == 1)
     }
+}
+
+/// What a session under test reported: how it closed, and the documents it rejected.
+final class SessionOutcome: @unchecked Sendable {
+    var reason: TransportCloseReason?
+    var rejected: [DocumentEvent] = []
+}
+
+/// Starts a pull session of `node` over `transport`, recording into `outcome`. The caller keeps
+/// the session alive for as long as the test drives it.
+func startPullSession(
+    _ node: ReplicationHarness.Node, over transport: any MessageTransport, _ harness: ReplicationHarness,
+    recording outcome: SessionOutcome, worker: any ReplicationWorker = InlineReplicationWorker()
+) -> ReplicationSession {
+    let session = ReplicationSession(
+        store: node.store, transport: transport, scheduler: harness.scheduler, random: harness.random,
+        configuration: ReplicationConfiguration(direction: .pull), logger: .init(label: "test"), worker: worker
+    ) { event in
+        if case .closed(let reason) = event { outcome.reason = reason }
+        if case .documents(let documents) = event { outcome.rejected += documents.filter { $0.kind == .rejected } }
+    }
+    session.start()
+    return session
 }
 
 /// A hand-driven peer for adversarial tests: records what it receives, sends what it is told.
