@@ -19,6 +19,15 @@ struct PeerHorizonTests {
         return made
     }
 
+    /// A store at revsLimit 2 whose peer "p" holds the third revision of `doc` as its leaf, then
+    /// `count` more edits on top of it.
+    private func peerHoldsThird(thenEdits count: Int) throws -> (DocumentStore, base: [RevisionID], later: [RevisionID]) {
+        let store = try TestStore(.init(revsLimit: 2)).store
+        let base = try edits(store, from: nil, count: 3)
+        try store.recordPeerHorizon(peer: "p", sequence: store.lastSequence)
+        return (store, base, try edits(store, from: base[2], count: count, tag: "later"))
+    }
+
     private func history(_ store: DocumentStore) throws -> [RevisionID] {
         try store.get(id: "doc", options: .revisions).history ?? []
     }
@@ -32,10 +41,7 @@ struct PeerHorizonTests {
 
     @Test("the leaves a peer holds are kept while the document moves on, and stemmed once the peer has caught up")
     func heldLeafKeptUntilCaughtUp() throws {
-        let store = try TestStore(.init(revsLimit: 2)).store
-        let base = try edits(store, from: nil, count: 3)
-        try store.recordPeerHorizon(peer: "p", sequence: store.lastSequence)
-        let later = try edits(store, from: base[2], count: 3, tag: "later")
+        let (store, base, later) = try peerHoldsThird(thenEdits: 3)
         // The peer holds base[2] as its leaf: it and the path from it to the leaf stay.
         #expect(try history(store) == [later[2], later[1], later[0], base[2]])
 
@@ -86,10 +92,7 @@ struct PeerHorizonTests {
 
     @Test("a history sent to a peer reaches the leaf it holds even beyond revsLimit")
     func sentHistoryReachesHeldLeaf() throws {
-        let store = try TestStore(.init(revsLimit: 2)).store
-        let base = try edits(store, from: nil, count: 3)
-        try store.recordPeerHorizon(peer: "p", sequence: store.lastSequence)
-        let later = try edits(store, from: base[2], count: 4, tag: "later")
+        let (store, base, later) = try peerHoldsThird(thenEdits: 4)
         let request = RevisionRequest(documentID: "doc", revisions: [later[3]], knownAncestors: [base[2]])
         let reaching = try #require(try store.revisionsToSend([request], revsLimit: 2).first)
         #expect(reaching.path.revisions == [later[3], later[2], later[1], later[0], base[2]])
