@@ -130,7 +130,7 @@ final class SubscriptionSource {
         // One store call for the whole batch; if a document changed or was compacted since the
         // batch was read, fall back to one call per document and skip what can no longer be
         // supplied (the next batch carries its newer revisions).
-        let batched = try? store.revisionsToSend(requests.map(\.request), revsLimit: WireLimits.revsLimitMax, knownAncestorReach: WireLimits.revsLimitMax)
+        let batched = try? revisionsToSend(requests.map(\.request))
         var offset = 0
         for (_, request, ancestors) in requests {
             // A slice of the batch's answer, not an array per document.
@@ -138,7 +138,7 @@ final class SubscriptionSource {
             if let batched {
                 outgoing = batched[offset..<offset + request.revisions.count]
                 offset += request.revisions.count
-            } else if let single = try? store.revisionsToSend([request], revsLimit: WireLimits.revsLimitMax, knownAncestorReach: WireLimits.revsLimitMax) {
+            } else if let single = try? revisionsToSend([request]) {
                 outgoing = single[...]
             } else {
                 for _ in request.revisions { messages.skip() }
@@ -178,6 +178,12 @@ final class SubscriptionSource {
             events += head.sentDocuments.map { DocumentEvent(kind: .pushed, documentID: $0.0, revision: $0.1) }
         }
         return events
+    }
+
+    /// The store's revisions for `requests`, each with every link of its history this store holds
+    /// (the peer stems to its own limit), reaching a revision the peer named however deep (§6.6).
+    private func revisionsToSend(_ requests: [RevisionRequest]) throws(StoreError) -> [ForeignRevision] {
+        try store.revisionsToSend(requests, revsLimit: WireLimits.revsLimitMax, knownAncestorReach: WireLimits.revsLimitMax)
     }
 
     /// The changes entry for a document, or nil when the filter excludes it.

@@ -28,7 +28,7 @@ extension DocumentStore {
                 } catch let failure as PolicyRunner.ResolverFailure {
                     throw StoreError.handlerFailed(documentID: id, underlying: failure)
                 }
-                RevisionRows.stem(&document, limit: context.revsLimit, horizon: context.stemHorizon)
+                RevisionRows.stem(&document, context)
                 try RevisionRows.persist(context, &document)
             }
             guard let current = document.tree.current else { throw StoreError.notFound(documentID: id, revision: nil) }
@@ -46,7 +46,7 @@ extension DocumentStore {
             return try ids.map { id in
                 var document = try RevisionRows.loadForWrite(context.db, documentID: id)
                 let (resolution, added) = try PolicyRunner.run(policy, context.db, &document, localRevision: nil)
-                RevisionRows.stem(&document, limit: context.revsLimit, horizon: context.stemHorizon)
+                RevisionRows.stem(&document, context)
                 try RevisionRows.persist(context, &document)
                 guard let current = document.tree.current else { throw StoreError.corrupt(detail: "empty tree") }
                 return ForeignDocumentResult(

@@ -190,7 +190,7 @@ extension DocumentStore {
         if case .failed(let reason) = resolution {
             context.logger.warning("conflict kept: resolver failed", metadata: ["document": "\(documentID.prefix(80))", "reason": "\(reason)"])
         }
-        RevisionRows.stem(&document, limit: context.revsLimit, horizon: context.stemHorizon)
+        RevisionRows.stem(&document, context)
         // Touched with nothing new (a re-sent revision) still needs no write: compare first.
         if added.isEmpty && document.tree == document.storedTree { document.touched = [] }
         try RevisionRows.persist(context, &document)

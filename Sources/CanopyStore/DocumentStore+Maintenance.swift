@@ -1,21 +1,21 @@
 import CanopyCore
 
 extension RevisionRows {
-    /// Stems `document` to `limit` revisions per leaf, keeping the common ancestor of an open
-    /// conflict (and the path from it to each leaf) so a three-way merge can still use its body,
-    /// and keeping what peers may still hold (`horizon`, the lowest peer horizon; see
+    /// Stems `document` to the transaction's revsLimit per leaf, keeping the common ancestor of an
+    /// open conflict (and the path from it to each leaf) so a three-way merge can still use its
+    /// body, and keeping what peers may still hold (the lowest peer horizon; see
     /// `recordPeerHorizon`): the previous state's leaves when every peer has that state, and
     /// everything when some peer has not. Removed revisions are marked touched; `persist` deletes
     /// their rows.
-    static func stem(_ document: inout StoredDocument, limit: Int, horizon: Int64?) {
-        guard document.tree.count > limit else { return }
+    static func stem(_ document: inout StoredDocument, _ context: WriteContext) {
+        guard document.tree.count > context.revsLimit else { return }
         var keeping = Set<RevisionID>()
-        if let ancestor = conflictAncestor(document.tree) { keeping.insert(ancestor) }
-        if let horizon, let previous = document.sequence {
+        if let horizon = context.stemHorizon, let previous = document.sequence {
             guard previous <= horizon else { return }
             for leaf in document.storedTree.leaves { keeping.insert(leaf.id) }
         }
-        let removed = document.tree.stem(limit: limit, keeping: keeping)
+        if let ancestor = conflictAncestor(document.tree) { keeping.insert(ancestor) }
+        let removed = document.tree.stem(limit: context.revsLimit, keeping: keeping)
         document.touched.formUnion(removed)
     }
 

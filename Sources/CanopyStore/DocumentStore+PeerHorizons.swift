@@ -62,9 +62,7 @@ extension DocumentStore {
         precondition(!peer.isEmpty, "a peer horizon needs a peer name")
         try write { context in
             let clamped = min(max(0, sequence), context.lastSequence)
-            let known = try context.db.queryFirst(
-                "SELECT value FROM metadata WHERE key = ?", [.text(PeerHorizons.keyPrefix + peer)]) { $0.int64(0) }
-            if let known, known >= clamped { return }
+            if let known = context.peerHorizons[peer], known >= clamped { return }
             try PeerHorizons.set(context.db, peer: peer, sequence: clamped)
             context.horizonChanges[peer] = clamped
         }

@@ -131,7 +131,7 @@ extension DocumentStore {
             throw StoreError.conflict(documentID: write.documentID, replacing: write.replacing, current: document.tree.current?.id)
         }
         document.noteAdded(id, body: body)
-        RevisionRows.stem(&document, limit: context.revsLimit, horizon: context.stemHorizon)
+        RevisionRows.stem(&document, context)
         try RevisionRows.persist(context, &document)
         return id
     }

@@ -59,6 +59,9 @@ public final class DocumentStore: @unchecked Sendable {
     /// Cached peer horizons (`PeerHorizons`), keyed by peer; changed only under the lock, after
     /// the transaction that wrote them committed.
     private var storedHorizons: [String: Int64]
+    /// The lowest of `storedHorizons` (nil when there is none), kept with it so that a write does
+    /// not scan the horizons.
+    private var storedStemHorizon: Int64?
     /// Cached `metadata.last_sequence`; changed only under the lock, after a commit.
     private var storedLastSequence: Int64
 
@@ -90,6 +93,7 @@ public final class DocumentStore: @unchecked Sendable {
             storedRevsLimit = meta.revsLimit
             storedLastSequence = meta.lastSequence
             storedHorizons = try PeerHorizons.load(db)
+            storedStemHorizon = storedHorizons.values.min()
             if configuration.checkpointInBackground {
                 db.replaceAutomaticCheckpoints(with: try BackgroundCheckpointer(
                     path: path, durable: configuration.durable, logger: configuration.logger))
@@ -129,7 +133,7 @@ public final class DocumentStore: @unchecked Sendable {
         do {
             let context = WriteContext(
                 db: db, lastSequence: storedLastSequence, revsLimit: storedRevsLimit,
-                stemHorizon: storedHorizons.values.min(), logger: logger)
+                peerHorizons: storedHorizons, stemHorizon: storedStemHorizon, logger: logger)
             let value = try db.transaction { _ in
                 let value = try body(context)
                 if context.lastSequence != storedLastSequence {
@@ -140,7 +144,10 @@ public final class DocumentStore: @unchecked Sendable {
             }
             storedLastSequence = context.lastSequence
             storedRevsLimit = context.revsLimit
-            for (peer, sequence) in context.horizonChanges { storedHorizons[peer] = sequence }
+            if !context.horizonChanges.isEmpty {
+                for (peer, sequence) in context.horizonChanges { storedHorizons[peer] = sequence }
+                storedStemHorizon = storedHorizons.values.min()
+            }
             return value
         } catch {
             throw StoreError.wrap(error)
@@ -215,16 +222,19 @@ final class WriteContext {
     let db: Database
     var lastSequence: Int64
     var revsLimit: Int
-    /// The lowest peer horizon (nil when no peer has one): what stemming must not cut below.
+    /// The peer horizons as committed before this transaction (the store's cache of them).
+    let peerHorizons: [String: Int64]
+    /// The lowest of `peerHorizons` (nil when there is none): what stemming must not cut below.
     let stemHorizon: Int64?
     /// Peer horizons written in this transaction (nil: forgotten), cached once it commits.
     var horizonChanges: [String: Int64?] = [:]
     let logger: Logger
 
-    init(db: Database, lastSequence: Int64, revsLimit: Int, stemHorizon: Int64?, logger: Logger) {
+    init(db: Database, lastSequence: Int64, revsLimit: Int, peerHorizons: [String: Int64], stemHorizon: Int64?, logger: Logger) {
         self.db = db
         self.lastSequence = lastSequence
         self.revsLimit = revsLimit
+        self.peerHorizons = peerHorizons
         self.stemHorizon = stemHorizon
         self.logger = logger
     }
