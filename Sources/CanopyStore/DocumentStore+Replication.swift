@@ -52,9 +52,8 @@ extension DocumentStore {
     /// cost more than the absent-document lookups themselves. An id offered twice is answered twice.
     public func revsDiff(inOrder offers: [RevisionOffer]) throws(StoreError) -> [RevsDiffEntry?] {
         try readBatch { db in
-            try offers.map { offer in
-                try Self.revsDiff(RevisionRows.loadTree(db, documentID: offer.documentID), offer)
-            }
+            let trees = try RevisionRows.loadTrees(db, documentIDs: offers.map(\.documentID))
+            return zip(trees, offers).map { Self.revsDiff($0, $1) }
         }
     }
 
@@ -89,8 +88,9 @@ extension DocumentStore {
         let reach = max(limit, knownAncestorReach)
         return try readBatch { db in
             var result: [ForeignRevision] = []
-            for request in requests {
-                guard let document = try RevisionRows.loadForSending(db, documentID: request.documentID, wanted: request.revisions) else {
+            let documents = try RevisionRows.loadForSending(db, requests)
+            for (request, document) in zip(requests, documents) {
+                guard let document else {
                     throw StoreError.notFound(documentID: request.documentID, revision: request.revisions.first)
                 }
                 let known = Set(request.knownAncestors)

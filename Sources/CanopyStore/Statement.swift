@@ -82,6 +82,15 @@ public final class Statement {
         try check(result)
     }
 
+    /// Binds `utf8` as text (the caller guarantees it is UTF-8).
+    public func bind(utf8Text utf8: [UInt8], at index: Int32) throws(SQLiteError) {
+        let result = utf8.withUnsafeBytes { raw in
+            sqlite3_bind_text(handle, index, raw.baseAddress?.assumingMemoryBound(to: CChar.self) ?? UnsafePointer(bitPattern: 1),
+                              Int32(raw.count), transientDestructor)
+        }
+        try check(result)
+    }
+
     /// Binds a blob, or NULL when `value` is nil. An empty array binds a zero-length blob.
     public func bind(_ value: [UInt8]?, at index: Int32) throws(SQLiteError) {
         guard let value else { return try check(sqlite3_bind_null(handle, index)) }

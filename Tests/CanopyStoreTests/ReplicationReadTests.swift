@@ -154,6 +154,43 @@ struct ReplicationReadTests {
         }
     }
 
+    /// Ids the batched reads must carry through JSON text: quotes, backslashes, control
+    /// characters, U+0000 (which SQLite's JSON decoding would cut short, naming "nul" instead),
+    /// and characters outside ASCII.
+    private static let awkwardIDs = ["nul", "nul\u{0}", "\u{0}", "q\"uote", "back\\slash", "tab\tline\n", "\u{1}\u{1F}", "ünï😀", "\\u0041", "A"]
+
+    @Test("batched reads answer ids that JSON must escape, and repeated ids, as the general path does", arguments: [31, 32])
+    func awkwardIDsMatchGeneralPath(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        let ids = Self.awkwardIDs
+        let test = try randomStore(ids, &random)
+        let offered = ids + ["absent", "nul\u{0}absent"]
+        var offers: [RevisionOffer] = []
+        for id in offered + offered.reversed() {
+            offers.append(RevisionOffer(documentID: id, revisions: try self.offered(test.store, id, &random)))
+        }
+        let expected = try generalRevsDiff(test.store, Dictionary(offers.map { ($0.documentID, $0.revisions) }) { first, _ in first })
+        let answers = try test.store.revsDiff(inOrder: offers)
+        #expect(answers.count == offers.count)
+        for (position, (offer, answer)) in zip(offers, answers).enumerated() where position < offered.count {
+            #expect(answer == expected.first { $0.documentID == offer.documentID })
+        }
+        var requests: [RevisionRequest] = []
+        for id in ids + ids {
+            for revision in try test.store.revisionTree(id: id)?.sortedNodes.map(\.id) ?? [] {
+                requests.append(RevisionRequest(documentID: id, revisions: [revision], knownAncestors: []))
+            }
+        }
+        #expect(requests.count > ids.count * 2)
+        let answerable = requests.filter { request in generalSend(test.store, [request], limit: 4).hasPrefix("error") == false }
+        #expect(!answerable.isEmpty)
+        #expect(spell { try test.store.revisionsToSend(answerable, revsLimit: 4) } == generalSend(test.store, answerable, limit: 4))
+        for id in ["absent", "nul\u{0}absent", "nu"] {
+            let missing = RevisionRequest(documentID: id, revisions: [chain(1, seed: id)[0].id], knownAncestors: [])
+            #expect(spell { try test.store.revisionsToSend(answerable + [missing]) } == "error: \(StoreError.notFound(documentID: id, revision: missing.revisions[0]))")
+        }
+    }
+
     @Test("revisionsToSend gives the general path's revisions and errors over random stores", arguments: [21, 22, 23, 24, 25])
     func revisionsToSendMatchesGeneralPath(seed: UInt64) throws {
         var random = SplitMix64(seed: seed)
