@@ -10,4 +10,27 @@ public enum Blake2b {
         precondition(status == 0, "crypto_generichash failed with valid sizes")
         return digest
     }
+
+    /// The unkeyed 16-byte BLAKE2b digest of `first` followed by `second`, as two big-endian
+    /// halves: the same digest as `hash(first + second, outputBytes: 16)`, without building the
+    /// concatenation or any array (the state lives on the stack).
+    public static func digest16(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> (high: UInt64, low: UInt64) {
+        withUnsafeTemporaryAllocation(byteCount: crypto_generichash_statebytes(), alignment: 64) { raw in
+            // crypto_generichash_state is 64-byte aligned in C, so Swift sees it as opaque.
+            let state = OpaquePointer(raw.baseAddress!)
+            precondition(crypto_generichash_init(state, nil, 0, 16) == 0, "crypto_generichash_init rejected a valid size")
+            update(state, first)
+            update(state, second)
+            var halves: (UInt64, UInt64) = (0, 0)
+            withUnsafeMutableBytes(of: &halves) { out in
+                precondition(crypto_generichash_final(state, out.baseAddress!.assumingMemoryBound(to: UInt8.self), 16) == 0)
+            }
+            return (UInt64(bigEndian: halves.0), UInt64(bigEndian: halves.1))
+        }
+    }
+
+    private static func update(_ state: OpaquePointer, _ part: UnsafeRawBufferPointer) {
+        guard let base = part.baseAddress, part.count > 0 else { return }
+        _ = crypto_generichash_update(state, base.assumingMemoryBound(to: UInt8.self), UInt64(part.count))
+    }
 }

@@ -53,4 +53,21 @@ struct RevisionIDTests {
         let deleted = RevisionHasher.revisionID(parent: first, kind: .deleted, body: .emptyObject)
         #expect(closed != deleted)
     }
+
+    @Test("revision ids hash exactly the bytes the definition names, for every generation width and kind")
+    func hashMatchesDefinition() {
+        var random = SplitMix64(seed: 41)
+        let generations = [1, 9, 10, 99, 100, 12_345, RevisionID.generationMax - 1]
+        for step in 0..<600 {
+            let body = (0..<Int(random.next() % 300)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            let parent: RevisionID? = step % 7 == 0 ? nil : RevisionID(
+                generation: generations[step % generations.count], digestHigh: random.next(), digestLow: random.next())
+            let kind = [RevisionKind.live, .deleted, .closed, .resolvedLive, .resolvedDeleted][step % 5]
+            // The definition (Protocol, "Revision ids"), spelled out as one input array.
+            let parentText = Array((parent?.description ?? "").utf8)
+            let input = [UInt8(parentText.count)] + parentText + [kind.rawValue] + body
+            let expected = RevisionID(generation: (parent?.generation ?? 0) + 1, digest: Blake2b.hash(input, outputBytes: 16))
+            #expect(RevisionHasher.revisionID(parent: parent, kind: kind, canonicalBody: body) == expected)
+        }
+    }
 }
