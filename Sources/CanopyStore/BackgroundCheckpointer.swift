@@ -13,7 +13,16 @@ import Logging
 /// WAL reaches `inlineFrames`: by then the background has copied (and synced) nearly all of it,
 /// so the writer's own checkpoint is short, and the WAL restarts at the next commit.
 ///
-/// Invariants: `connection` is used only on `queue`; at most one background checkpoint is queued
+/// A passive checkpoint that does not reach the end of the WAL (the usual case while a replication
+/// writes) copies frames into the database file but does not sync it: SQLite syncs the database
+/// only in the checkpoint that catches up, which is the writer's own. That left the writer to
+/// flush every page the background had copied since the last restart — 16–18 ms of `fdatasync`
+/// per 32 MiB, during which the receiving agent's session waited and both agents idled. So the
+/// background syncs the database file itself after each checkpoint (`databaseFile`, a read-only
+/// descriptor of the same file): the writer's sync then flushes only what the background copied
+/// last. An extra sync never weakens durability.
+///
+/// Invariants: `connection` and `databaseFile` are used only on `queue`; at most one background checkpoint is queued
 /// or running (`scheduled`), and only the writer's commits queue one; the WAL holds at most
 /// `inlineFrames` frames plus the transaction that crossed it; a checkpoint is only ever SQLite's
 /// own, so durability is SQLite's (the checkpointing connection has the writer's `synchronous`).
@@ -23,6 +32,9 @@ final class BackgroundCheckpointer: WALCommitObserver, @unchecked Sendable {
     private let logger: Logger
     private let startFrames: Int
     private let inlineFrames: Int
+    /// The database file, opened read-only for `fdatasync`; -1 if it could not be opened (then
+    /// the writer's checkpoint syncs everything, as SQLite alone would).
+    private let databaseFile: Int32
     private let lock = NSLock()
     /// True from the request of a background checkpoint until it finished. Under `lock`.
     private var scheduled = false
@@ -38,9 +50,14 @@ final class BackgroundCheckpointer: WALCommitObserver, @unchecked Sendable {
         connection = try Database(path: path, durable: durable)
         // It reads nothing through the page cache: a checkpoint copies frames file to file.
         try connection.execute("PRAGMA cache_size=16")
+        databaseFile = open(path, O_RDONLY | O_CLOEXEC)
         self.logger = logger
         self.startFrames = startFrames
         self.inlineFrames = inlineFrames
+    }
+
+    deinit {
+        if databaseFile >= 0 { close(databaseFile) }
     }
 
     /// After every commit, on the writer's thread, inside the commit.
@@ -84,6 +101,9 @@ final class BackgroundCheckpointer: WALCommitObserver, @unchecked Sendable {
             result = try connection.checkpointPassive()
         } catch {
             logger.warning("background WAL checkpoint failed", metadata: ["error": "\(error)"])
+        }
+        if let result, result.checkpointedFrames > 0, databaseFile >= 0, fdatasync(databaseFile) != 0 {
+            logger.warning("syncing the database file after a background checkpoint failed", metadata: ["errno": "\(errno)"])
         }
         lock.lock()
         scheduled = false
