@@ -88,6 +88,9 @@ public final class DocumentStore: @unchecked Sendable {
                 configuration.logger.info(
                     "store schema migrated", metadata: ["path": "\(path)", "from": "\(version)", "to": "\(Schema.currentVersion)"])
             }
+            // Replication's batched reads need SQLite's JSON functions (built in since 3.38): a
+            // library without them fails here, at open, not in the middle of a replication.
+            try db.execute("SELECT key FROM json_each('[]')")
             let meta = try Metadata.loadOrCreate(db, revsLimit: configuration.revsLimit)
             databaseID = meta.databaseID
             storedRevsLimit = meta.revsLimit
