@@ -20,6 +20,8 @@ final class SubscriptionSource {
     struct Batch {
         let requestID: RequestID
         let entries: [ChangesEntry]
+        /// Each entry's `Change.documentKey`, for the revisions requested later.
+        let documentKeys: [Int64]
         /// 1 while the `revisionsAck` for this batch's revisions is outstanding.
         var unacknowledged = 0
         /// True once the `changesReply` arrived.
@@ -78,15 +80,20 @@ final class SubscriptionSource {
             let reachedEnd = changes.count < batchSize
             if let last = changes.last { cursor = last.sequence }
             var entries: [ChangesEntry] = []
+            var documentKeys: [Int64] = []
             entries.reserveCapacity(changes.count)
+            documentKeys.reserveCapacity(changes.count)
             for change in changes {
-                if let entry = try entry(for: change) { entries.append(entry) }
+                if let entry = try entry(for: change) {
+                    entries.append(entry)
+                    documentKeys.append(change.documentKey)
+                }
             }
             if entries.isEmpty && reachedEnd && caughtUpSent { return }
             if entries.isEmpty && !reachedEnd { continue }
             let requestID = nextRequestID()
             send(.changes(Changes(requestID: requestID, subscriptionID: subscriptionID, caughtUp: reachedEnd, entries: entries)))
-            inFlight.append(Batch(requestID: requestID, entries: entries))
+            inFlight.append(Batch(requestID: requestID, entries: entries, documentKeys: documentKeys))
             progress.total += UInt64(entries.count)
             caughtUpSent = reachedEnd
             if reachedEnd {
@@ -124,7 +131,10 @@ final class SubscriptionSource {
                 throw .invalidReference("changesReply asks for a revision index beyond entry \(entryIndex)")
             }
             let revisions = item.missing.map { entry.revisions[$0].id }
-            requests.append((entryIndex, RevisionRequest(documentID: entry.docID, revisions: revisions, knownAncestors: item.knownAncestors), item.knownAncestors))
+            let request = RevisionRequest(
+                documentID: entry.docID, revisions: revisions, knownAncestors: item.knownAncestors,
+                documentKey: inFlight[index].documentKeys[entryIndex])
+            requests.append((entryIndex, request, item.knownAncestors))
         }
         var messages = RevisionsMessageBuilder(requestID: reply.requestID)
         // One store call for the whole batch; if a document changed or was compacted since the

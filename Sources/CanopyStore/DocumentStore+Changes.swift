@@ -10,6 +10,9 @@ public struct Change: Sendable, Equatable {
     public let leaves: [ChangeLeaf]
     /// Whether the current revision is a deletion.
     public let deleted: Bool
+    /// The store's own key for the document (stable, never reused): a `RevisionRequest` that
+    /// carries it back skips looking the document up by id.
+    public let documentKey: Int64
 
     /// The current revision.
     public var current: RevisionID { leaves[0].revision }
@@ -29,13 +32,13 @@ extension DocumentStore {
         let count = max(0, min(limit, StoreLimits.changesLimitMax))
         return try read { db in
             try db.query(
-                "SELECT sequence, doc_id, leaves, deleted FROM documents WHERE sequence > ? ORDER BY sequence LIMIT ?",
+                "SELECT sequence, doc_id, leaves, deleted, doc_key FROM documents WHERE sequence > ? ORDER BY sequence LIMIT ?",
                 [.integer(since), .integer(Int64(count))]
             ) { row in
                 let id = row.text(1)
                 let leaves = try LeafList.decode(row.borrowedBlob(2), documentID: id) { ChangeLeaf(revision: $0, kind: $1) }
                 guard !leaves.isEmpty else { throw StoreError.corrupt(detail: "document \"\(id.prefix(80))\" has no leaves") }
-                return Change(sequence: row.int64(0), documentID: id, leaves: leaves, deleted: row.int(3) != 0)
+                return Change(sequence: row.int64(0), documentID: id, leaves: leaves, deleted: row.int(3) != 0, documentKey: row.int64(4))
             }
         }
     }

@@ -29,11 +29,16 @@ public struct RevisionRequest: Sendable, Equatable {
     public let revisions: [RevisionID]
     /// Revisions the peer said it has; each history stops at the first one it meets.
     public let knownAncestors: [RevisionID]
+    /// The document's `Change.documentKey`, when the request answers this store's changes feed:
+    /// its revisions are then read by key, without the lookup by id. A key that finds nothing
+    /// (the document was purged since) falls back to the id.
+    public let documentKey: Int64?
 
-    public init(documentID: String, revisions: [RevisionID], knownAncestors: [RevisionID]) {
+    public init(documentID: String, revisions: [RevisionID], knownAncestors: [RevisionID], documentKey: Int64? = nil) {
         self.documentID = documentID
         self.revisions = revisions
         self.knownAncestors = knownAncestors
+        self.documentKey = documentKey
     }
 }
 

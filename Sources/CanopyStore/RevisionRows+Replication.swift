@@ -50,7 +50,7 @@ extension RevisionRows {
     /// the revisions requested; nil when the document does not exist.
     static func loadForSending(_ db: Database, _ requests: [RevisionRequest]) throws -> [SendingDocument?] {
         var pending = [PendingDocument?](repeating: nil, count: requests.count)
-        try forEachRevisionRow(db, requests.map(\.documentID), withBodies: true) { position, row in
+        func add(_ position: Int, _ row: Statement) throws {
             let request = requests[position]
             let node = try revisionNode(row, documentID: request.documentID)
             let body = request.revisions.contains(node.id) ? row.blob(4) : nil
@@ -59,6 +59,34 @@ extension RevisionRows {
             } else {
                 pending[position]!.add(node, body: body)
             }
+        }
+        let keyed = requests.indices.filter { requests[$0].documentKey != nil }
+        if !keyed.isEmpty {
+            let statement = try db.statement(
+                """
+                SELECT r.generation, r.digest, r.parent, r.kind, r.body, j.key
+                FROM json_each(?1) AS j CROSS JOIN revisions AS r ON r.doc_key = j.value
+                """)
+            defer { statement.reset() }
+            var json = Array("[".utf8)
+            for (index, position) in keyed.enumerated() {
+                if index > 0 { json.append(UInt8(ascii: ",")) }
+                json.append(contentsOf: String(requests[position].documentKey!).utf8)
+            }
+            json.append(UInt8(ascii: "]"))
+            try statement.bind(utf8Text: json, at: 1)
+            while try statement.step() {
+                let index = statement.int(5)
+                guard keyed.indices.contains(index) else {
+                    throw StoreError.corrupt(detail: "json_each returned position \(index) of \(keyed.count)")
+                }
+                try add(keyed[index], statement)
+            }
+        }
+        // Requests without a key, and keys that found no rows.
+        let byID = requests.indices.filter { pending[$0] == nil }
+        try forEachRevisionRow(db, byID.map { requests[$0].documentID }, withBodies: true) { index, row in
+            try add(byID[index], row)
         }
         return pending.map { $0?.document }
     }

@@ -191,6 +191,32 @@ struct ReplicationReadTests {
         }
     }
 
+    @Test("revisionsToSend by the changes feed's document keys answers as the general path; a key that finds nothing falls back to the id", arguments: [41, 42])
+    func documentKeysMatchGeneralPath(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        let ids = (0..<30).map { "d\($0)" }
+        let test = try randomStore(ids, &random)
+        let changes = try test.store.changes(since: 0)
+        #expect(Set(changes.map(\.documentKey)).count == changes.count)
+        var keyed: [RevisionRequest] = []
+        var plain: [RevisionRequest] = []
+        for change in changes {
+            for revision in try test.store.revisionTree(id: change.documentID)?.sortedNodes.map(\.id) ?? [] {
+                // Every third request carries a key no document has (as after a purge).
+                let key = keyed.count % 3 == 2 ? Int64.max - Int64(keyed.count) : change.documentKey
+                keyed.append(RevisionRequest(documentID: change.documentID, revisions: [revision], knownAncestors: [], documentKey: key))
+                plain.append(RevisionRequest(documentID: change.documentID, revisions: [revision], knownAncestors: []))
+            }
+        }
+        let answerable = zip(keyed, plain).filter { generalSend(test.store, [$0.1], limit: 4).hasPrefix("error") == false }
+        #expect(answerable.count > ids.count)
+        #expect(spell { try test.store.revisionsToSend(answerable.map(\.0), revsLimit: 4) }
+            == generalSend(test.store, answerable.map(\.1), limit: 4))
+        // Keyed and unkeyed requests mixed in one batch, in their order.
+        let mixed = answerable.enumerated().map { $0.offset % 2 == 0 ? $0.element.0 : $0.element.1 }
+        #expect(spell { try test.store.revisionsToSend(mixed, revsLimit: 4) } == generalSend(test.store, answerable.map(\.1), limit: 4))
+    }
+
     @Test("revisionsToSend gives the general path's revisions and errors over random stores", arguments: [21, 22, 23, 24, 25])
     func revisionsToSendMatchesGeneralPath(seed: UInt64) throws {
         var random = SplitMix64(seed: seed)
