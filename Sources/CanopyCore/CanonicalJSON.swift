@@ -45,8 +45,6 @@ public enum CanonicalJSON {
         }
     }
 
-    private static let hexDigits = Array("0123456789abcdef".utf8)
-
     static func writeString(_ text: String, into out: inout [UInt8]) {
         var text = text
         // Contiguous UTF-8 (native Swift strings always are): copy runs of bytes that need no
@@ -100,8 +98,8 @@ public enum CanonicalJSON {
         case 0x0d: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
         default:
             out.append(contentsOf: "\\u00".utf8)
-            out.append(hexDigits[Int(byte >> 4)])
-            out.append(hexDigits[Int(byte & 0x0f)])
+            out.append(Hex.digits[Int(byte >> 4)])
+            out.append(Hex.digits[Int(byte & 0x0f)])
         }
     }
 

@@ -1,6 +1,7 @@
 /// Lowercase hexadecimal text, the form revision digests, session ids and checkpoint ids take.
 public enum Hex {
-    private static let digits = Array("0123456789abcdef".utf8)
+    /// The sixteen digits, as ASCII bytes.
+    static let digits = Array("0123456789abcdef".utf8)
 
     /// `bytes` as lowercase hex, two characters per byte.
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {

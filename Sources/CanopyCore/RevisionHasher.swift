@@ -44,13 +44,11 @@ public enum RevisionHasher {
         index += 1
         for shift in stride(from: 124, through: 0, by: -4) {
             let half = shift >= 64 ? revision.digestHigh : revision.digestLow
-            buffer[index] = hexDigits[Int((half >> UInt64(shift % 64)) & 0xF)]
+            buffer[index] = Hex.digits[Int((half >> UInt64(shift % 64)) & 0xF)]
             index += 1
         }
         return index
     }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// The id of the revision with this parent, kind and body.
     public static func revisionID(parent: RevisionID?, kind: RevisionKind, body: JSONValue) -> RevisionID {

@@ -22,10 +22,11 @@ import Logging
 /// descriptor of the same file): the writer's sync then flushes only what the background copied
 /// last. An extra sync never weakens durability.
 ///
-/// Invariants: `connection` and `databaseFile` are used only on `queue`; at most one background checkpoint is queued
-/// or running (`scheduled`), and only the writer's commits queue one; the WAL holds at most
-/// `inlineFrames` frames plus the transaction that crossed it; a checkpoint is only ever SQLite's
-/// own, so durability is SQLite's (the checkpointing connection has the writer's `synchronous`).
+/// Invariants: `connection` and `databaseFile` are used only on `queue`; at most one background
+/// checkpoint is queued or running (`scheduled`), and only the writer's commits queue one; the WAL
+/// holds at most `inlineFrames` frames plus the transaction that crossed it; a checkpoint is only
+/// ever SQLite's own, so durability is SQLite's (the checkpointing connection has the writer's
+/// `synchronous`).
 final class BackgroundCheckpointer: WALCommitObserver, @unchecked Sendable {
     private let connection: Database
     private let queue = DispatchQueue(label: "canopy.store.checkpoint", qos: .utility)
@@ -103,7 +104,8 @@ final class BackgroundCheckpointer: WALCommitObserver, @unchecked Sendable {
             logger.warning("background WAL checkpoint failed", metadata: ["error": "\(error)"])
         }
         if let result, result.checkpointedFrames > 0, databaseFile >= 0, fdatasync(databaseFile) != 0 {
-            logger.warning("syncing the database file after a background checkpoint failed", metadata: ["errno": "\(errno)"])
+            logger.warning(
+                "syncing the database file after a background checkpoint failed", metadata: ["errno": "\(errno)"])
         }
         lock.lock()
         scheduled = false

@@ -67,20 +67,9 @@ extension RevisionRows {
                 SELECT r.generation, r.digest, r.parent, r.kind, r.body, j.key
                 FROM json_each(?1) AS j CROSS JOIN revisions AS r ON r.doc_key = j.value
                 """)
-            defer { statement.reset() }
-            var json = Array("[".utf8)
-            for (index, position) in keyed.enumerated() {
-                if index > 0 { json.append(UInt8(ascii: ",")) }
-                json.append(contentsOf: String(requests[position].documentKey!).utf8)
-            }
-            json.append(UInt8(ascii: "]"))
-            try statement.bind(utf8Text: json, at: 1)
-            while try statement.step() {
-                let index = statement.int(5)
-                guard keyed.indices.contains(index) else {
-                    throw StoreError.corrupt(detail: "json_each returned position \(index) of \(keyed.count)")
-                }
-                try add(keyed[index], statement)
+            let keys = CanonicalJSON.encode(.array(keyed.map { .int(requests[$0].documentKey!) }))
+            try forEachRow(statement, json: keys, keyColumn: 5, count: keyed.count) { index, row in
+                try add(keyed[index], row)
             }
         }
         // Requests without a key, and keys that found no rows.
@@ -120,18 +109,7 @@ extension RevisionRows {
                 FROM json_each(?1) AS j CROSS JOIN documents AS d ON d.doc_id = j.value
                 CROSS JOIN revisions AS r ON r.doc_key = d.doc_key
                 """)
-        let keyColumn: Int32 = withBodies ? 5 : 4
-        do {
-            defer { batch.reset() }
-            try batch.bind(utf8Text: list.json, at: 1)
-            while try batch.step() {
-                let position = batch.int(keyColumn)
-                guard ids.indices.contains(position) else {
-                    throw StoreError.corrupt(detail: "json_each returned position \(position) of \(ids.count)")
-                }
-                try row(position, batch)
-            }
-        }
+        try forEachRow(batch, json: list.json, keyColumn: withBodies ? 5 : 4, count: ids.count, row)
         guard !list.unlisted.isEmpty else { return }
         let single = try db.statement(
             """
@@ -142,6 +120,22 @@ extension RevisionRows {
             defer { single.reset() }
             try single.bind(ids[position], at: 1)
             while try single.step() { try row(position, single) }
+        }
+    }
+
+    /// Runs a statement driven by `json_each(?1)` over `json` (an array of `count` elements) and
+    /// calls `row` with each row's array position, read from `keyColumn`.
+    private static func forEachRow(
+        _ statement: Statement, json: [UInt8], keyColumn: Int32, count: Int, _ row: (Int, Statement) throws -> Void
+    ) throws {
+        defer { statement.reset() }
+        try statement.bind(utf8Text: json, at: 1)
+        while try statement.step() {
+            let position = statement.int(keyColumn)
+            guard (0..<count).contains(position) else {
+                throw StoreError.corrupt(detail: "json_each returned position \(position) of \(count)")
+            }
+            try row(position, statement)
         }
     }
 }
@@ -159,38 +153,15 @@ struct DocumentIDList {
         json.append(UInt8(ascii: "["))
         for (position, id) in ids.enumerated() {
             if position > 0 { json.append(UInt8(ascii: ",")) }
-            let start = json.count
-            if !append(id) {
-                json.removeSubrange(start...)
+            if id.utf8.contains(0) {
                 json.append(contentsOf: "null".utf8)
                 unlisted.append(position)
+            } else {
+                CanonicalJSON.write(.string(id), into: &json)
             }
         }
         json.append(UInt8(ascii: "]"))
     }
-
-    /// Appends `id` as a JSON string; false (leaving partial output) if it holds U+0000.
-    private mutating func append(_ id: String) -> Bool {
-        json.append(UInt8(ascii: "\""))
-        for byte in id.utf8 {
-            switch byte {
-            case 0: return false
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                json.append(UInt8(ascii: "\\"))
-                json.append(byte)
-            case ..<0x20:
-                json.append(contentsOf: "\\u00".utf8)
-                json.append(Self.hexDigits[Int(byte >> 4)])
-                json.append(Self.hexDigits[Int(byte & 0xF)])
-            default:
-                json.append(byte)
-            }
-        }
-        json.append(UInt8(ascii: "\""))
-        return true
-    }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
 }
 
 /// A document's rows as they arrive, before they become a `SendingDocument`: most documents
