@@ -12,7 +12,7 @@ import CanopyReplication
 ///
 /// [limits]
 /// batch-revisions = 500            # revisions per replication batch
-/// batches-in-flight = 8            # pipelined batches per peer
+/// batches-in-flight = 16           # pipelined batches per peer (at most 16 are used)
 /// heartbeat-seconds = 30           # idle connections send a heartbeat this often
 ///
 /// [peer NODE-ID]                   # one section per allowed peer
@@ -80,12 +80,12 @@ public struct ReplicationLimits: Sendable, Equatable {
     /// Revisions per batch.
     public var batchRevisions: Int = 500
     /// Batches in flight per peer (the pipelining window).
-    public var batchesInFlight: Int = 8
+    public var batchesInFlight: Int = 16
     /// Heartbeat interval on idle connections.
     public var heartbeatSeconds: Int = 30
 
     /// Creates limits with the defaults.
-    public init(batchRevisions: Int = 500, batchesInFlight: Int = 8, heartbeatSeconds: Int = 30) {
+    public init(batchRevisions: Int = 500, batchesInFlight: Int = 16, heartbeatSeconds: Int = 30) {
         self.batchRevisions = batchRevisions
         self.batchesInFlight = batchesInFlight
         self.heartbeatSeconds = heartbeatSeconds
