@@ -31,6 +31,8 @@ struct ScaleBench: ParsableCommand {
 /// The options `replicate` and `scale` share besides the document count.
 struct ScenarioArguments: ParsableArguments {
     @Option(help: "Bytes of canonical JSON per document body (about).") var bodyBytes = 1_024
+    @Option(help: "Rounds of ceiling run + initial replication into a new receiver; the median round is reported.")
+    var rounds = 3
     @OptionGroup var agents: AgentBenchOptions
     @Flag(help: "Print the results as JSON.") var json = false
 
@@ -38,9 +40,10 @@ struct ScenarioArguments: ParsableArguments {
         guard count >= ReplicationScenario.changes, bodyBytes >= 64 else {
             throw ValidationError("--count must be at least \(ReplicationScenario.changes) and --body-bytes at least 64")
         }
+        guard rounds >= 1 else { throw ValidationError("--rounds must be at least 1") }
     }
 
     func run(count: Int) throws {
-        FigureReport.print(try ReplicationScenario(count: count, bodyBytes: bodyBytes, options: agents).run(), json: json)
+        FigureReport.print(try ReplicationScenario(count: count, bodyBytes: bodyBytes, rounds: rounds, options: agents).run(), json: json)
     }
 }
