@@ -12,7 +12,7 @@ import Foundation
 ///
 /// The initial replication runs in `rounds` rounds, each a ceiling run immediately followed by a
 /// pull into a new, empty B (the previous B stopped and its files removed); the round with the
-/// median ratio of replication to ceiling is reported, and every round's ratio printed. On a
+/// median ratio of replication to ceiling (the lower middle one for an even count) is reported, and every round's ratio printed. On a
 /// shared host the speed of both drifts by a fifth within a minute, so a ratio taken between runs
 /// seconds apart, under the same conditions, is the one worth reading; a ceiling measured once
 /// at the start had made single runs' ratios differ by up to ten points.
@@ -40,15 +40,16 @@ struct ReplicationScenario {
         defer { a.stop() }
 
         var results: [Round] = []
-        var b: BenchAgent!
+        var receiver: BenchAgent?
         for index in 0..<rounds {
-            if let previous = b {
+            if let previous = receiver {
                 previous.stop()
                 try? FileManager.default.removeItem(atPath: previous.dataDir)
             }
             let (ceiling, bytes) = try rawCeiling(path: directory.path + "/raw.sqlite")
             for suffix in ["", "-wal", "-shm"] { unlink(directory.path + "/raw.sqlite" + suffix) }
-            b = try BenchAgent(name: "b\(index)", parent: directory.path, canopyd: canopyd)
+            let b = try BenchAgent(name: "b\(index)", parent: directory.path, canopyd: canopyd)
+            receiver = b
             try b.setLimits(batchRevisions: options.batchRevisions, batchesInFlight: options.batchesInFlight)
             try b.start()
             try a.request("peer.add", ["node_id": .string(b.nodeID), "direction": .string("push"), "mode": .string("continuous")])
@@ -59,6 +60,7 @@ struct ReplicationScenario {
             results.append(Round(ceiling: ceiling, pull: pull, bodyBytes: bytes, wireBytes: traffic,
                                 peakResidentB: try b.peakResidentBytes()))
         }
+        guard let b = receiver else { throw ValidationError("no rounds ran") }
         defer { b.stop() }
         let median = results.sorted { $0.ratio < $1.ratio }[(results.count - 1) / 2]
         let ceilingRate = Double(count) / median.ceiling
