@@ -12,10 +12,11 @@ import Foundation
 ///
 /// The initial replication runs in `rounds` rounds, each a ceiling run immediately followed by a
 /// pull into a new, empty B (the previous B stopped and its files removed); the round with the
-/// median ratio of replication to ceiling (the lower middle one for an even count) is reported, and every round's ratio printed. On a
-/// shared host the speed of both drifts by a fifth within a minute, so a ratio taken between runs
-/// seconds apart, under the same conditions, is the one worth reading; a ceiling measured once
-/// at the start had made single runs' ratios differ by up to ten points.
+/// median ratio of replication to ceiling (the lower middle one for an even count) is reported,
+/// and every round's ratio printed. On a shared host the speed of both drifts by a fifth within a
+/// minute, so a ratio taken between runs seconds apart, under the same conditions, is the one
+/// worth reading; a ceiling measured once at the start had made single runs' ratios differ by up
+/// to ten points.
 struct ReplicationScenario {
     let count: Int
     let bodyBytes: Int
