@@ -13,10 +13,10 @@ import PackageDescription
 /// sender 52 → 47 MiB). The flag is needed when compiling the executable's module too: it makes
 /// the module link the static libraries' own dependencies (CoreFoundation, ICU). Debug builds
 /// (the tests) stay dynamic.
-let staticRuntimeCompile: [SwiftSetting] = [
+let staticRuntimeSwiftSettings: [SwiftSetting] = [
     .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))
 ]
-let staticRuntimeInRelease: [LinkerSetting] = [
+let staticRuntimeLinkerSettings: [LinkerSetting] = [
     .unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))
 ]
 
@@ -100,7 +100,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/canopyd",
-            swiftSettings: staticRuntimeCompile, linkerSettings: staticRuntimeInRelease),
+            swiftSettings: staticRuntimeSwiftSettings, linkerSettings: staticRuntimeLinkerSettings),
         .executableTarget(
             name: "canopyctl",
             dependencies: [
@@ -109,7 +109,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/canopyctl",
-            swiftSettings: staticRuntimeCompile, linkerSettings: staticRuntimeInRelease),
+            swiftSettings: staticRuntimeSwiftSettings, linkerSettings: staticRuntimeLinkerSettings),
 
         .executableTarget(
             name: "canopy-bench",
@@ -119,7 +119,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/canopy-bench",
-            swiftSettings: staticRuntimeCompile, linkerSettings: staticRuntimeInRelease),
+            swiftSettings: staticRuntimeSwiftSettings, linkerSettings: staticRuntimeLinkerSettings),
 
         // The deterministic simulator's command line (issue 6).
         .executableTarget(

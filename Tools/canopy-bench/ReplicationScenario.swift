@@ -45,6 +45,7 @@ struct ReplicationScenario {
         for index in 0..<rounds {
             if let previous = receiver {
                 previous.stop()
+                try a.request("peer.remove", ["node_id": .string(previous.nodeID)])
                 try? FileManager.default.removeItem(atPath: previous.dataDir)
             }
             let (ceiling, bytes) = try rawCeiling(path: directory.path + "/raw.sqlite")
