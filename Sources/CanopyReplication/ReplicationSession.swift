@@ -313,16 +313,35 @@ public final class ReplicationSession: @unchecked Sendable {
         checks.submit(requestID: requestID, final: final, revisions: foreign)
     }
 
-    /// A checked message, in arrival order: writes it, acknowledges a batch's last message.
-    private func writeChecked(_ checked: RevisionCheckPipeline.Checked) {
+    /// Checked messages, in arrival order (those that queued up while the store was busy come
+    /// together): the messages that passed are written, in as few transactions as the target
+    /// allows, and a batch's last message is acknowledged; a message whose check failed as a
+    /// whole is a protocol violation, after the messages before it were written.
+    private func writeChecked(_ group: [RevisionCheckPipeline.Checked]) {
         guard !isClosed, let target else { return }
-        do {
-            let (ack, completion) = try target.receive(requestID: checked.requestID, final: checked.final, checked: checked.result)
-            if checked.final { send(.revisionsAck(ack)) }
-            report(completion, target: target)
+        do throws(ReplicationError) {
+            var passed: [SubscriptionTarget.CheckedMessage] = []
+            for checked in group {
+                switch checked.result {
+                case .success(let batch):
+                    passed.append(.init(requestID: checked.requestID, final: checked.final, batch: batch))
+                case .failure(let problem):
+                    try write(passed, to: target)
+                    passed = []
+                    try target.refuse(requestID: checked.requestID, problem: problem)
+                }
+            }
+            try write(passed, to: target)
         } catch {
             fail(error)
         }
+    }
+
+    private func write(_ messages: [SubscriptionTarget.CheckedMessage], to target: SubscriptionTarget) throws(ReplicationError) {
+        guard !messages.isEmpty else { return }
+        let (acks, completion) = try target.receive(messages)
+        for ack in acks { send(.revisionsAck(ack)) }
+        report(completion, target: target)
     }
 
     private func report(_ completion: SubscriptionTarget.Completion, target: SubscriptionTarget) {

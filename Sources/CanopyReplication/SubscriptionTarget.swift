@@ -130,25 +130,70 @@ final class SubscriptionTarget {
         return foreign
     }
 
-    /// The checked revisions of one `revisions` message, in arrival order: writes them in one
-    /// transaction (the node's conflict policy runs there), then acknowledges. A check problem
-    /// that names no document (or a batch too large) is a protocol violation: nothing of the
-    /// message is written.
-    func receive(requestID: RequestID, final: Bool, checked: Result<CheckedForeignBatch, StoreInputError>) throws(ReplicationError) -> (RevisionsAck, Completion) {
-        let index = try pendingIndex(requestID)
+    /// A `revisions` message whose check passed.
+    struct CheckedMessage {
+        let requestID: RequestID
+        let final: Bool
         let batch: CheckedForeignBatch
-        switch checked {
-        case .success(let passed): batch = passed
-        case .failure(let problem): throw .protocolViolation(.invalidDocument(detail: "\(problem)"))
-        }
+    }
+
+    /// At most this many revisions are written in one transaction when messages that queued up
+    /// while the writer was busy are written together (a single larger message goes alone). A
+    /// larger transaction spreads the commit's fixed cost, and the checkpoint's, over more
+    /// documents; this bound keeps one transaction's duration — the time the store is held — short.
+    static let writeGroupRevisionsMax = 4_000
+
+    /// Checked messages, in arrival order: writes them with the node's conflict policy, in as few
+    /// transactions as `writeGroupRevisionsMax` allows, each together with the checkpoint its
+    /// messages reach; returns the acknowledgement of every message marked final.
+    func receive(_ messages: [CheckedMessage]) throws(ReplicationError) -> (acks: [RevisionsAck], completion: Completion) {
+        var acks: [RevisionsAck] = []
         var completion = Completion()
-        completion.events = try insert(batch)
-        if final { pending[index].complete = true }
-        let finished = try completeFinishedBatches()
-        completion.events += finished.events
-        completion.checkpoint = finished.checkpoint
-        completion.caughtUp = finished.caughtUp
-        return (RevisionsAck(requestID: requestID, status: .ok), completion)
+        var start = 0
+        while start < messages.count {
+            var end = start + 1
+            var revisions = messages[start].batch.count
+            while end < messages.count && revisions + messages[end].batch.count <= Self.writeGroupRevisionsMax {
+                revisions += messages[end].batch.count
+                end += 1
+            }
+            let written = try write(messages[start..<end])
+            completion.events += written.events
+            completion.checkpoint = written.checkpoint ?? completion.checkpoint
+            completion.caughtUp = completion.caughtUp || written.caughtUp
+            acks += messages[start..<end].filter(\.final).map { RevisionsAck(requestID: $0.requestID, status: .ok) }
+            start = end
+        }
+        return (acks, completion)
+    }
+
+    /// A message whose check failed as a whole (a problem that names no document, or a batch
+    /// too large): a protocol violation, and nothing of it is written.
+    func refuse(requestID: RequestID, problem: StoreInputError) throws(ReplicationError) -> Never {
+        _ = try pendingIndex(requestID)
+        throw .protocolViolation(.invalidDocument(detail: "\(problem)"))
+    }
+
+    /// Writes a group of messages in one transaction, with the checkpoint the group reaches (found
+    /// before writing: it depends only on which batches the group completes).
+    private func write(_ group: ArraySlice<CheckedMessage>) throws(ReplicationError) -> Completion {
+        var completing: [Int] = []
+        for message in group {
+            let index = try pendingIndex(message.requestID)
+            if message.final { completing.append(index) }
+        }
+        let recorded = checkpointSequence(completing: completing).map { ($0, recording($0)) }
+        var local: LocalDocument?
+        if let (_, next) = recorded {
+            do { local = try LocalDocument(ReplicationIdentity.checkpointDocumentID(replicationID), body: next.json) } catch {
+                throw .store(error)
+            }
+        }
+        let events = try insert(.concatenating(group.map(\.batch)), local: local)
+        for index in completing { pending[index].complete = true }
+        var completion = popCompleted(recorded: recorded)
+        completion.events = events
+        return completion
     }
 
     /// The position in `pending` of our incomplete batch `requestID`.
@@ -167,14 +212,16 @@ final class SubscriptionTarget {
     /// after it. The rejected document is not retried (its sequence is checkpointed past), as
     /// CouchDB counts a `doc_write_failure` and moves on. A problem that names no document is a
     /// protocol violation.
-    private func insert(_ batch: CheckedForeignBatch) throws(ReplicationError) -> [DocumentEvent] {
+    /// `local` (the checkpoint) is written in the same transaction, also when every document was
+    /// rejected.
+    private func insert(_ batch: CheckedForeignBatch, local: LocalDocument?) throws(ReplicationError) -> [DocumentEvent] {
         var events = batch.rejected.map { problem in
             DocumentEvent(kind: .rejected, documentID: problem.documentID ?? "", detail: "\(problem)")
         }
         var remaining = batch
-        while !remaining.isEmpty {
+        while !remaining.isEmpty || local != nil {
             do {
-                let results = try store.bulkInsertForeign(checked: remaining)
+                let results = try store.bulkInsertForeign(checked: remaining, local: local)
                 return events + Self.events(for: results)
             } catch .invalidInput(let problem) {
                 guard let documentID = problem.documentID else {
@@ -197,27 +244,50 @@ final class SubscriptionTarget {
     /// True when no batch is outstanding.
     var isDrained: Bool { pending.isEmpty }
 
-    /// Pops complete batches from the head and records the checkpoint they reach.
+    /// Pops complete batches from the head and records the checkpoint they reach in a
+    /// transaction of its own (batches that needed nothing have no write to share).
     private func completeFinishedBatches() throws(ReplicationError) -> Completion {
-        var completion = Completion()
+        guard let sequence = checkpointSequence() else { return popCompleted(recorded: nil) }
+        let next = recording(sequence)
+        do {
+            try store.localPut(ReplicationIdentity.checkpointDocumentID(replicationID), body: next.json)
+        } catch {
+            throw .store(error)
+        }
+        return popCompleted(recorded: (sequence, next))
+    }
+
+    /// The sequence the checkpoint reaches once the batches at the `pending` positions
+    /// `completing` are complete too — the last sequence of the newest batch such that it and
+    /// every batch before it are complete — or nil when that is not beyond `lastSequence`.
+    private func checkpointSequence(completing: [Int] = []) -> UInt64? {
         var reached: UInt64?
+        for (index, batch) in pending.enumerated() {
+            guard batch.complete || completing.contains(index) else { break }
+            if let last = batch.entries.last { reached = last.sequence }
+        }
+        guard let reached, reached > lastSequence else { return nil }
+        return reached
+    }
+
+    /// The checkpoint with `sequence` recorded for this session.
+    private func recording(_ sequence: UInt64) -> ReplicationCheckpoint {
+        checkpoint?.recording(session: session, sequence: sequence)
+            ?? ReplicationCheckpoint(current: .init(session: session, sequence: sequence))
+    }
+
+    /// Pops complete batches from the head; `recorded` is the checkpoint just written for them.
+    private func popCompleted(recorded: (sequence: UInt64, checkpoint: ReplicationCheckpoint)?) -> Completion {
+        var completion = Completion()
         while let head = pending.first, head.complete {
             pending.removeFirst()
             progress.completed += UInt64(head.entries.count)
-            if let last = head.entries.last { reached = last.sequence }
             if head.caughtUp && pending.isEmpty { completion.caughtUp = true }
         }
-        if let reached, reached > lastSequence {
-            lastSequence = reached
-            let next = checkpoint?.recording(session: session, sequence: reached)
-                ?? ReplicationCheckpoint(current: .init(session: session, sequence: reached))
-            do {
-                try store.localPut(ReplicationIdentity.checkpointDocumentID(replicationID), body: next.json)
-            } catch {
-                throw .store(error)
-            }
-            checkpoint = next
-            completion.checkpoint = reached
+        if let recorded {
+            lastSequence = recorded.sequence
+            checkpoint = recorded.checkpoint
+            completion.checkpoint = recorded.sequence
         }
         return completion
     }

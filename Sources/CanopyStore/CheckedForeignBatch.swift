@@ -26,6 +26,13 @@ public struct CheckedForeignBatch: Sendable {
     /// How many revisions passed.
     public var count: Int { revisions.count }
 
+    /// The batches one after the other, as one batch (written in one transaction). Still checked:
+    /// each part was.
+    public static func concatenating(_ batches: [CheckedForeignBatch]) -> CheckedForeignBatch {
+        guard batches.count > 1 else { return batches.first ?? CheckedForeignBatch(revisions: [], rejected: []) }
+        return CheckedForeignBatch(revisions: batches.flatMap(\.revisions), rejected: batches.flatMap(\.rejected))
+    }
+
     /// The batch without `documentID`'s revisions (after the write reported it invalid).
     public func removing(documentID: String) -> CheckedForeignBatch {
         CheckedForeignBatch(revisions: revisions.filter { $0.documentID != documentID }, rejected: rejected)

@@ -30,17 +30,23 @@ extension DocumentStore {
     /// check batch n + 1 off its serial queue while batch n is written. The documents the check
     /// rejected are not in `batch`; a problem only the merge finds (a history that contradicts the
     /// stored tree) fails the whole call with `StoreError.invalidInput`, and nothing is written.
+    ///
+    /// `local`, when given, is put in the same transaction: a replicator records its checkpoint
+    /// with the batch that reaches it, so the checkpoint is never ahead of the data and costs no
+    /// commit of its own.
     @discardableResult
-    public func bulkInsertForeign(checked batch: CheckedForeignBatch) throws(StoreError) -> [ForeignDocumentResult] {
-        try insertChecked(batch.revisions)
+    public func bulkInsertForeign(checked batch: CheckedForeignBatch, local: LocalDocument? = nil) throws(StoreError) -> [ForeignDocumentResult] {
+        try insertChecked(batch.revisions, local: local)
     }
 
     /// The write of checked revisions shared by both entry points.
-    private func insertChecked(_ checked: [CheckedRevision]) throws(StoreError) -> [ForeignDocumentResult] {
+    private func insertChecked(_ checked: [CheckedRevision], local: LocalDocument? = nil) throws(StoreError) -> [ForeignDocumentResult] {
         let groups = DocumentGroups(checked)
         let policy = configuration.conflictPolicy
         return try write { context in
-            try Self.mergeAll(context, checked, groups, policy: policy)
+            let results = try Self.mergeAll(context, checked, groups, policy: policy)
+            try local?.put(context.db)
+            return results
         }
     }
 

@@ -19,17 +19,8 @@ extension DocumentStore {
 
     /// Stores `body` (a JSON object) as the local document `id`, replacing any previous body.
     public func localPut(_ id: String, body: JSONValue) throws(StoreError) {
-        try Self.checkLocalID(id)
-        guard case .object = body else { throw .invalidInput(.bodyNotObject(documentID: id)) }
-        let bytes = CanonicalJSON.encode(body)
-        guard bytes.count <= StoreLimits.localBodyBytesMax else {
-            throw .invalidInput(.bodyTooLarge(documentID: id, bytes: bytes.count, limit: StoreLimits.localBodyBytesMax))
-        }
-        try write { context in
-            try context.db.run(
-                "INSERT INTO local_documents(local_id, body) VALUES (?, ?) ON CONFLICT(local_id) DO UPDATE SET body = excluded.body",
-                .text(id), .blob(bytes))
-        }
+        let document = try LocalDocument(id, body: body)
+        try write { context in try document.put(context.db) }
     }
 
     /// Removes the local document `id`. Returns whether it existed.
@@ -43,11 +34,38 @@ extension DocumentStore {
     }
 
     /// Local ids follow the document id rule with their own limit.
-    private static func checkLocalID(_ id: String) throws(StoreError) {
+    static func checkLocalID(_ id: String) throws(StoreError) {
         let count = id.utf8.count
         guard count > 0 else { throw .invalidInput(.emptyDocumentID) }
         guard count <= StoreLimits.localIDBytesMax else {
             throw .invalidInput(.documentIDTooLong(bytes: count, limit: StoreLimits.localIDBytesMax))
         }
+    }
+}
+
+/// A local document checked and encoded, to be written inside a transaction: by `localPut`, or
+/// together with a batch of foreign revisions (`bulkInsertForeign(checked:local:)`).
+public struct LocalDocument: Sendable {
+    let id: String
+    let bytes: [UInt8]
+
+    /// Checks the id (the document id rule with the local limit) and the body (a JSON object
+    /// within `StoreLimits.localBodyBytesMax`), and encodes it.
+    public init(_ id: String, body: JSONValue) throws(StoreError) {
+        try DocumentStore.checkLocalID(id)
+        guard case .object = body else { throw .invalidInput(.bodyNotObject(documentID: id)) }
+        let bytes = CanonicalJSON.encode(body)
+        guard bytes.count <= StoreLimits.localBodyBytesMax else {
+            throw .invalidInput(.bodyTooLarge(documentID: id, bytes: bytes.count, limit: StoreLimits.localBodyBytesMax))
+        }
+        self.id = id
+        self.bytes = bytes
+    }
+
+    /// Inserts or replaces the document, in the caller's transaction.
+    func put(_ db: Database) throws {
+        try db.run(
+            "INSERT INTO local_documents(local_id, body) VALUES (?, ?) ON CONFLICT(local_id) DO UPDATE SET body = excluded.body",
+            .text(id), .blob(bytes))
     }
 }

@@ -25,15 +25,9 @@ final class HeldWorker: ReplicationWorker, @unchecked Sendable {
 struct EarlyCheckTests {
     @Test("a lying revision checked early is rejected and reported as before, and checked messages are written in arrival order")
     func lyingRevisionCheckedEarly() throws {
-        let harness = try ReplicationHarness(seed: 45)
-        let b = try harness.addNode("b")
-        let link = InMemoryLink(scheduler: harness.scheduler)
-        let box = SessionOutcome()
-        let worker = HeldWorker()
-        let session = startPullSession(b, over: link.ends.1, harness, recording: box, worker: worker)
-        defer { withExtendedLifetime(session) {} }
-        let peer = ScriptedPeer(endpoint: link.ends.0)
-        try subscribe(peer, harness)
+        let held = try HeldSession(seed: 45)
+        defer { withExtendedLifetime(held.session) {} }
+        let (harness, b, worker, box, peer) = (held.harness, held.b, held.worker, held.outcome, held.peer)
         let fake = RevisionID(generation: 1, digestHigh: 1, digestLow: 2)
         let bodies = [Array(#"{"n":1}"#.utf8), Array(#"{"n":2}"#.utf8)]
         let honest = bodies.map { RevisionHasher.revisionID(parent: nil, kind: .live, canonicalBody: $0) }
@@ -69,13 +63,8 @@ struct EarlyCheckTests {
 
     @Test("a session closed while a check runs writes nothing of that message")
     func closedWhileChecking() throws {
-        let harness = try ReplicationHarness(seed: 46)
-        let b = try harness.addNode("b")
-        let link = InMemoryLink(scheduler: harness.scheduler)
-        let worker = HeldWorker()
-        let session = startPullSession(b, over: link.ends.1, harness, recording: SessionOutcome(), worker: worker)
-        let peer = ScriptedPeer(endpoint: link.ends.0)
-        try subscribe(peer, harness)
+        let held = try HeldSession(seed: 46)
+        let (harness, b, worker, session, peer) = (held.harness, held.b, held.worker, held.session, held.peer)
         let body = Array(#"{"n":1}"#.utf8)
         let id = RevisionHasher.revisionID(parent: nil, kind: .live, canonicalBody: body)
         peer.send(.changes(Changes(requestID: 1, subscriptionID: peer.subscription!, caughtUp: true, entries: [
@@ -94,8 +83,67 @@ struct EarlyCheckTests {
         #expect(!peer.received.contains { if case .revisionsAck = $0 { return true }; return false })
     }
 
-    /// Plays a source's part up to b's subscription: hello, then an empty checkpoint.
-    private func subscribe(_ peer: ScriptedPeer, _ harness: ReplicationHarness) throws {
+    @Test("messages checked while the writer was busy are written together, in arrival order, with the checkpoint they reach, and each is acknowledged")
+    func queuedMessagesWrittenTogether() throws {
+        let held = try HeldSession(seed: 47)
+        defer { withExtendedLifetime(held.session) {} }
+        let (harness, b, worker, box, peer) = (held.harness, held.b, held.worker, held.outcome, held.peer)
+        let commits = CommitCounter()
+        let token = b.store.addCommitObserver { commits.count += 1 }
+        defer { withExtendedLifetime(token) {} }
+        let bodies = (0..<3).map { Array(#"{"n":\#($0)}"#.utf8) }
+        let ids = bodies.map { RevisionHasher.revisionID(parent: nil, kind: .live, canonicalBody: $0) }
+        for batch in 0..<3 {
+            peer.send(.changes(Changes(requestID: RequestID(batch + 1), subscriptionID: peer.subscription!, caughtUp: batch == 2, entries: [
+                ChangesEntry(sequence: UInt64(10 * (batch + 1)), docID: "doc\(batch)", revisions: [LeafRevision(id: ids[batch], kind: .live)]),
+            ])))
+        }
+        harness.scheduler.run(until: { peer.received.filter { if case .changesReply = $0 { return true }; return false }.count == 3 })
+        for batch in 0..<3 {
+            peer.send(.revisions(Revisions(requestID: RequestID(batch + 1), final: true, revisions: [
+                RevisionTransfer(ancestry: [], knownAncestorTail: 0, body: bodies[batch]),
+            ])))
+        }
+        harness.scheduler.run(until: { worker.held.count == 3 })
+        // The last two finish first and wait; the first one's completion writes all three.
+        worker.release(2)
+        worker.release(1)
+        harness.scheduler.advance(by: 0.5)
+        #expect(try b.store.documentCount == 0)
+        worker.release(0)
+        harness.scheduler.run(until: { peer.received.filter { if case .revisionsAck = $0 { return true }; return false }.count == 3 })
+        #expect(box.reason == nil)
+        #expect(commits.count == 1)
+        #expect(try b.store.changes(since: 0).map(\.documentID) == ["doc0", "doc1", "doc2"])
+        let acked = peer.received.compactMap { message -> RequestID? in
+            if case .revisionsAck(let ack) = message { return ack.requestID }
+            return nil
+        }
+        #expect(acked == [1, 2, 3])
+        // The checkpoint of the last batch was written in that same transaction.
+        let id = ReplicationIdentity.checkpointDocumentID(ReplicationIdentity.replicationID(
+            source: Array(repeating: 7, count: 16), target: b.store.databaseIDBytes, filter: .all))
+        #expect(ReplicationCheckpoint(json: try b.store.localGet(id))?.current.sequence == 30)
+    }
+
+}
+
+/// A pull session of a new node "b" whose checks wait in a `HeldWorker`, subscribed to a
+/// scripted source (hello, then an empty checkpoint).
+struct HeldSession {
+    let harness: ReplicationHarness
+    let b: ReplicationHarness.Node
+    let worker = HeldWorker()
+    let outcome = SessionOutcome()
+    let session: ReplicationSession
+    let peer: ScriptedPeer
+
+    init(seed: UInt64) throws {
+        harness = try ReplicationHarness(seed: seed)
+        b = try harness.addNode("b")
+        let link = InMemoryLink(scheduler: harness.scheduler)
+        session = startPullSession(b, over: link.ends.1, harness, recording: outcome, worker: worker)
+        peer = ScriptedPeer(endpoint: link.ends.0)
         harness.scheduler.run(until: { peer.received.count >= 2 })
         peer.send(.hello(Hello(databaseID: Array(repeating: 7, count: 16), revsLimit: 1000, window: 4)))
         harness.scheduler.run(until: { peer.received.contains { if case .checkpointGet = $0 { return true }; return false } })
@@ -103,4 +151,9 @@ struct EarlyCheckTests {
         peer.send(.checkpoint(Checkpoint(requestID: get.requestID, value: nil)))
         harness.scheduler.run(until: { peer.subscription != nil })
     }
+}
+
+/// Counts commit notifications (on the simulated scheduler's thread).
+final class CommitCounter: @unchecked Sendable {
+    var count = 0
 }

@@ -39,4 +39,38 @@ struct CheckedForeignBatchTests {
         let tooMany = [ForeignRevision](repeating: good, count: StoreLimits.foreignBatchCountMax + 1)
         #expect(throws: StoreInputError.self) { try DocumentStore.checkForeign(tooMany) }
     }
+
+    @Test("checked batches written as one, with a local document in the same transaction: all of it or none")
+    func concatenatedWithLocalDocument() throws {
+        let store = try TestStore().store
+        let first = try DocumentStore.checkForeign([try foreign("a", body: body(1)), try foreign("b", body: body(2))])
+        let second = try DocumentStore.checkForeign([try foreign("c", body: body(3))])
+        let joined = CheckedForeignBatch.concatenating([first, second])
+        #expect(joined.count == 3)
+        let checkpoint = try LocalDocument("checkpoint/x", body: .object(["sequence": .int(3)]))
+        let results = try store.bulkInsertForeign(checked: joined, local: checkpoint)
+        #expect(results.map(\.documentID) == ["a", "b", "c"])
+        #expect(try store.localGet("checkpoint/x") == .object(["sequence": .int(3)]))
+
+        // A history that contradicts the stored tree fails the write (only the merge can tell):
+        // the local document the same call carried is not written either.
+        let leaf = RevisionID(generation: 2, digestHigh: 2, digestLow: 2)
+        let parents = [RevisionID(generation: 1, digestHigh: 1, digestLow: 1), RevisionID(generation: 1, digestHigh: 3, digestLow: 3)]
+        let original = try DocumentStore.checkForeign(
+            [ForeignRevision(documentID: "d", path: try RevisionPath(leaf: leaf, kind: .live, ancestors: [parents[0]]), body: .value(body(4)))],
+            idCheck: .trusted)
+        try store.bulkInsertForeign(checked: original)
+        let contradicting = try DocumentStore.checkForeign(
+            [ForeignRevision(documentID: "d", path: try RevisionPath(leaf: leaf, kind: .live, ancestors: [parents[1]]), body: .value(body(4)))],
+            idCheck: .trusted)
+        let later = try LocalDocument("checkpoint/x", body: .object(["sequence": .int(4)]))
+        #expect(throws: StoreError.self) { try store.bulkInsertForeign(checked: contradicting, local: later) }
+        #expect(try store.localGet("checkpoint/x") == .object(["sequence": .int(3)]))
+    }
+
+    @Test("a local document is checked before any write")
+    func localDocumentChecked() throws {
+        #expect(throws: StoreError.self) { try LocalDocument("", body: .object([:])) }
+        #expect(throws: StoreError.self) { try LocalDocument("x", body: .array([])) }
+    }
 }
