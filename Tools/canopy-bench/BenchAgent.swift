@@ -54,8 +54,9 @@ final class BenchAgent {
     func start() throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["run", "--data-dir", dataDir, "--log-level", "warning"]
-        FileManager.default.createFile(atPath: logPath, contents: nil)
-        let log = FileHandle(forWritingAtPath: logPath)
+        guard FileManager.default.createFile(atPath: logPath, contents: nil), let log = FileHandle(forWritingAtPath: logPath) else {
+            throw ValidationError("cannot create the agent's log file \(logPath)")
+        }
         process.standardOutput = log
         process.standardError = log
         try process.run()
