@@ -122,24 +122,11 @@ struct ReplicationScenario {
     /// Plain INSERTs of the same canonical bytes, `loadBatch` per transaction; only the
     /// transactions are timed (the bodies are made between them). Returns seconds and body bytes.
     private func rawCeiling(path: String) throws -> (seconds: Double, bytes: Int) {
-        let db = try Database(path: path)
-        try db.execute("CREATE TABLE raw (id TEXT PRIMARY KEY, body BLOB NOT NULL)")
-        var seconds = 0.0
         var bytes = 0
-        for start in stride(from: 0, to: count, by: Self.loadBatch) {
-            let indices = start..<min(start + Self.loadBatch, count)
-            let rows = indices.map { (StoreBenchData.documentID($0), CanonicalJSON.encode(Self.body($0, bytes: bodyBytes))) }
-            bytes += rows.reduce(0) { $0 + $1.1.count }
-            let began = BenchClock.now()
-            try db.transaction { db in
-                let statement = try db.cached("INSERT INTO raw(id, body) VALUES (?, ?)")
-                for (id, body) in rows {
-                    try statement.bind(id, at: 1)
-                    try statement.bind(body, at: 2)
-                    try statement.run()
-                }
-            }
-            seconds += BenchClock.now() - began
+        let (seconds, _) = try StoreBenchPhases.rawInserts(path: path, count: count, batch: Self.loadBatch) { range in
+            let rows = range.map { (id: StoreBenchData.documentID($0), body: CanonicalJSON.encode(Self.body($0, bytes: bodyBytes))) }
+            bytes += rows.reduce(0) { $0 + $1.body.count }
+            return rows
         }
         return (seconds, bytes)
     }
