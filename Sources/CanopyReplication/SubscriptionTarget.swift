@@ -95,7 +95,8 @@ final class SubscriptionTarget {
         if let last = changes.entries.last { lastSequenceReceived = last.sequence }
         progress.total += UInt64(changes.entries.count)
         pending.append(Batch(requestID: changes.requestID, entries: changes.entries, caughtUp: changes.caughtUp, complete: !wantsAnything))
-        return (ChangesReply(requestID: changes.requestID, items: items), try completeFinishedBatches())
+        // A batch that needed nothing completes here: the checkpoint it reaches is written alone.
+        return (ChangesReply(requestID: changes.requestID, items: items), try write([]))
     }
 
     private var lastSequenceReceived: UInt64 = 0
@@ -177,7 +178,9 @@ final class SubscriptionTarget {
     }
 
     /// Writes a group of messages in one transaction, with the checkpoint the group reaches (found
-    /// before writing: it depends only on which batches the group completes).
+    /// before writing: it depends only on which batches the group completes), then pops the
+    /// batches that are complete. An empty group writes only the checkpoint that batches already
+    /// complete reach, if any (nothing at all when there is none).
     private func write(_ group: ArraySlice<CheckedMessage>) throws(ReplicationError) -> Completion {
         var completing: [Int] = []
         for message in group {
@@ -245,19 +248,6 @@ final class SubscriptionTarget {
 
     /// True when no batch is outstanding.
     var isDrained: Bool { pending.isEmpty }
-
-    /// Pops complete batches from the head and records the checkpoint they reach in a
-    /// transaction of its own (batches that needed nothing have no write to share).
-    private func completeFinishedBatches() throws(ReplicationError) -> Completion {
-        guard let sequence = checkpointSequence() else { return popCompleted(recorded: nil) }
-        let next = recording(sequence)
-        do {
-            try store.localPut(ReplicationIdentity.checkpointDocumentID(replicationID), body: next.json)
-        } catch {
-            throw .store(error)
-        }
-        return popCompleted(recorded: (sequence, next))
-    }
 
     /// The sequence the checkpoint reaches once the batches at the `pending` positions
     /// `completing` are complete too — the last sequence of the newest batch such that it and
