@@ -49,8 +49,9 @@ final class SystemRandomSource: RandomSource, @unchecked Sendable {
     }
 }
 
-/// Runs the engine's CPU-bound checks on Dispatch's global workers and completes on the engine's
-/// serial queue, so that checking one received batch overlaps writing the one before it.
+/// Runs the engine's checks and store writes of received revisions on Dispatch's global workers
+/// and completes on the engine's serial queue, so that checking one received batch overlaps
+/// writing the one before it, and both overlap the protocol work on the serial queue.
 final class DispatchReplicationWorker: ReplicationWorker, @unchecked Sendable {
     private let queue: DispatchQueue
 

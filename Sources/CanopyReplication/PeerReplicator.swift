@@ -38,7 +38,8 @@ public final class PeerReplicator: @unchecked Sendable {
     private let store: DocumentStore
     private let dialer: (any PeerDialer)?
     private let scheduler: any ReplicationScheduler
-    /// Where each session checks received revisions (inline unless the host injects a worker).
+    /// Where each session checks and writes received revisions (inline unless the host injects a
+    /// worker).
     private let worker: any ReplicationWorker
     private let random: any RandomSource
     private let configuration: ReplicationConfiguration
@@ -211,7 +212,7 @@ public final class PeerReplicator: @unchecked Sendable {
     private func open(_ transport: any MessageTransport) {
         let session = ReplicationSession(
             store: store, transport: transport, scheduler: scheduler, random: random,
-            configuration: configuration, logger: logger, worker: worker
+            configuration: configuration, logger: logger, worker: worker, writer: worker
         ) { [weak self] event in self?.handle(event) }
         self.session = session
         status.connected = true

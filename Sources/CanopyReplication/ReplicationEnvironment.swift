@@ -47,8 +47,10 @@ extension RandomSource {
     }
 }
 
-/// Runs pure, CPU-bound work (the checks of received revisions) off the replicator's serial
-/// context, so that it overlaps the store writes done there.
+/// Runs work off the replicator's serial context: the checks of received revisions (pure, CPU
+/// bound) and their store writes, so that checking, writing and the protocol work on the serial
+/// context overlap. `work` may run on any thread; the session keeps at most one write in flight
+/// and the store serialises writers, so a worker needs no ordering of its own.
 ///
 /// Invariant: `completion` runs on the serial context, with `work`'s output; for one worker,
 /// completions may arrive in any order (the session restores arrival order itself).

@@ -1,6 +1,7 @@
 import CanopyCore
 import CanopyStore
 import CanopyWire
+import DequeModule
 import Logging
 
 /// What a session reports to whoever owns it (a `PeerReplicator`, a test, the simulator).
@@ -65,6 +66,15 @@ public final class ReplicationSession: @unchecked Sendable {
     private var commitObserver: StoreObserverToken?
     /// Received revisions being checked off the serial context, written in arrival order.
     private var checks: RevisionCheckPipeline!
+    /// Where the store writes of received revisions run (`ReplicationWorker`): off the serial
+    /// context in the agent, so that the session keeps answering `changes` (read from the
+    /// store's snapshot connection) while a transaction runs.
+    private let writer: any ReplicationWorker
+    /// Checked messages waiting for the writer, oldest first.
+    private var unwritten: Deque<RevisionCheckPipeline.Checked> = []
+    /// True while a write is with the writer. One at a time: the checkpoint a write records
+    /// depends on which batches the write before it completed.
+    private var writing = false
     public private(set) var isClosed = false
     /// Bytes are counted by transports; messages by the session, for stats.
     public private(set) var messagesSent = 0
@@ -75,6 +85,7 @@ public final class ReplicationSession: @unchecked Sendable {
         store: DocumentStore, transport: any MessageTransport, scheduler: any ReplicationScheduler,
         random: any RandomSource, configuration: ReplicationConfiguration, logger: Logger,
         worker: any ReplicationWorker = InlineReplicationWorker(),
+        writer: any ReplicationWorker = InlineReplicationWorker(),
         onEvent: @escaping @Sendable (SessionEvent) -> Void
     ) {
         self.store = store
@@ -84,6 +95,7 @@ public final class ReplicationSession: @unchecked Sendable {
         self.configuration = configuration
         self.logger = logger
         self.onEvent = onEvent
+        self.writer = writer
         lastReceived = scheduler.now
         lastSent = scheduler.now
         machine = ConnectionStateMachine(localHello: Hello(
@@ -300,9 +312,10 @@ public final class ReplicationSession: @unchecked Sendable {
     private func receiveChanges(_ changes: Changes) throws(ReplicationError) {
         guard let target else { throw .invalidReference("changes without a subscription") }
         if changes.caughtUp && !configuration.continuous { targetSubscriptionEnded = true }
-        let (reply, completion) = try target.receive(changes)
-        send(.changesReply(reply))
-        report(completion, target: target)
+        send(.changesReply(try target.receive(changes)))
+        // A batch that needed nothing is complete: the checkpoint it reaches is written next.
+        writeNext()
+        onEvent(.progress)
     }
 
     /// Hands a message's revisions to the check pipeline; they are written, in arrival order,
@@ -313,35 +326,61 @@ public final class ReplicationSession: @unchecked Sendable {
         checks.submit(requestID: requestID, final: final, revisions: foreign)
     }
 
-    /// Checked messages, in arrival order (those that queued up while the store was busy come
-    /// together): the messages that passed are written, in as few transactions as the target
-    /// allows, and a batch's last message is acknowledged; a message whose check failed as a
-    /// whole is a protocol violation, after the messages before it were written.
+    /// Checked messages, in arrival order: they wait for the writer.
     private func writeChecked(_ group: [RevisionCheckPipeline.Checked]) {
-        guard !isClosed, let target else { return }
+        unwritten.append(contentsOf: group)
+        writeNext()
+    }
+
+    /// Unless a write is in flight, hands the writer the next transaction: the checked messages
+    /// at the head of `unwritten` (those that queued up while the writer was busy go together,
+    /// up to `SubscriptionTarget.writeGroupRevisionsMax` revisions), with the checkpoint they
+    /// reach — or the checkpoint alone, when batches that needed nothing completed. A message
+    /// whose check failed as a whole is a protocol violation once the messages before it were
+    /// written. A batch's last message is acknowledged after its transaction committed.
+    private func writeNext() {
+        guard !writing, !isClosed, let target else { return }
         do throws(ReplicationError) {
-            var passed: [SubscriptionTarget.CheckedMessage] = []
-            for checked in group {
-                switch checked.result {
-                case .success(let batch):
-                    passed.append(.init(requestID: checked.requestID, final: checked.final, batch: batch))
-                case .failure(let problem):
-                    try write(passed, to: target)
-                    passed = []
-                    try target.refuse(requestID: checked.requestID, problem: problem)
-                }
+            if let head = unwritten.first, case .failure(let problem) = head.result {
+                try target.refuse(requestID: head.requestID, problem: problem)
             }
-            try write(passed, to: target)
+            var messages: [SubscriptionTarget.CheckedMessage] = []
+            var revisions = 0
+            while let head = unwritten.first, case .success(let batch) = head.result,
+                messages.isEmpty || revisions + batch.count <= SubscriptionTarget.writeGroupRevisionsMax {
+                unwritten.removeFirst()
+                messages.append(.init(requestID: head.requestID, final: head.final, batch: batch))
+                revisions += batch.count
+            }
+            guard let write = try target.prepareWrite(messages) else { return }
+            writing = true
+            let writtenTarget = ObjectIdentifier(target)
+            writer.run({ write.perform() }) { [weak self] result in
+                self?.written(write, result: result, for: writtenTarget)
+            }
         } catch {
             fail(error)
         }
     }
 
-    private func write(_ messages: [SubscriptionTarget.CheckedMessage], to target: SubscriptionTarget) throws(ReplicationError) {
-        guard !messages.isEmpty else { return }
-        let (acks, completion) = try target.receive(messages)
-        for ack in acks { send(.revisionsAck(ack)) }
-        report(completion, target: target)
+    /// The writer finished `write`: acknowledge, report, and start the next one.
+    private func written(
+        _ write: SubscriptionTarget.Write, result: Result<[DocumentEvent], ReplicationError>, for writtenTarget: ObjectIdentifier
+    ) {
+        writing = false
+        // A session closed meanwhile sends nothing more; what committed stays (the checkpoint
+        // with it), and the peer sends the unacknowledged batches again next time. (The target
+        // is not replaced while its batches are pending, so it is the one written for.)
+        guard !isClosed, let target, ObjectIdentifier(target) == writtenTarget else { return }
+        switch result {
+        case .success(let events):
+            let (acks, completion) = target.finish(write, events: events)
+            for ack in acks { send(.revisionsAck(ack)) }
+            report(completion, target: target)
+            writeNext()
+        case .failure(let error):
+            fail(error)
+        }
     }
 
     private func report(_ completion: SubscriptionTarget.Completion, target: SubscriptionTarget) {
@@ -573,6 +612,7 @@ public final class ReplicationSession: @unchecked Sendable {
         guard !isClosed else { return }
         isClosed = true
         checks.cancel()
+        unwritten.removeAll()
         heartbeatTimer?.cancel()
         commitObserver?.cancel()
         commitObserver = nil

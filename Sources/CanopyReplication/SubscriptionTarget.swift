@@ -16,7 +16,7 @@ import DequeModule
 ///               before it are complete and durable — written to the local document right after
 ///               the batch's transaction commits, so it is never ahead of the data
 ///
-/// All methods run on the session's serial context.
+/// All methods run on the session's serial context; only a `Write`'s `perform` runs elsewhere.
 final class SubscriptionTarget {
     struct Batch {
         let requestID: RequestID
@@ -59,9 +59,10 @@ final class SubscriptionTarget {
     /// The checkpoint as last recorded locally.
     var currentCheckpoint: ReplicationCheckpoint? { checkpoint }
 
-    /// A batch of changes from the source: returns the revision diff to send back, and the
-    /// completion if the batch needed nothing.
-    func receive(_ changes: Changes) throws(ReplicationError) -> (ChangesReply, Completion) {
+    /// A batch of changes from the source: returns the revision diff to send back. A batch that
+    /// needed nothing is complete at once; the checkpoint it reaches is written by the session's
+    /// next `prepareWrite`.
+    func receive(_ changes: Changes) throws(ReplicationError) -> ChangesReply {
         guard changes.subscriptionID == subscriptionID else {
             throw .invalidReference("changes for unknown subscription \(changes.subscriptionID)")
         }
@@ -95,8 +96,7 @@ final class SubscriptionTarget {
         if let last = changes.entries.last { lastSequenceReceived = last.sequence }
         progress.total += UInt64(changes.entries.count)
         pending.append(Batch(requestID: changes.requestID, entries: changes.entries, caughtUp: changes.caughtUp, complete: !wantsAnything))
-        // A batch that needed nothing completes here: the checkpoint it reaches is written alone.
-        return (ChangesReply(requestID: changes.requestID, items: items), try write([]))
+        return ChangesReply(requestID: changes.requestID, items: items)
     }
 
     private var lastSequenceReceived: UInt64 = 0
@@ -132,7 +132,7 @@ final class SubscriptionTarget {
     }
 
     /// A `revisions` message whose check passed.
-    struct CheckedMessage {
+    struct CheckedMessage: Sendable {
         let requestID: RequestID
         let final: Bool
         let batch: CheckedForeignBatch
@@ -146,28 +146,63 @@ final class SubscriptionTarget {
     /// commits (at 1M documents of 1 KiB the receiver peaked at 59.5 MiB with 4,000, 56.2 with 2,000).
     static let writeGroupRevisionsMax = 2_000
 
-    /// Checked messages, in arrival order: writes them with the node's conflict policy, in as few
-    /// transactions as `writeGroupRevisionsMax` allows, each together with the checkpoint its
-    /// messages reach; returns the acknowledgement of every message marked final.
-    func receive(_ messages: [CheckedMessage]) throws(ReplicationError) -> (acks: [RevisionsAck], completion: Completion) {
-        var acks: [RevisionsAck] = []
-        var completion = Completion()
-        var start = 0
-        while start < messages.count {
-            var end = start + 1
-            var revisions = messages[start].batch.count
-            while end < messages.count && revisions + messages[end].batch.count <= Self.writeGroupRevisionsMax {
-                revisions += messages[end].batch.count
-                end += 1
+    /// One transaction's worth of checked messages and the checkpoint they reach: made on the
+    /// serial context (`prepareWrite`), written wherever the session's writer runs (`perform`,
+    /// which touches only the store), and applied on the serial context again (`finish`).
+    /// At most one is in flight per target: the checkpoint a write records depends on which
+    /// batches the writes before it completed.
+    struct Write: Sendable {
+        let messages: [CheckedMessage]
+        let local: LocalDocument?
+        let recorded: RecordedCheckpoint?
+        fileprivate let store: DocumentStore
+
+        /// Writes the group in one transaction with its checkpoint; returns its document events.
+        func perform() -> Result<[DocumentEvent], ReplicationError> {
+            do throws(ReplicationError) {
+                return .success(try SubscriptionTarget.insert(.concatenating(messages.map(\.batch)), local: local, into: store))
+            } catch {
+                return .failure(error)
             }
-            let written = try write(messages[start..<end])
-            completion.events += written.events
-            completion.checkpoint = written.checkpoint ?? completion.checkpoint
-            completion.caughtUp = completion.caughtUp || written.caughtUp
-            acks += messages[start..<end].filter(\.final).map { RevisionsAck(requestID: $0.requestID, status: .ok) }
-            start = end
         }
-        return (acks, completion)
+    }
+
+    /// A checkpoint about to be written, and the sequence it records.
+    struct RecordedCheckpoint: Sendable {
+        let sequence: UInt64
+        let checkpoint: ReplicationCheckpoint
+    }
+
+    /// The write of `messages` (checked, in arrival order, for batches of this target) in one
+    /// transaction, with the checkpoint the group reaches — found before writing: it depends only
+    /// on which batches the group completes. With no messages: the checkpoint alone that batches
+    /// already complete reach, or nil when there is none to write.
+    func prepareWrite(_ messages: [CheckedMessage]) throws(ReplicationError) -> Write? {
+        var completing: [Int] = []
+        for message in messages {
+            let index = try pendingIndex(message.requestID)
+            if message.final { completing.append(index) }
+        }
+        let recorded = checkpointSequence(completing: completing).map { RecordedCheckpoint(sequence: $0, checkpoint: recording($0)) }
+        guard !messages.isEmpty || recorded != nil || headIsSettled else { return nil }
+        var local: LocalDocument?
+        if let recorded {
+            do { local = try LocalDocument(ReplicationIdentity.checkpointDocumentID(replicationID), body: recorded.checkpoint.json) } catch {
+                throw .store(error)
+            }
+        }
+        return Write(messages: messages, local: local, recorded: recorded, store: store)
+    }
+
+    /// A write that committed with `events`: the batches it completed are popped and its
+    /// checkpoint becomes current; returns the acknowledgement of every message marked final.
+    func finish(_ write: Write, events: [DocumentEvent]) -> (acks: [RevisionsAck], completion: Completion) {
+        for message in write.messages where message.final {
+            if let index = pending.firstIndex(where: { $0.requestID == message.requestID }) { pending[index].complete = true }
+        }
+        var completion = popCompleted(recorded: write.recorded)
+        completion.events = events
+        return (write.messages.filter(\.final).map { RevisionsAck(requestID: $0.requestID, status: .ok) }, completion)
     }
 
     /// A message whose check failed as a whole (a problem that names no document, or a batch
@@ -175,30 +210,6 @@ final class SubscriptionTarget {
     func refuse(requestID: RequestID, problem: StoreInputError) throws(ReplicationError) -> Never {
         _ = try pendingIndex(requestID)
         throw .protocolViolation(.invalidDocument(detail: "\(problem)"))
-    }
-
-    /// Writes a group of messages in one transaction, with the checkpoint the group reaches (found
-    /// before writing: it depends only on which batches the group completes), then pops the
-    /// batches that are complete. An empty group writes only the checkpoint that batches already
-    /// complete reach, if any (nothing at all when there is none).
-    private func write(_ group: ArraySlice<CheckedMessage>) throws(ReplicationError) -> Completion {
-        var completing: [Int] = []
-        for message in group {
-            let index = try pendingIndex(message.requestID)
-            if message.final { completing.append(index) }
-        }
-        let recorded = checkpointSequence(completing: completing).map { ($0, recording($0)) }
-        var local: LocalDocument?
-        if let (_, next) = recorded {
-            do { local = try LocalDocument(ReplicationIdentity.checkpointDocumentID(replicationID), body: next.json) } catch {
-                throw .store(error)
-            }
-        }
-        let events = try insert(.concatenating(group.map(\.batch)), local: local)
-        for index in completing { pending[index].complete = true }
-        var completion = popCompleted(recorded: recorded)
-        completion.events = events
-        return completion
     }
 
     /// The position in `pending` of our incomplete batch `requestID`.
@@ -219,7 +230,9 @@ final class SubscriptionTarget {
     /// protocol violation.
     /// `local` (the checkpoint) is written in the same transaction, also when every document was
     /// rejected.
-    private func insert(_ batch: CheckedForeignBatch, local: LocalDocument?) throws(ReplicationError) -> [DocumentEvent] {
+    private static func insert(
+        _ batch: CheckedForeignBatch, local: LocalDocument?, into store: DocumentStore
+    ) throws(ReplicationError) -> [DocumentEvent] {
         var events = batch.rejected.map { problem in
             DocumentEvent(kind: .rejected, documentID: problem.documentID ?? "", detail: "\(problem)")
         }
@@ -268,18 +281,28 @@ final class SubscriptionTarget {
             ?? ReplicationCheckpoint(current: .init(session: session, sequence: sequence))
     }
 
-    /// Pops complete batches from the head; `recorded` is the checkpoint just written for them.
-    private func popCompleted(recorded: (sequence: UInt64, checkpoint: ReplicationCheckpoint)?) -> Completion {
+    /// True when the batch at the head is complete and the recorded checkpoint covers it: it
+    /// only waits to be popped (a batch without entries, or one that completed after the
+    /// checkpoint that covers it was found).
+    private var headIsSettled: Bool {
+        guard let head = pending.first, head.complete else { return false }
+        return (head.entries.last?.sequence ?? 0) <= lastSequence
+    }
+
+    /// Records `recorded`, the checkpoint just written, then pops the complete batches at the head
+    /// that the checkpoint covers. A batch that completed while the write was in flight (it needed
+    /// nothing) stays until a checkpoint covers it, so neither it nor `caughtUp` is reported
+    /// before its sequence is durable.
+    private func popCompleted(recorded: RecordedCheckpoint?) -> Completion {
         var completion = Completion()
-        while let head = pending.first, head.complete {
-            pending.removeFirst()
-            progress.completed += UInt64(head.entries.count)
-            if head.caughtUp && pending.isEmpty { completion.caughtUp = true }
-        }
         if let recorded {
             lastSequence = recorded.sequence
             checkpoint = recorded.checkpoint
             completion.checkpoint = recorded.sequence
+        }
+        while headIsSettled, let head = pending.popFirst() {
+            progress.completed += UInt64(head.entries.count)
+            if head.caughtUp && pending.isEmpty { completion.caughtUp = true }
         }
         return completion
     }

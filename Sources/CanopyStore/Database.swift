@@ -44,6 +44,15 @@ public final class Database {
         try execute("PRAGMA cache_size=-16384")
     }
 
+    /// A second connection to the database at `path` that only reads (`PRAGMA query_only`), with
+    /// a smaller page cache (4 MiB): it looks documents up by id, and shares the file's pages
+    /// through the operating system's cache anyway.
+    static func snapshotReader(path: String) throws(SQLiteError) -> Database {
+        let reader = try Database(path: path)
+        try reader.execute("PRAGMA query_only=1; PRAGMA cache_size=-4096")
+        return reader
+    }
+
     deinit {
         statements.removeAll()
         staticStatements.removeAll()

@@ -30,7 +30,7 @@ extension DocumentStore {
     /// at most `limit` (capped at `StoreLimits.changesLimitMax`). Local documents never appear.
     public func changes(since: Int64, limit: Int = StoreLimits.changesLimitMax) throws(StoreError) -> [Change] {
         let count = max(0, min(limit, StoreLimits.changesLimitMax))
-        return try read { db in
+        return try readSnapshot { db in
             try db.query(
                 "SELECT sequence, doc_id, leaves, deleted, doc_key FROM documents WHERE sequence > ? ORDER BY sequence LIMIT ?",
                 [.integer(since), .integer(Int64(count))]

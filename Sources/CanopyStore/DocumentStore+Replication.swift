@@ -56,7 +56,7 @@ extension DocumentStore {
     /// No dictionary is built and no id sorted — per batch of a pull, hashing and sorting the ids
     /// cost more than the absent-document lookups themselves. An id offered twice is answered twice.
     public func revsDiff(inOrder offers: [RevisionOffer]) throws(StoreError) -> [RevsDiffEntry?] {
-        try readBatch { db in
+        try readSnapshot { db in
             let trees = try RevisionRows.loadTrees(db, documentIDs: offers.map(\.documentID))
             return zip(trees, offers).map { Self.revsDiff($0, $1) }
         }
@@ -91,7 +91,7 @@ extension DocumentStore {
     ) throws(StoreError) -> [ForeignRevision] {
         let limit = max(1, historyLimit ?? revsLimit)
         let reach = max(limit, knownAncestorReach)
-        return try readBatch { db in
+        return try readSnapshot { db in
             var result: [ForeignRevision] = []
             let documents = try RevisionRows.loadForSending(db, requests)
             for (request, document) in zip(requests, documents) {

@@ -2,6 +2,7 @@ import CSodium
 import CanopyCore
 import Foundation
 import Logging
+import Synchronization
 
 /// Canopy's document database: one SQLite file holding revision trees, bodies, the changes index
 /// and local documents. This is the local API an application embeds, and what replication reads
@@ -54,16 +55,24 @@ public final class DocumentStore: @unchecked Sendable {
     var logger: Logger { configuration.logger }
     /// The store's random, permanent 16-byte identity (made once when the file is created).
     public let databaseID: UUID
-    /// Cached `metadata.revs_limit`; changed only under the lock.
-    private var storedRevsLimit: Int
+    /// Cached `metadata.revs_limit`; changed only under the lock, read without it (replication
+    /// reads it on the snapshot path, which must not wait for a write in progress).
+    private let storedRevsLimit = Atomic<Int>(0)
     /// Cached peer horizons (`PeerHorizons`), keyed by peer; changed only under the lock, after
     /// the transaction that wrote them committed.
     private var storedHorizons: [String: Int64]
     /// The lowest of `storedHorizons` (nil when there is none), kept with it so that a write does
     /// not scan the horizons.
     private var storedStemHorizon: Int64?
-    /// Cached `metadata.last_sequence`; changed only under the lock, after a commit.
-    private var storedLastSequence: Int64
+    /// Cached `metadata.last_sequence`; changed only under the lock, after a commit, and read
+    /// without it (a replication source asks it while this node writes).
+    private let storedLastSequence = Atomic<Int64>(0)
+    /// Guards `snapshotConnection`; never taken together with `lock`.
+    private let snapshotLock = NSLock()
+    /// The second connection batched reads use (`readSnapshot`), opened with the store (the path
+    /// may not name the file later); nil when the database is not in WAL mode (in memory),
+    /// where a reader would wait for the writer anyway.
+    private let snapshotConnection: Database?
 
     /// libsodium initialised once per process before the store hashes anything: its documentation
     /// requires `sodium_init` first, and only then does it pick the fastest BLAKE2b for this CPU
@@ -93,10 +102,12 @@ public final class DocumentStore: @unchecked Sendable {
             try db.execute("SELECT key FROM json_each('[]')")
             let meta = try Metadata.loadOrCreate(db, revsLimit: configuration.revsLimit)
             databaseID = meta.databaseID
-            storedRevsLimit = meta.revsLimit
-            storedLastSequence = meta.lastSequence
+            storedRevsLimit.store(meta.revsLimit, ordering: .releasing)
+            storedLastSequence.store(meta.lastSequence, ordering: .releasing)
             storedHorizons = try PeerHorizons.load(db)
             storedStemHorizon = storedHorizons.values.min()
+            let wal = try db.queryFirst("PRAGMA journal_mode") { $0.text(0) } == "wal"
+            snapshotConnection = wal ? try Database.snapshotReader(path: path) : nil
             if configuration.checkpointInBackground {
                 db.replaceAutomaticCheckpoints(with: try BackgroundCheckpointer(
                     path: path, durable: configuration.durable, logger: configuration.logger))
@@ -115,53 +126,65 @@ public final class DocumentStore: @unchecked Sendable {
     }
 
     /// `read` for batches (many documents per call): `body` runs in one read transaction, so its
-    /// statements share a snapshot and the WAL read lock is taken once.
+    /// statements share a snapshot and the WAL read lock is taken once. `readSnapshot` falls back
+    /// to it where the store has no second connection.
     func readBatch<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         try read { db in try db.readTransaction(body) }
+    }
+
+    /// `readBatch` on the store's second connection: `body` reads the last committed snapshot in
+    /// one read transaction, under its own lock, and never waits for a write transaction in
+    /// progress (in WAL mode a reader and the writer run at once). Replication's batched reads
+    /// (revision diffs, the changes feed, revisions to send) use it, so that a node answers a
+    /// peer's `changes` while it writes the revisions of an earlier batch. A read sees every
+    /// transaction committed before it began, as `read` would; only a write still in progress is
+    /// invisible to it instead of waited for.
+    func readSnapshot<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        guard let snapshotConnection else { return try readBatch(body) }
+        snapshotLock.lock()
+        defer { snapshotLock.unlock() }
+        do {
+            return try snapshotConnection.readTransaction(body)
+        } catch {
+            throw StoreError.wrap(error)
+        }
     }
 
     /// Runs `body` in one transaction under the store's lock: all of it is committed, or none.
     /// The sequence counter advanced inside is persisted in the same transaction.
     /// Commit observers are told after the lock is released, when the sequence advanced.
     func write<T>(_ body: (WriteContext) throws -> T) throws(StoreError) -> T {
-        let before = storedLastSequenceUnlocked
-        let value = try writeLocked(body)
-        if storedLastSequenceUnlocked != before { notifyCommitObservers() }
+        let (value, advanced) = try writeLocked(body)
+        if advanced { notifyCommitObservers() }
         return value
     }
 
-    private func writeLocked<T>(_ body: (WriteContext) throws -> T) throws(StoreError) -> T {
+    /// `write` without the observers; also returns whether the sequence advanced.
+    private func writeLocked<T>(_ body: (WriteContext) throws -> T) throws(StoreError) -> (T, advanced: Bool) {
         lock.lock()
         defer { lock.unlock() }
         do {
+            let before = storedLastSequence.load(ordering: .acquiring)
+            let revsLimit = storedRevsLimit.load(ordering: .acquiring)
             let context = WriteContext(
-                db: db, lastSequence: storedLastSequence, revsLimit: storedRevsLimit,
+                db: db, lastSequence: before, revsLimit: revsLimit,
                 peerHorizons: storedHorizons, stemHorizon: storedStemHorizon, logger: logger)
             let value = try db.transaction { _ in
                 let value = try body(context)
-                if context.lastSequence != storedLastSequence {
-                    try Metadata.setLastSequence(db, context.lastSequence)
-                }
-                if context.revsLimit != storedRevsLimit { try Metadata.setRevsLimit(db, context.revsLimit) }
+                if context.lastSequence != before { try Metadata.setLastSequence(db, context.lastSequence) }
+                if context.revsLimit != revsLimit { try Metadata.setRevsLimit(db, context.revsLimit) }
                 return value
             }
-            storedLastSequence = context.lastSequence
-            storedRevsLimit = context.revsLimit
+            storedLastSequence.store(context.lastSequence, ordering: .releasing)
+            storedRevsLimit.store(context.revsLimit, ordering: .releasing)
             if !context.horizonChanges.isEmpty {
                 for (peer, sequence) in context.horizonChanges { storedHorizons[peer] = sequence }
                 storedStemHorizon = storedHorizons.values.min()
             }
-            return value
+            return (value, context.lastSequence != before)
         } catch {
             throw StoreError.wrap(error)
         }
-    }
-
-    /// `storedLastSequence` read under the lock.
-    private var storedLastSequenceUnlocked: Int64 {
-        lock.lock()
-        defer { lock.unlock() }
-        return storedLastSequence
     }
 
     /// The database id as its 16 raw bytes (the form replication uses).
@@ -178,16 +201,12 @@ public final class DocumentStore: @unchecked Sendable {
 
     /// The largest sequence assigned so far (0 for an empty store).
     public var lastSequence: Int64 {
-        lock.lock()
-        defer { lock.unlock() }
-        return storedLastSequence
+        storedLastSequence.load(ordering: .acquiring)
     }
 
     /// How many ancestors each leaf keeps (persisted in the file).
     public var revsLimit: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return storedRevsLimit
+        storedRevsLimit.load(ordering: .acquiring)
     }
 
     /// Changes and persists `revsLimit`; trees are stemmed to it as they are next written.

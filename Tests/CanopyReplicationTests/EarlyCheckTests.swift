@@ -128,21 +128,27 @@ struct EarlyCheckTests {
 
 }
 
-/// A pull session of a new node "b" whose checks wait in a `HeldWorker`, subscribed to a
-/// scripted source (hello, then an empty checkpoint).
+/// A pull session of a new node "b" whose checks (or, with `holdingWrites`, whose store writes)
+/// wait in a `HeldWorker`, subscribed to a scripted source (hello, then an empty checkpoint).
 struct HeldSession {
     let harness: ReplicationHarness
     let b: ReplicationHarness.Node
+    /// Holds the checks (unless `holdingWrites`, when they run inline).
     let worker = HeldWorker()
+    /// Holds the writes when `holdingWrites` (else they run inline).
+    let writer = HeldWorker()
     let outcome = SessionOutcome()
     let session: ReplicationSession
     let peer: ScriptedPeer
 
-    init(seed: UInt64) throws {
+    init(seed: UInt64, holdingWrites: Bool = false) throws {
         harness = try ReplicationHarness(seed: seed)
         b = try harness.addNode("b")
         let link = InMemoryLink(scheduler: harness.scheduler)
-        session = startPullSession(b, over: link.ends.1, harness, recording: outcome, worker: worker)
+        session = startPullSession(
+            b, over: link.ends.1, harness, recording: outcome,
+            worker: holdingWrites ? InlineReplicationWorker() : worker,
+            writer: holdingWrites ? writer : InlineReplicationWorker())
         peer = ScriptedPeer(endpoint: link.ends.0)
         harness.scheduler.run(until: { peer.received.count >= 2 })
         peer.send(.hello(Hello(databaseID: Array(repeating: 7, count: 16), revsLimit: 1000, window: 4)))

@@ -99,19 +99,24 @@ struct FailureReplicationTests {
 final class SessionOutcome: @unchecked Sendable {
     var reason: TransportCloseReason?
     var rejected: [DocumentEvent] = []
+    /// Whether the pull reported `pullCaughtUp`.
+    var caughtUp = false
 }
 
 /// Starts a pull session of `node` over `transport`, recording into `outcome`. The caller keeps
 /// the session alive for as long as the test drives it.
 func startPullSession(
     _ node: ReplicationHarness.Node, over transport: any MessageTransport, _ harness: ReplicationHarness,
-    recording outcome: SessionOutcome, worker: any ReplicationWorker = InlineReplicationWorker()
+    recording outcome: SessionOutcome, worker: any ReplicationWorker = InlineReplicationWorker(),
+    writer: any ReplicationWorker = InlineReplicationWorker()
 ) -> ReplicationSession {
     let session = ReplicationSession(
         store: node.store, transport: transport, scheduler: harness.scheduler, random: harness.random,
-        configuration: ReplicationConfiguration(direction: .pull), logger: .init(label: "test"), worker: worker
+        configuration: ReplicationConfiguration(direction: .pull), logger: .init(label: "test"), worker: worker,
+        writer: writer
     ) { event in
         if case .closed(let reason) = event { outcome.reason = reason }
+        if case .pullCaughtUp = event { outcome.caughtUp = true }
         if case .documents(let documents) = event { outcome.rejected += documents.filter { $0.kind == .rejected } }
     }
     session.start()
