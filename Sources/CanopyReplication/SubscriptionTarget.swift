@@ -8,13 +8,14 @@ import DequeModule
 ///
 /// Data model:
 ///
-///     pending   batches received and not complete, oldest first (the source's window bounds it)
-///     batch     wanted: the flattened list of (entry, revision index) this node asked for
-///               received: how many of them arrived (or were skipped by the source)
-///               complete when `revisions` with `final` arrived, or at once if nothing was wanted
+///     pending   batches received and not yet covered by the checkpoint, oldest first (the
+///               source's window bounds it)
+///     batch     complete when its `revisions` with `final` were written, or at once if nothing
+///               was wanted
 ///     checkpoint  the last source sequence of the newest batch such that it and every batch
-///               before it are complete and durable — written to the local document right after
-///               the batch's transaction commits, so it is never ahead of the data
+///               before it are complete and durable — written to the local document in the same
+///               transaction as the revisions that complete it (alone, for batches that needed
+///               nothing), so it is never ahead of the data
 ///
 /// All methods run on the session's serial context; only a `Write`'s `perform` runs elsewhere.
 final class SubscriptionTarget {
@@ -176,7 +177,8 @@ final class SubscriptionTarget {
     /// The write of `messages` (checked, in arrival order, for batches of this target) in one
     /// transaction, with the checkpoint the group reaches — found before writing: it depends only
     /// on which batches the group completes. With no messages: the checkpoint alone that batches
-    /// already complete reach, or nil when there is none to write.
+    /// already complete reach; a write of nothing when batches at the head only wait to be popped
+    /// (`headIsSettled`); nil when there is nothing to do.
     func prepareWrite(_ messages: [CheckedMessage]) throws(ReplicationError) -> Write? {
         var completing: [Int] = []
         for message in messages {
