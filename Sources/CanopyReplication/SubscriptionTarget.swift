@@ -311,6 +311,7 @@ final class SubscriptionTarget {
 
     static func events(for results: [ForeignDocumentResult]) -> [DocumentEvent] {
         var events: [DocumentEvent] = []
+        events.reserveCapacity(results.count)
         for result in results where !result.alreadyKnown || result.resolution != .notConflicted {
             if !result.alreadyKnown {
                 events.append(DocumentEvent(kind: .pulled, documentID: result.documentID, revision: result.lastAdded))

@@ -93,6 +93,7 @@ extension DocumentStore {
         let reach = max(limit, knownAncestorReach)
         return try readSnapshot { db in
             var result: [ForeignRevision] = []
+            result.reserveCapacity(requests.reduce(0) { $0 + $1.revisions.count })
             let documents = try RevisionRows.loadForSending(db, requests)
             for (request, document) in zip(requests, documents) {
                 guard let document else {

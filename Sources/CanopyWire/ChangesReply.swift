@@ -92,6 +92,7 @@ public struct ChangesReply: WireMessageBody {
         var missing: [Int] = []
         if header & 1 == 1 {
             let mask = header >> 1
+            missing.reserveCapacity(mask.nonzeroBitCount)
             for bit in 0..<maskBits where mask & (1 << UInt64(bit)) != 0 { missing.append(bit) }
         } else {
             let count = Int(min(header >> 1, UInt64(Int.max)))

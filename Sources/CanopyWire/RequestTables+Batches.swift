@@ -35,6 +35,7 @@ struct Batch: Sendable {
             throw .invalidReference(detail: "reply has \(reply.items.count) items for \(changes.entries.count) entries")
         }
         var missing: [Missing] = []
+        missing.reserveCapacity(reply.items.count)
         for (entryIndex, item) in reply.items.enumerated() {
             let revisionCount = changes.entries[entryIndex].revisions.count
             for revision in item.missing {
