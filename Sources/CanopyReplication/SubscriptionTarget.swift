@@ -267,7 +267,7 @@ final class SubscriptionTarget {
     /// The sequence the checkpoint reaches once the batches at the `pending` positions
     /// `completing` are complete too — the last sequence of the newest batch such that it and
     /// every batch before it are complete — or nil when that is not beyond `lastSequence`.
-    private func checkpointSequence(completing: [Int] = []) -> UInt64? {
+    private func checkpointSequence(completing: [Int]) -> UInt64? {
         var reached: UInt64?
         for (index, batch) in pending.enumerated() {
             guard batch.complete || completing.contains(index) else { break }
