@@ -86,4 +86,7 @@ public enum AgentLimits {
 
     /// Bytes read from a socket per read call.
     public static let socketReadChunkBytes = 64 * 1024
+    /// Chunks read from a socket before its connection yields its queue to other work and reads
+    /// on in a new block (16 × 64 KiB = 1 MiB), so a fast peer cannot hold the queue.
+    public static let socketReadsPerEvent = 16
 }

@@ -35,11 +35,20 @@ final class StreamConnection: @unchecked Sendable {
     private var onClose: CloseHandler = {}
     /// Reused by every read, and lent to `onRead` without a copy (allocating and zeroing a fresh
     /// chunk per read cost more than reading into this one).
-    private var readBuffer = [UInt8](repeating: 0, count: AgentLimits.socketReadChunkBytes)
+    private var readBuffer: [UInt8]
+    /// Chunks read per readiness event at most (`AgentLimits.socketReadsPerEvent`).
+    private let readsPerEvent: Int
 
     /// Wraps `fd`, which must already be non-blocking. Nothing happens until `start`. Bytes read
-    /// and written are added to `traffic` when given.
-    init(fd: Int32, queue: DispatchQueue, pendingWriteBytesMax: Int, traffic: TrafficCounters? = nil) {
+    /// and written are added to `traffic` when given. Reads are `readChunkBytes` each, at most
+    /// `readsPerEvent` of them per readiness event.
+    init(
+        fd: Int32, queue: DispatchQueue, pendingWriteBytesMax: Int, traffic: TrafficCounters? = nil,
+        readChunkBytes: Int = AgentLimits.socketReadChunkBytes, readsPerEvent: Int = AgentLimits.socketReadsPerEvent
+    ) {
+        precondition(readChunkBytes > 0 && readsPerEvent > 0, "a connection must read")
+        self.readBuffer = [UInt8](repeating: 0, count: readChunkBytes)
+        self.readsPerEvent = readsPerEvent
         self.fd = fd
         self.queue = queue
         self.pendingWriteBytesMax = pendingWriteBytesMax
@@ -120,14 +129,29 @@ final class StreamConnection: @unchecked Sendable {
         handler()
     }
 
+    /// Reads what the socket holds, a chunk at a time, until it has nothing more (EAGAIN) or the
+    /// stream ends; after `readsPerEvent` chunks it yields the queue and goes on in a block of
+    /// its own. It never leaves bytes for the read source to report: on Linux, once the peer has
+    /// closed, Dispatch's source fires neither for bytes left unread after an event nor for the end
+    /// of stream, so a peer that wrote and closed at once had its last bytes and its close ignored
+    /// (found only by the heartbeat). Reading on while chunks keep coming also saves the source's
+    /// re-arm and a thread wake-up per chunk.
     private func readAvailable() {
-        let count = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        if count > 0 {
-            traffic?.addReceived(count)
-            onRead(readBuffer[0..<count])
-        } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            close()
+        guard !isClosed else { return }
+        for _ in 0..<readsPerEvent {
+            let count = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count > 0 {
+                traffic?.addReceived(count)
+                onRead(readBuffer[0..<count])
+                guard !isClosed else { return }
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else {
+                if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) { close() }
+                return
+            }
         }
+        queue.async { [weak self] in self?.readAvailable() }
     }
 
     /// Writes as much of `bytes` as the socket takes now; returns how much, or nil when the
