@@ -95,7 +95,10 @@ final class AdminServer: @unchecked Sendable {
 }
 
 /// One admin connection: splits the byte stream into lines, decodes each as a request, and writes
-/// exactly one response per request, in request order.
+/// exactly one response per request, in request order. When the client ends its stream (a
+/// half-close, as `nc -N` or `socat` do after their input), a last line without its newline counts
+/// as a request, every request read is answered, and then the connection closes, unless it holds
+/// an `events` stream, which goes on until the client closes or the agent stops.
 ///
 /// Invariants (all on `queue`): at most one request is being handled at a time (the next line
 /// waits in `lines`), so responses leave in the order requests arrived; `buffer` never holds more
@@ -111,6 +114,10 @@ final class AdminClient: @unchecked Sendable {
     private var busy = false
     private var closeHandlers: [@Sendable () -> Void] = []
     private var isClosed = false
+    /// The client has ended its stream: no more requests will come.
+    private var inputEnded = false
+    /// The connection stays open after the client's input ends (it streams events).
+    private var staysOpen = false
 
     init(fd: Int32, handler: any AdminRequestHandler, logger: Logger) {
         self.connection = StreamConnection(fd: fd, queue: queue, pendingWriteBytesMax: AgentLimits.adminPendingWriteBytesMax)
@@ -121,7 +128,9 @@ final class AdminClient: @unchecked Sendable {
     func start(onClose: @escaping @Sendable () -> Void) {
         queue.async { [self] in
             closeHandlers.append(onClose)
-            connection.start(onRead: { [weak self] in self?.received($0) }, onClose: { [weak self] in self?.closed() })
+            connection.start(
+                onRead: { [weak self] in self?.received($0) }, onClose: { [weak self] in self?.closed() },
+                onEnd: { [weak self] in self?.endOfInput() })
         }
     }
 
@@ -136,6 +145,12 @@ final class AdminClient: @unchecked Sendable {
         queue.async { [self] in
             if isClosed { handler() } else { closeHandlers.append(handler) }
         }
+    }
+
+    /// Keeps the connection open after the client ends its input (an `events` subscription).
+    /// Called before the request's reply, so it takes effect before that reply is sent.
+    func staysOpenAfterInput() {
+        queue.async { [self] in staysOpen = true }
     }
 
     /// Closes from the server side (agent shutdown).
@@ -167,8 +182,21 @@ final class AdminClient: @unchecked Sendable {
         connection.closeWhenFlushed()
     }
 
+    /// The client ended its stream: its last line counts even without a newline; once every
+    /// request is answered the connection closes (see the type's comment).
+    private func endOfInput() {
+        inputEnded = true
+        if !buffer.isEmpty && buffer != [UInt8(ascii: "\r")] { lines.append(buffer) }
+        buffer = []
+        handleNext()
+    }
+
     private func handleNext() {
-        guard !busy, !connection.isClosed, !lines.isEmpty, let handler else { return }
+        guard !busy, !connection.isClosed, let handler else { return }
+        guard !lines.isEmpty else {
+            if inputEnded && !staysOpen { connection.closeWhenFlushed() }
+            return
+        }
         let line = lines.removeFirst()
         switch AdminRequest.decode(line) {
         case .failure(let problem):

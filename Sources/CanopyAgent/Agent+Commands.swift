@@ -215,6 +215,7 @@ extension Agent: AdminRequestHandler {
         dispatchPrecondition(condition: .onQueue(queue))
         let since = UInt64(try request.optionalInt("since", in: 0...Int64.max) ?? Int64(events.lastSequence))
         let (backlog, missed) = events.events(after: since)
+        client.staysOpenAfterInput()
         reply(.success(["last_seq": .int(Int64(events.lastSequence)), "missed": .int(Int64(missed))]))
         for event in backlog { client.sendLine(.object(["event": event.json])) }
         let key = ObjectIdentifier(client)

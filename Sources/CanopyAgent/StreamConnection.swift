@@ -19,6 +19,9 @@ final class StreamConnection: @unchecked Sendable {
     typealias ReadHandler = (ArraySlice<UInt8>) -> Void
     /// Called on `queue` once, when the connection has closed for any reason.
     typealias CloseHandler = () -> Void
+    /// Called on `queue` once, when the peer has finished sending (end of stream) on a connection
+    /// that keeps writing after that (see `start`).
+    typealias EndHandler = () -> Void
 
     let fd: Int32
     let queue: DispatchQueue
@@ -33,6 +36,10 @@ final class StreamConnection: @unchecked Sendable {
     private(set) var isClosed = false
     private var onRead: ReadHandler = { _ in }
     private var onClose: CloseHandler = {}
+    private var onEnd: EndHandler?
+    /// True once the peer's end of stream was read with an `onEnd` handler: reading has stopped,
+    /// writing goes on.
+    private var readEnded = false
     /// Reused by every read, and lent to `onRead` without a copy (allocating and zeroing a fresh
     /// chunk per read cost more than reading into this one).
     private var readBuffer: [UInt8]
@@ -55,11 +62,15 @@ final class StreamConnection: @unchecked Sendable {
         self.traffic = traffic
     }
 
-    /// Starts reading. Must be called on `queue`.
-    func start(onRead: @escaping ReadHandler, onClose: @escaping CloseHandler) {
+    /// Starts reading. Must be called on `queue`. Without `onEnd` the connection closes when the
+    /// peer's stream ends; with it, reading stops there, `onEnd` is called, and the connection
+    /// stays open for writing until `close` or `closeWhenFlushed` (a client that half-closed
+    /// after its requests still gets the answers).
+    func start(onRead: @escaping ReadHandler, onClose: @escaping CloseHandler, onEnd: EndHandler? = nil) {
         dispatchPrecondition(condition: .onQueue(queue))
         self.onRead = onRead
         self.onClose = onClose
+        self.onEnd = onEnd
         let fd = self.fd
         let read = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
         read.setEventHandler { [weak self] in self?.readAvailable() }
@@ -74,12 +85,14 @@ final class StreamConnection: @unchecked Sendable {
     }
 
     /// Hands the connection to a new owner (a handshake hands it to the secure channel). Must be
-    /// called on `queue`; bytes read afterwards go to the new handler.
+    /// called on `queue`; bytes read afterwards go to the new handler, and the end of the peer's
+    /// stream closes the connection.
     func replaceHandlers(onRead: @escaping ReadHandler, onClose: @escaping CloseHandler) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !isClosed else { return onClose() }
         self.onRead = onRead
         self.onClose = onClose
+        self.onEnd = nil
     }
 
     /// Queues bytes for writing. Must be called on `queue`. Ignored after close.
@@ -126,6 +139,7 @@ final class StreamConnection: @unchecked Sendable {
         let handler = onClose
         onClose = {}
         onRead = { _ in }
+        onEnd = nil
         handler()
     }
 
@@ -137,7 +151,7 @@ final class StreamConnection: @unchecked Sendable {
     /// (found only by the heartbeat). Reading on while chunks keep coming also saves the source's
     /// re-arm and a thread wake-up per chunk.
     private func readAvailable() {
-        guard !isClosed else { return }
+        guard !isClosed, !readEnded else { return }
         for _ in 0..<readsPerEvent {
             let count = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if count > 0 {
@@ -146,6 +160,12 @@ final class StreamConnection: @unchecked Sendable {
                 guard !isClosed else { return }
             } else if count < 0 && errno == EINTR {
                 continue
+            } else if count == 0, let handler = onEnd {
+                readEnded = true
+                onEnd = nil
+                readSource?.cancel()  // stays referenced; `close` cancels the write source too
+                handler()
+                return
             } else {
                 if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) { close() }
                 return

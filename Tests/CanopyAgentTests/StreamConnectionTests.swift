@@ -132,5 +132,37 @@ struct StreamConnectionTests {
         #expect(seen.closes == 1)
         close(writing)
     }
-}
 
+    @Test("with an end handler, the peer's half-close stops reading but not writing: the answer arrives, then the close")
+    func halfCloseKeepsWriting() throws {
+        let (reading, writing) = try socketPair()
+        let request = pattern(3 * Self.chunk + 5)
+        writeNow(request, to: writing)
+        #expect(shutdown(writing, Int32(SHUT_WR)) == 0)
+        let log = ReadLog()
+        let ended = DispatchSemaphore(value: 0)
+        let queue = DispatchQueue(label: "test.stream")
+        let connection = StreamConnection(
+            fd: reading, queue: queue, pendingWriteBytesMax: 1 << 20, readChunkBytes: Self.chunk, readsPerEvent: 16)
+        queue.sync { connection.start(onRead: log.read, onClose: log.close, onEnd: { ended.signal() }) }
+        #expect(ended.wait(timeout: .now() + 30) == .success, "the end of the peer's stream was not reported")
+        #expect(firstDifference(log.snapshot.bytes, request) == nil)
+        #expect(log.snapshot.closes == 0)
+        let answer = Array("answered".utf8)
+        queue.sync {
+            connection.send(answer)
+            connection.closeWhenFlushed()
+        }
+        #expect(log.closed.wait(timeout: .now() + 30) == .success)
+        #expect(log.snapshot.closes == 1)
+        var received = [UInt8](repeating: 0, count: 64)
+        var ready = pollfd(fd: writing, events: Int16(POLLIN), revents: 0)
+        _ = poll(&ready, 1, 30_000)
+        let count = received.withUnsafeMutableBytes { recv(writing, $0.baseAddress, $0.count, 0) }
+        #expect(count == answer.count)
+        #expect(Array(received.prefix(max(count, 0))) == answer)
+        _ = poll(&ready, 1, 30_000)
+        #expect(received.withUnsafeMutableBytes { recv(writing, $0.baseAddress, $0.count, 0) } == 0, "the connection did not close")
+        close(writing)
+    }
+}

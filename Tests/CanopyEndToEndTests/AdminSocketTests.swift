@@ -14,6 +14,48 @@ private func errorCode(_ response: [String: JSONValue]) -> String? {
     return code
 }
 
+/// A client like `nc -U -N` or `socat`: connects to `path`, writes `bytes`, half-closes
+/// (`shutdown(SHUT_WR)`), then reads until the agent closes, at most `seconds` per read; returns
+/// the lines read and whether the agent closed the connection (false: a read timed out).
+private func halfClosingClient(path: String, bytes: [UInt8], seconds: Int = 30, whileOpen: (Int) -> Void = { _ in })
+    throws -> (lines: [String], closed: Bool)
+{
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw AdminSocketClient.ClientError.unreachable(path: path, detail: "socket") }
+    defer { close(fd) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+    }
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard connected == 0 else { throw AdminSocketClient.ClientError.unreachable(path: path, detail: "connect") }
+    var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var offset = 0
+    while offset < bytes.count {
+        let count = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        guard count > 0 else { throw AdminSocketClient.ClientError.closed }
+        offset += count
+    }
+    shutdown(fd, Int32(SHUT_WR))
+    var received: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65_536)
+    var closed = false
+    while true {
+        let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if count < 0 && errno == EINTR { continue }
+        if count == 0 { closed = true }
+        guard count > 0 else { break }
+        received.append(contentsOf: chunk[0..<count])
+        whileOpen(received.count)
+    }
+    let lines = String(decoding: received, as: UTF8.self).split(separator: "\n").map(String.init)
+    return (lines, closed)
+}
+
 @Suite("the admin socket, against a real agent", .serialized)
 struct AdminSocketTests {
     @Test("the socket is mode 0600 and bad requests get errors on a connection that stays usable")
@@ -108,5 +150,40 @@ struct AdminSocketTests {
         _ = try writer.request("put", ["doc": .string("e3"), "body": .object([:])])
         let live = try reader.readObject()
         #expect(live["event"]?.objectValue?["seq"] == .int(Int64(sequences.count + 1)))
+    }
+
+    @Test("a client that half-closes after its requests gets every answer, the last line counted without its newline, then the close")
+    func halfClosedClientIsAnswered() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        // A body over one 64 KiB read, so the requests and the end of stream arrive in several reads.
+        let big = String(repeating: "b", count: 200_000)
+        let requests = #"{"id":1,"cmd":"put","doc":"big","body":{"s":"\#(big)"}}"# + "\n" + #"{"id":2,"cmd":"get","doc":"big"}"#
+        let (lines, closed) = try halfClosingClient(path: agent.socketPath, bytes: Array(requests.utf8))
+        #expect(closed, "the agent did not close after answering")
+        let responses = lines.compactMap { try? JSONValue.parse(Array($0.utf8)).objectValue }
+        #expect(responses.count == 2)
+        #expect(responses.first?["id"] == .int(1))
+        #expect(responses.first?["ok"] == .bool(true))
+        #expect(responses.last?["id"] == .int(2))
+        #expect(responses.last?["doc"]?.objectValue?["s"] == .string(big))
+    }
+
+    @Test("an events subscriber that half-closes keeps its stream")
+    func halfClosedSubscriberKeepsStream() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        let writer = try agent.client()
+        var wrote = false
+        let (lines, _) = try halfClosingClient(path: agent.socketPath, bytes: Array(#"{"id":1,"cmd":"events"}"#.utf8), seconds: 3) { _ in
+            // Once the subscription is answered, a write must still reach this half-closed client.
+            guard !wrote else { return }
+            wrote = true
+            _ = try? writer.request("put", ["doc": .string("after-half-close"), "body": .object([:])])
+        }
+        #expect(lines.first.flatMap { try? JSONValue.parse(Array($0.utf8)).objectValue }?["id"] == .int(1))
+        let changed = lines.dropFirst().compactMap { try? JSONValue.parse(Array($0.utf8)).objectValue?["event"]?.objectValue }
+            .filter { $0["type"] == .string("document.changed") }
+        #expect(changed.contains { $0["data"]?.objectValue?["doc"] == .string("after-half-close") })
     }
 }
