@@ -194,7 +194,9 @@ final class AdminClient: @unchecked Sendable {
     private func handleNext() {
         guard !busy, !connection.isClosed, let handler else { return }
         guard !lines.isEmpty else {
-            if inputEnded && !staysOpen { connection.closeWhenFlushed() }
+            // A stream goes on after a half-close, not after the client closed its socket (that
+            // would hold the connection, and one of `adminConnectionsMax`, until the next event).
+            if inputEnded && (!staysOpen || connection.peerHungUp) { connection.closeWhenFlushed() }
             return
         }
         let line = lines.removeFirst()

@@ -95,6 +95,16 @@ final class StreamConnection: @unchecked Sendable {
         self.onEnd = nil
     }
 
+    /// True when the peer has closed its socket completely, not only its sending side: a Unix
+    /// socket then reports a hang-up (`POLLHUP`), while after a half-close it stays writable.
+    /// (TCP reports no hang-up before a write fails.) Must be called on `queue`.
+    var peerHungUp: Bool {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !isClosed else { return true }
+        var state = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        return poll(&state, 1, 0) == 1 && state.revents & Int16(POLLHUP | POLLERR) != 0
+    }
+
     /// Queues bytes for writing. Must be called on `queue`. Ignored after close.
     func send(_ bytes: [UInt8]) {
         dispatchPrecondition(condition: .onQueue(queue))

@@ -165,4 +165,20 @@ struct StreamConnectionTests {
         #expect(received.withUnsafeMutableBytes { recv(writing, $0.baseAddress, $0.count, 0) } == 0, "the connection did not close")
         close(writing)
     }
+
+    @Test("after the end of the peer's stream, a half-close leaves the socket writable and a close is a hang-up", arguments: [false, true])
+    func hangUpAfterEnd(closesCompletely: Bool) throws {
+        let (reading, writing) = try socketPair()
+        let ended = DispatchSemaphore(value: 0)
+        let queue = DispatchQueue(label: "test.stream")
+        let connection = StreamConnection(fd: reading, queue: queue, pendingWriteBytesMax: 1 << 20)
+        let log = ReadLog()
+        queue.sync { connection.start(onRead: log.read, onClose: log.close, onEnd: { ended.signal() }) }
+        if closesCompletely { close(writing) } else { #expect(shutdown(writing, Int32(SHUT_WR)) == 0) }
+        #expect(ended.wait(timeout: .now() + 30) == .success)
+        #expect(queue.sync { connection.peerHungUp } == closesCompletely)
+        queue.sync { connection.close() }
+        #expect(queue.sync { connection.peerHungUp })
+        if !closesCompletely { close(writing) }
+    }
 }
