@@ -164,8 +164,7 @@ final class AdminClient: @unchecked Sendable {
             buffer.append(contentsOf: bytes[start..<index])
             start = index + 1
             guard buffer.count <= AgentLimits.adminLineBytesMax else { return lineTooLong() }
-            if !buffer.isEmpty && buffer != [UInt8(ascii: "\r")] { lines.append(buffer) }
-            buffer = []
+            takeBufferedLine()
         }
         buffer.append(contentsOf: bytes[start...])
         guard buffer.count <= AgentLimits.adminLineBytesMax else { return lineTooLong() }
@@ -186,9 +185,15 @@ final class AdminClient: @unchecked Sendable {
     /// request is answered the connection closes (see the type's comment).
     private func endOfInput() {
         inputEnded = true
+        takeBufferedLine()
+        handleNext()
+    }
+
+    /// Queues the buffered line as a request, unless it is blank (or a lone `\r`), and empties
+    /// the buffer.
+    private func takeBufferedLine() {
         if !buffer.isEmpty && buffer != [UInt8(ascii: "\r")] { lines.append(buffer) }
         buffer = []
-        handleNext()
     }
 
     private func handleNext() {

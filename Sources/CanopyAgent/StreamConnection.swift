@@ -43,7 +43,7 @@ final class StreamConnection: @unchecked Sendable {
     /// Reused by every read, and lent to `onRead` without a copy (allocating and zeroing a fresh
     /// chunk per read cost more than reading into this one).
     private var readBuffer: [UInt8]
-    /// Chunks read per readiness event at most (`AgentLimits.socketReadsPerEvent`).
+    /// Chunks read before `readAvailable` yields the queue (`AgentLimits.socketReadsPerEvent`).
     private let readsPerEvent: Int
 
     /// Wraps `fd`, which must already be non-blocking. Nothing happens until `start`. Bytes read

@@ -40,8 +40,12 @@ struct ReplicationScenario {
         try a.start()
         defer { a.stop() }
 
-        let rows = ceilingRows()
-        let bytes = rows.reduce(0) { $0 + $1.body.count }
+        // The ceiling's bodies, made once before the rounds. Made between the ceiling's
+        // transactions instead (as until session 9), they evicted SQLite's pages from the CPU
+        // caches: in four paired runs that ceiling was 6% slower on average (from 11% slower to
+        // 1.5% faster), which flattered every ratio.
+        let bodies = (0..<count).map { CanonicalJSON.encode(Self.body($0, bytes: bodyBytes)) }
+        let bytes = bodies.reduce(0) { $0 + $1.count }
         var results: [Round] = []
         var receiver: BenchAgent?
         for index in 0..<rounds {
@@ -50,7 +54,7 @@ struct ReplicationScenario {
                 try a.request("peer.remove", ["node_id": .string(previous.nodeID)])
                 try? FileManager.default.removeItem(atPath: previous.dataDir)
             }
-            let ceiling = try rawCeiling(path: directory.path + "/raw.sqlite", rows: rows)
+            let ceiling = try StoreBenchPhases.rawCeiling(path: directory.path + "/raw.sqlite", bodies: bodies, batch: Self.loadBatch)
             for suffix in ["", "-wal", "-shm"] { unlink(directory.path + "/raw.sqlite" + suffix) }
             let b = try BenchAgent(name: "b\(index)", parent: directory.path, canopyd: canopyd)
             receiver = b
@@ -119,19 +123,6 @@ struct ReplicationScenario {
         let fixed = CanonicalJSON.encode(.object(base.merging(["text": .string("")]) { $1 })).count
         let filler = String(repeating: "lorem ipsum dolor sit amet ", count: bytes / 27 + 1)
         return .object(base.merging(["text": .string(String(filler.prefix(max(0, bytes - fixed))))]) { $1 })
-    }
-
-    /// The ceiling's rows: each document's id and canonical body bytes, made once before the
-    /// rounds. Made between the ceiling's transactions instead (as until session 9), they evicted
-    /// SQLite's pages from the CPU caches: in four paired runs that ceiling was 6% slower on
-    /// average (from 11% slower to 1.5% faster), which flattered every ratio.
-    private func ceilingRows() -> [(id: String, body: [UInt8])] {
-        (0..<count).map { (id: StoreBenchData.documentID($0), body: CanonicalJSON.encode(Self.body($0, bytes: bodyBytes))) }
-    }
-
-    /// Plain INSERTs of `rows`, `loadBatch` per transaction; only the transactions are timed.
-    private func rawCeiling(path: String, rows: [(id: String, body: [UInt8])]) throws -> Double {
-        try StoreBenchPhases.rawInserts(path: path, count: rows.count, batch: Self.loadBatch) { Array(rows[$0]) }.wall
     }
 
     /// Writes the documents into A's database with the library (A is not running yet), timing
