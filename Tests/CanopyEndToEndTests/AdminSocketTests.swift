@@ -15,11 +15,12 @@ private func errorCode(_ response: [String: JSONValue]) -> String? {
 }
 
 /// A client like `nc -U -N` or `socat`: connects to `path`, writes `bytes`, half-closes
-/// (`shutdown(SHUT_WR)`), then reads until the agent closes, at most `seconds` per read; returns
-/// the lines read and whether the agent closed the connection (false: a read timed out).
-private func halfClosingClient(path: String, bytes: [UInt8], seconds: Int = 30, whileOpen: (Int) -> Void = { _ in })
-    throws -> (lines: [String], closed: Bool)
-{
+/// (`shutdown(SHUT_WR)`), then reads until the agent closes or `enough` says the lines read so far
+/// suffice, waiting at most `seconds` per read; returns the lines read and whether the agent
+/// closed the connection.
+private func halfClosingClient(
+    path: String, bytes: [UInt8], seconds: Int = 30, enough: ([String]) -> Bool = { _ in false }
+) throws -> (lines: [String], closed: Bool) {
     let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw AdminSocketClient.ClientError.unreachable(path: path, detail: "socket") }
     defer { close(fd) }
@@ -43,17 +44,14 @@ private func halfClosingClient(path: String, bytes: [UInt8], seconds: Int = 30, 
     shutdown(fd, Int32(SHUT_WR))
     var received: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 65_536)
-    var closed = false
+    var lines: [String] { String(decoding: received, as: UTF8.self).split(separator: "\n").map(String.init) }
     while true {
         let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         if count < 0 && errno == EINTR { continue }
-        if count == 0 { closed = true }
-        guard count > 0 else { break }
+        guard count > 0 else { return (lines, count == 0) }
         received.append(contentsOf: chunk[0..<count])
-        whileOpen(received.count)
+        if enough(lines) { return (lines, false) }
     }
-    let lines = String(decoding: received, as: UTF8.self).split(separator: "\n").map(String.init)
-    return (lines, closed)
 }
 
 @Suite("the admin socket, against a real agent", .serialized)
@@ -175,11 +173,13 @@ struct AdminSocketTests {
         try agent.start()
         let writer = try agent.client()
         var wrote = false
-        let (lines, _) = try halfClosingClient(path: agent.socketPath, bytes: Array(#"{"id":1,"cmd":"events"}"#.utf8), seconds: 3) { _ in
+        let (lines, _) = try halfClosingClient(path: agent.socketPath, bytes: Array(#"{"id":1,"cmd":"events"}"#.utf8)) { lines in
             // Once the subscription is answered, a write must still reach this half-closed client.
-            guard !wrote else { return }
-            wrote = true
-            _ = try? writer.request("put", ["doc": .string("after-half-close"), "body": .object([:])])
+            if !wrote {
+                wrote = true
+                _ = try? writer.request("put", ["doc": .string("after-half-close"), "body": .object([:])])
+            }
+            return lines.contains { $0.contains("after-half-close") }
         }
         #expect(lines.first.flatMap { try? JSONValue.parse(Array($0.utf8)).objectValue }?["id"] == .int(1))
         let changed = lines.dropFirst().compactMap { try? JSONValue.parse(Array($0.utf8)).objectValue?["event"]?.objectValue }
