@@ -1,4 +1,5 @@
 import CanopyCore
+import CanopyReplication
 import CanopyStore
 import Dispatch
 import Logging
@@ -200,8 +201,8 @@ public final class Agent: @unchecked Sendable {
         emitAll([.fields(type: type, data: data)])
     }
 
-    /// Records events in order and streams them to subscribers, in one hop to the agent's queue
-    /// (a replication batch reports one event per document). Callable from any queue.
+    /// Records events in order and streams them to subscribers, in one hop to the agent's queue.
+    /// Callable from any queue.
     func emitAll(_ batch: [AgentEvent.Content]) {
         let time = Self.wallClock()
         queue.async { [self] in
@@ -209,10 +210,28 @@ public final class Agent: @unchecked Sendable {
                 let event = events.append(content, time: time)
                 // Build the line only when someone listens.
                 guard !eventSubscribers.isEmpty else { continue }
-                let line = JSONValue.object(["event": event.json])
-                for client in eventSubscribers.values { client.sendLine(line) }
+                publish(event)
             }
         }
+    }
+
+    /// Records a replication batch's document events (one per document) as the array it is, and
+    /// streams them to subscribers. Callable from any queue.
+    func emitDocuments(_ documentEvents: [DocumentEvent], peer nodeID: String) {
+        let time = Self.wallClock()
+        queue.async { [self] in
+            let first = events.append(documents: documentEvents, peer: nodeID, time: time)
+            guard !eventSubscribers.isEmpty else { return }
+            for (offset, event) in documentEvents.enumerated() {
+                publish(AgentEvent(sequence: first + UInt64(offset), time: time, content: .document(nodeID: nodeID, event: event)))
+            }
+        }
+    }
+
+    /// Sends `event` to every `events` subscriber.
+    private func publish(_ event: AgentEvent) {
+        let line = JSONValue.object(["event": event.json])
+        for client in eventSubscribers.values { client.sendLine(line) }
     }
 
     static func readConfig(_ path: String) throws(AgentError) -> (String, ParsedConfig) {
@@ -239,6 +258,8 @@ extension Agent: ReplicationEventSink, PeerEventSink {
     public func emit(type: String, data: [String: JSONValue]) { emit(type, data) }
 
     public func emit(batch: [AgentEvent.Content]) { emitAll(batch) }
+
+    public func emit(documentEvents: [DocumentEvent], peer nodeID: String) { emitDocuments(documentEvents, peer: nodeID) }
 
     func peerRefused(nodeID: String, address: String) {
         queue.async { [self] in

@@ -36,7 +36,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     /// Document events not yet handed to the sink: they go in one batch per turn of `queue`, and
     /// always before any status change or sync completion, so observers see them in order.
     /// Kept as the engine reported them: the agent renders an event only if a client reads it.
-    private var pendingDocumentEvents: [AgentEvent.Content] = []
+    /// One entry per batch reported, with the peer it concerns.
+    private var pendingDocumentEvents: [(peer: String, events: [DocumentEvent])] = []
     /// True once shutdown has begun (a second request is ignored).
     private var shuttingDown = false
 
@@ -130,16 +131,16 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
 
     /// Queues a batch's document events, in order, for the next flush (one ring entry per event).
     private func documentEvents(_ id: String, _ events: [DocumentEvent]) {
+        guard !events.isEmpty else { return }
         if pendingDocumentEvents.isEmpty { queue.async { [weak self] in self?.flushDocumentEvents() } }
-        pendingDocumentEvents.reserveCapacity(pendingDocumentEvents.count + events.count)
-        for event in events { pendingDocumentEvents.append(.document(nodeID: id, event: event)) }
+        pendingDocumentEvents.append((id, events))
     }
 
     private func flushDocumentEvents() {
         guard !pendingDocumentEvents.isEmpty else { return }
-        let batch = pendingDocumentEvents
+        let batches = pendingDocumentEvents
         pendingDocumentEvents = []
-        sink?.emit(batch: batch)
+        for (peer, events) in batches { sink?.emit(documentEvents: events, peer: peer) }
     }
 
     /// Pull and push progress as one figure (a sync waits for both).

@@ -1,5 +1,6 @@
 import CanopyCore
 import CanopyReplication
+import DequeModule
 
 /// An agent event as the admin socket streams it: `{"seq":N,"type":"…","time":…,"data":{…}}`.
 ///
@@ -79,13 +80,48 @@ public struct AgentEvent: Sendable, Equatable {
 /// A bounded ring of the most recent events, so a client that reconnects with `since` gets every
 /// event it missed that the agent still holds, and learns exactly how many it can no longer get.
 ///
-/// Invariants: `events` holds consecutive sequence numbers ending at `lastSequence`; at most
-/// `capacity` are held; sequence numbers start at 1 and never repeat. Pure: time is passed in.
+/// Events are held in segments, one per append: a replication batch's document events are kept
+/// as the array the engine produced (`append(documents:peer:time:)`), so recording thousands of
+/// them copies no event, and each is only turned into an `AgentEvent` when a client reads it.
+///
+/// Invariants: the held events have consecutive sequence numbers ending at `lastSequence`; at
+/// most `capacity` are held (`count`): the oldest segment may hold up to `headSkip` events
+/// already dropped, freed with the segment; sequence numbers start at 1 and never repeat. Pure:
+/// time is passed in.
 public struct EventRing: Sendable {
+    /// Events recorded by one append, with consecutive sequence numbers from `firstSequence`.
+    private struct Segment: Sendable {
+        enum Events: Sendable {
+            case contents([AgentEvent.Content])
+            case documents(nodeID: String, [DocumentEvent])
+        }
+
+        let firstSequence: UInt64
+        let time: Double
+        let events: Events
+
+        var count: Int {
+            switch events {
+            case .contents(let contents): contents.count
+            case .documents(_, let events): events.count
+            }
+        }
+
+        /// The event at `offset` in this segment.
+        func event(at offset: Int) -> AgentEvent {
+            let content: AgentEvent.Content = switch events {
+            case .contents(let contents): contents[offset]
+            case .documents(let nodeID, let events): .document(nodeID: nodeID, event: events[offset])
+            }
+            return AgentEvent(sequence: firstSequence + UInt64(offset), time: time, content: content)
+        }
+    }
+
     /// The most events held.
     public let capacity: Int
-    private var storage: [AgentEvent?]
-    private var start = 0
+    private var segments: Deque<Segment> = []
+    /// Events of the oldest segment already dropped.
+    private var headSkip = 0
     private(set) public var count = 0
     /// The sequence number of the newest event, 0 before the first.
     private(set) public var lastSequence: UInt64 = 0
@@ -94,7 +130,6 @@ public struct EventRing: Sendable {
     public init(capacity: Int = AgentLimits.eventRingCapacity) {
         precondition(capacity > 0, "an event ring needs room for at least one event")
         self.capacity = capacity
-        self.storage = Array(repeating: nil, count: capacity)
     }
 
     /// The oldest sequence number held, or `lastSequence + 1` when empty.
@@ -109,16 +144,36 @@ public struct EventRing: Sendable {
     /// Appends an event with the next sequence number and returns it; the oldest is dropped when full.
     @discardableResult
     public mutating func append(_ content: AgentEvent.Content, time: Double) -> AgentEvent {
-        lastSequence += 1
-        let event = AgentEvent(sequence: lastSequence, time: time, content: content)
-        if count < capacity {
-            storage[(start + count) % capacity] = event
-            count += 1
-        } else {
-            storage[start] = event
-            start = (start + 1) % capacity
+        append(Segment(firstSequence: lastSequence + 1, time: time, events: .contents([content])))
+        return AgentEvent(sequence: lastSequence, time: time, content: content)
+    }
+
+    /// Appends `events`, in order, as document events concerning the peer `nodeID`, with the
+    /// next sequence numbers; returns the first one's. The oldest events are dropped when full.
+    @discardableResult
+    public mutating func append(documents events: [DocumentEvent], peer nodeID: String, time: Double) -> UInt64 {
+        let first = lastSequence + 1
+        if !events.isEmpty { append(Segment(firstSequence: first, time: time, events: .documents(nodeID: nodeID, events))) }
+        return first
+    }
+
+    private mutating func append(_ segment: Segment) {
+        let added = segment.count
+        segments.append(segment)
+        lastSequence += UInt64(added)
+        count += added
+        while count > capacity, let head = segments.first {
+            let excess = count - capacity
+            let remaining = head.count - headSkip
+            if excess >= remaining {
+                segments.removeFirst()
+                headSkip = 0
+                count -= remaining
+            } else {
+                headSkip += excess
+                count -= excess
+            }
         }
-        return event
     }
 
     /// The events with a sequence number greater than `since`, oldest first, and how many such
@@ -127,11 +182,14 @@ public struct EventRing: Sendable {
         guard since < lastSequence else { return ([], 0) }
         let first = firstSequence
         let missed = since + 1 < first ? first - (since + 1) : 0
-        let skip = since + 1 > first ? Int(since + 1 - first) : 0
+        let from = max(since + 1, first)
         var result: [AgentEvent] = []
-        result.reserveCapacity(count - skip)
-        for offset in skip..<count {
-            result.append(storage[(start + offset) % capacity]!)
+        result.reserveCapacity(Int(lastSequence - from + 1))
+        for segment in segments {
+            let end = segment.firstSequence + UInt64(segment.count)
+            guard end > from else { continue }
+            let start = Int(max(from, segment.firstSequence) - segment.firstSequence)
+            for offset in start..<segment.count { result.append(segment.event(at: offset)) }
         }
         return (result, missed)
     }

@@ -61,10 +61,18 @@ public protocol ReplicationEventSink: AnyObject, Sendable {
     /// Records several events in order (a replication batch reports one per document, which the
     /// sink should keep unrendered until someone reads them).
     func emit(batch: [AgentEvent.Content])
+
+    /// Records a replication batch's document events concerning the peer `nodeID`, in order,
+    /// as the engine reported them (one array for the whole batch: the sink should keep it).
+    func emit(documentEvents: [DocumentEvent], peer nodeID: String)
 }
 
 extension ReplicationEventSink {
     /// One by one, rendered at once, for sinks with nothing better to do.
+    public func emit(documentEvents: [DocumentEvent], peer nodeID: String) {
+        emit(batch: documentEvents.map { .document(nodeID: nodeID, event: $0) })
+    }
+
     public func emit(batch: [AgentEvent.Content]) {
         for event in batch { emit(type: event.type, data: event.data) }
     }

@@ -38,6 +38,23 @@ public struct ByteReader: Sendable {
         return UInt16(high) << 8 | UInt16(low)
     }
 
+    /// Reads 16 bytes as two big-endian u64 (a digest).
+    mutating func readBigEndianPair(_ field: String) throws(ProtocolError) -> (UInt64, UInt64) {
+        let offset = try advance(16, field)
+        return bytes.withUnsafeBytes { raw in
+            (UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)),
+             UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)))
+        }
+    }
+
+    /// Moves past `count` bytes, checking they are there; returns their offset from the start of
+    /// `bytes` (for the unsafe-buffer reads, which copy without touching the slice's storage count).
+    private mutating func advance(_ count: Int, _ field: String) throws(ProtocolError) -> Int {
+        guard count >= 0, remainingCount >= count else { throw .truncated(field: field) }
+        defer { position += count }
+        return position - bytes.startIndex
+    }
+
     /// Reads exactly `count` bytes (a fixed-size field, or a length already checked).
     public mutating func readRaw(_ count: Int, _ field: String) throws(ProtocolError) -> ArraySlice<UInt8> {
         guard count >= 0, remainingCount >= count else { throw .truncated(field: field) }
@@ -108,14 +125,16 @@ public struct ByteReader: Sendable {
     /// Reads `varint(length) ‖ bytes`, checking the length against `range` before copying.
     public mutating func readLengthPrefixed(_ field: String, in range: ClosedRange<Int>) throws(ProtocolError) -> [UInt8] {
         let count = try readLength(of: field, in: range)
-        return Array(try readRaw(count, field))
+        let offset = try advance(count, field)
+        return bytes.withUnsafeBufferPointer { Array(UnsafeBufferPointer(rebasing: $0[offset..<(offset + count)])) }
     }
 
     /// Reads a length-prefixed UTF-8 string whose byte count lies in `range`, refusing invalid UTF-8.
     public mutating func readString(_ field: String, in range: ClosedRange<Int>) throws(ProtocolError) -> String {
         let count = try readLength(of: field, in: range)
-        let raw = try readRaw(count, field)
-        guard let text = String(validating: raw, as: UTF8.self) else { throw .invalidUTF8(field: field) }
+        let offset = try advance(count, field)
+        let text = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[offset..<(offset + count)]), as: UTF8.self) }
+        guard let text else { throw .invalidUTF8(field: field) }
         return text
     }
 

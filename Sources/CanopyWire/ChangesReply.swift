@@ -116,7 +116,7 @@ public struct ChangesReply: WireMessageBody {
         }
         let knownCount = try reader.readVarint("changesReply.knownCount", in: 0...WireLimits.knownAncestorsMax)
         var known: [RevisionID] = []
-        known.reserveCapacity(knownCount)
+        if knownCount > 0 { known.reserveCapacity(knownCount) }
         for _ in 0..<knownCount { known.append(try reader.readRevisionID("changesReply.knownAncestor")) }
         return ChangesReplyItem(missing: missing, knownAncestors: known)
     }

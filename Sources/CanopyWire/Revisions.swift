@@ -110,7 +110,8 @@ public struct Revisions: WireMessageBody {
             // Check the bytes are there before reserving room for them.
             guard reader.remainingCount >= ancestryCount * 16 else { throw .truncated(field: "revisions.ancestry") }
             var ancestry: [RevisionDigest] = []
-            ancestry.reserveCapacity(ancestryCount)
+            // Reserving on the empty array would cost a call per revision for nothing.
+            if ancestryCount > 0 { ancestry.reserveCapacity(ancestryCount) }
             for _ in 0..<ancestryCount { ancestry.append(try reader.readDigest("revisions.ancestry")) }
             let cutParent = cut ? try reader.readDigest("revisions.cutParent") : nil
             let body = try reader.readLengthPrefixed("revisions.body", in: 0...WireLimits.bodyBytesMax)

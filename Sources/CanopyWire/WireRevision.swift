@@ -62,19 +62,14 @@ extension ByteWriter {
     }
 
     private mutating func writeUInt64(_ value: UInt64) {
-        for shift in stride(from: 56, through: 0, by: -8) { writeByte(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        withUnsafeBytes(of: value.bigEndian) { writeRaw($0) }
     }
 }
 
 extension ByteReader {
     /// Reads 16 digest bytes as two big-endian halves.
     mutating func readDigest(_ field: String) throws(ProtocolError) -> RevisionDigest {
-        let raw = try readRaw(RevisionID.digestBytes, field)
-        var high: UInt64 = 0
-        var low: UInt64 = 0
-        for (offset, byte) in raw.enumerated() {
-            if offset < 8 { high = high << 8 | UInt64(byte) } else { low = low << 8 | UInt64(byte) }
-        }
+        let (high, low) = try readBigEndianPair(field)
         return RevisionDigest(high: high, low: low)
     }
 

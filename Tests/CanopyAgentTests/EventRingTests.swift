@@ -71,4 +71,36 @@ struct EventRingTests {
             #expect(content.type == "document.\(kind.rawValue)")
         }
     }
+
+    @Test("batches of document events kept whole: a reader resumes at every position, a batch larger than the ring keeps its newest")
+    func documentBatches() {
+        // Batches of 0 to 7 events against rings of 1 to 6, mixed with single events: the ring
+        // must hold exactly the newest `capacity` events with consecutive sequences, whatever
+        // part of a batch it had to drop.
+        for capacity in 1...6 {
+            var ring = EventRing(capacity: capacity)
+            var expected: [(sequence: UInt64, doc: String)] = []
+            for round in 0..<9 {
+                let size = (round * 5 + capacity) % 8
+                let batch = (0..<size).map { DocumentEvent(kind: .pulled, documentID: "d\(round)-\($0)") }
+                let first = ring.append(documents: batch, peer: "N", time: Double(round))
+                #expect(first == UInt64(expected.count + 1))
+                expected += batch.enumerated().map { (first + UInt64($0.offset), $0.element.documentID) }
+                if round % 3 == 0 {
+                    let single = ring.append(type: "t", time: 0, data: [:])
+                    expected.append((single.sequence, "-"))
+                }
+                let held = expected.suffix(capacity)
+                #expect(ring.count == held.count)
+                #expect(ring.lastSequence == UInt64(expected.count))
+                for since in 0...UInt64(expected.count) {
+                    let (events, missed) = ring.events(after: since)
+                    let wanted = held.filter { $0.sequence > since }
+                    #expect(events.map(\.sequence) == wanted.map(\.sequence))
+                    #expect(events.map { $0.data["doc"] ?? .string("-") } == wanted.map { .string($0.doc) })
+                    #expect(missed + UInt64(events.count) == UInt64(expected.count) - since)
+                }
+            }
+        }
+    }
 }
