@@ -51,22 +51,24 @@ struct NewChainBatch {
                 start += 1
                 continue
             }
-            let chunk = items[start..<(start + size)]
-            if try Self.insertDocuments(context, chunk) {
+            // Items are read in place by index (`for item in` would copy each, with a retain and
+            // a release of its id, ancestry and body every time).
+            let chunk = start..<(start + size)
+            if try Self.insertDocuments(context, items, chunk) {
                 var rows: [(key: Int64, row: RevisionRows.RevisionRow)] = []
                 rows.reserveCapacity(size)
                 var key = context.lastSequence - Int64(size)
-                for item in chunk {
+                for index in chunk {
                     key += 1
-                    RevisionRows.appendNewChainRows(path: item.path, body: item.body, revsLimit: context.revsLimit) {
+                    RevisionRows.appendNewChainRows(path: items[index].path, body: items[index].body, revsLimit: context.revsLimit) {
                         rows.append((key, $0))
                     }
                 }
                 try Self.insertRevisions(context.db, rows[...])
-                chunk.forEach(written)
+                for index in chunk { written(items[index]) }
             } else {
                 chunksEnabled = false
-                for item in chunk { try oneByOne(item) }
+                for index in chunk { try oneByOne(items[index]) }
             }
             start += size
         }
@@ -82,7 +84,7 @@ struct NewChainBatch {
 
     /// Inserts the chunk's document rows at the next sequences. Returns false, with nothing left
     /// written and the sequences given back, when any of them was not inserted.
-    private static func insertDocuments(_ context: WriteContext, _ chunk: ArraySlice<Item>) throws -> Bool {
+    private static func insertDocuments(_ context: WriteContext, _ items: [Item], _ chunk: Range<Int>) throws -> Bool {
         let count = chunk.count
         let statement = try context.db.statement(named: "insert documents ×\(count)") {
             "INSERT INTO documents(sequence, current_generation, current_digest, deleted, conflicted, leaves, doc_id, doc_key) VALUES "
@@ -95,11 +97,11 @@ struct NewChainBatch {
         let first = context.lastSequence + 1
         var borrowed: [(index: Int32, value: Statement.Borrowed)] = []
         borrowed.reserveCapacity(3 * count)
-        for (offset, item) in chunk.enumerated() {
-            let leaf = RevTree.Node(id: item.path.leaf, parent: item.path.parent, kind: item.path.kind)
+        for (offset, index) in chunk.enumerated() {
+            let leaf = RevTree.Node(id: items[index].path.leaf, parent: items[index].path.parent, kind: items[index].path.kind)
             try RevisionRows.bindNewDocument(
                 statement, firstParameter: Int32(offset * 6 + 1), sequence: context.nextSequence(), leaf: leaf,
-                documentID: item.documentID, borrowed: &borrowed)
+                documentID: items[index].documentID, borrowed: &borrowed)
         }
         try statement.runBorrowing(borrowed)
         guard context.db.changes != count else { return true }
