@@ -78,12 +78,17 @@ public enum CanonicalJSON {
     /// tests: `(x - 0x01…) & ~x & 0x80…` is non-zero exactly when a byte of `x` is zero, and with
     /// 0x20 in place of 0x01 exactly when a byte is below 0x20.
     @inlinable package static func wordNeedsEscape(_ word: UInt64) -> Bool {
+        wordEscapeBits(word) & 0x8080_8080_8080_8080 != 0
+    }
+
+    /// `wordNeedsEscape` before its final mask: the high bit of a byte may be set where that byte
+    /// needs an escape (and only the high bits mean anything), so a caller can fold in more tests.
+    @inlinable @inline(__always) package static func wordEscapeBits(_ word: UInt64) -> UInt64 {
         let ones: UInt64 = 0x0101_0101_0101_0101
-        let highBits: UInt64 = 0x8080_8080_8080_8080
         let control = (word &- ones &* 0x20) & ~word
         let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
         let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
-        return (control | (quote &- ones) & ~quote | (backslash &- ones) & ~backslash) & highBits != 0
+        return control | (quote &- ones) & ~quote | (backslash &- ones) & ~backslash
     }
 
     /// Appends the escape for a byte that needs one: `"`, `\\` or a control character.

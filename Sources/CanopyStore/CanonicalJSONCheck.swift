@@ -157,14 +157,20 @@ struct CanonicalJSONCheck {
     }
 
     /// Advances past bytes a string holds as they are: printable ASCII other than `"` and `\`.
-    /// Eight bytes at a time while none of them needs a look (the long text of a body is mostly
-    /// such bytes), then byte by byte up to the first one that does.
+    /// Eight bytes at a time (the long text of a body is mostly such bytes): in the first word
+    /// with a byte that needs a look, the lowest flagged byte is the first such byte (the SWAR
+    /// tests can only flag a byte wrongly above one they flag rightly), so the scan stops there
+    /// without going back over the word; fewer than eight bytes at the end go one by one.
     private mutating func skipPlainBytes() {
         let count = bytes.count
         if let base = bytes.baseAddress {
             while index + 8 <= count {
                 let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
-                if Self.needsLook(word) { break }
+                let look = Self.lookBits(word)
+                if look != 0 {
+                    index += look.trailingZeroBitCount >> 3
+                    return
+                }
                 index += 8
             }
         }
@@ -175,10 +181,10 @@ struct CanonicalJSONCheck {
         }
     }
 
-    /// Whether any byte of `word` is one a canonical string escapes, or non-ASCII (whose UTF-8
-    /// the scan must validate).
-    private static func needsLook(_ word: UInt64) -> Bool {
-        CanonicalJSON.wordNeedsEscape(word) || word & 0x8080_8080_8080_8080 != 0
+    /// The high bit of each byte of `word` (read little-endian) that may be one a canonical string
+    /// escapes, or non-ASCII (whose UTF-8 the scan must validate); zero when none is.
+    @inline(__always) private static func lookBits(_ word: UInt64) -> UInt64 {
+        (word | CanonicalJSON.wordEscapeBits(word)) & 0x8080_8080_8080_8080
     }
 
     /// Checks the multi-byte UTF-8 sequence starting at `index` and moves past it: a well-formed
