@@ -129,7 +129,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         for key in watchers.keys.sorted() { watchers[key]?(progress) }
     }
 
-    /// Queues a batch's document events, in order, for the next flush (one ring entry per event).
+    /// Queues a batch's document events, in order, for the next flush (the batch stays one array
+    /// down to the event ring).
     private func documentEvents(_ id: String, _ events: [DocumentEvent]) {
         guard !events.isEmpty else { return }
         if pendingDocumentEvents.isEmpty { queue.async { [weak self] in self?.flushDocumentEvents() } }

@@ -48,7 +48,8 @@ public struct ByteReader: Sendable {
     }
 
     /// Moves past `count` bytes, checking they are there; returns their offset from the start of
-    /// `bytes` (for the unsafe-buffer reads, which copy without touching the slice's storage count).
+    /// `bytes`, for reads through an unsafe buffer (a sub-slice would retain and release the
+    /// message's storage once per field).
     private mutating func advance(_ count: Int, _ field: String) throws(ProtocolError) -> Int {
         guard count >= 0, remainingCount >= count else { throw .truncated(field: field) }
         defer { position += count }
@@ -57,9 +58,8 @@ public struct ByteReader: Sendable {
 
     /// Reads exactly `count` bytes (a fixed-size field, or a length already checked).
     public mutating func readRaw(_ count: Int, _ field: String) throws(ProtocolError) -> ArraySlice<UInt8> {
-        guard count >= 0, remainingCount >= count else { throw .truncated(field: field) }
-        defer { position += count }
-        return bytes[position..<(position + count)]
+        let offset = try advance(count, field)
+        return bytes[(bytes.startIndex + offset)..<(bytes.startIndex + offset + count)]
     }
 
     /// Reads an unsigned LEB128 varint of at most 64 bits. Refuses more than 10 bytes, bits
