@@ -15,12 +15,12 @@ public enum Blake2b {
     /// halves: the same digest as `hash(first + second, outputBytes: 16)`, without building the
     /// concatenation or any array (the state lives on the stack).
     public static func digest16(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> (high: UInt64, low: UInt64) {
-        // A literal size and the default alignment: Swift puts a temporary allocation on the stack
+        // A constant size and the default alignment: Swift puts a temporary allocation on the stack
         // only then (a size from `crypto_generichash_statebytes()`, or a 64-byte alignment, makes
         // every call a posix_memalign and a free, ≈ 2% of a receiving agent's CPU). The state wants
         // 64-byte alignment, so it starts at the first multiple of 64 in the buffer.
         precondition(stateFits, "libsodium's BLAKE2b state is larger than Blake2b.stateBytes")
-        return withUnsafeTemporaryAllocation(byteCount: 384 + 64, alignment: 16) { raw in
+        return withUnsafeTemporaryAllocation(byteCount: stateBytes + 64, alignment: 16) { raw in
             let address = (UInt(bitPattern: raw.baseAddress!) + 63) & ~UInt(63)
             let state = OpaquePointer(bitPattern: address)!
             precondition(crypto_generichash_init(state, nil, 0, 16) == 0, "crypto_generichash_init rejected a valid size")
@@ -35,8 +35,8 @@ public enum Blake2b {
     }
 
     /// The room `digest16` gives the state: `sizeof(crypto_generichash_state)` in libsodium
-    /// (384 bytes, 64-byte aligned). Written as a literal in `digest16`'s allocation, which adds
-    /// 64 bytes of room to align it.
+    /// (384 bytes, 64-byte aligned). A constant, so that `digest16`'s allocation (64 bytes more,
+    /// to align it) stays on the stack.
     static let stateBytes = 384
 
     /// Whether the linked libsodium's state fits in `stateBytes` (checked once, before any hash).
