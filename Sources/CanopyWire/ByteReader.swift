@@ -133,9 +133,29 @@ public struct ByteReader: Sendable {
     public mutating func readString(_ field: String, in range: ClosedRange<Int>) throws(ProtocolError) -> String {
         let count = try readLength(of: field, in: range)
         let offset = try advance(count, field)
-        let text = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[offset..<(offset + count)]), as: UTF8.self) }
+        let text = bytes.withUnsafeBufferPointer { Self.string(UnsafeBufferPointer(rebasing: $0[offset..<(offset + count)])) }
         guard let text else { throw .invalidUTF8(field: field) }
         return text
+    }
+
+    /// The string `utf8` spells, or nil when it is not valid UTF-8. ASCII — every document id in
+    /// practice — is decoded without the general validation: `String(validating:as:)` is generic
+    /// and looks up type metadata on every call (≈ 900 instructions for a short id, once per
+    /// document of every `changes` batch), where an ASCII test and a decode cost a tenth of that.
+    static func string(_ utf8: UnsafeBufferPointer<UInt8>) -> String? {
+        guard let base = utf8.baseAddress else { return "" }
+        var highBits: UInt64 = 0
+        var offset = 0
+        while offset + 8 <= utf8.count {
+            highBits |= UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self)
+            offset += 8
+        }
+        while offset < utf8.count {
+            highBits |= UInt64(base[offset])
+            offset += 1
+        }
+        if highBits & 0x8080_8080_8080_8080 == 0 { return String(decoding: utf8, as: UTF8.self) }
+        return String(validating: utf8, as: UTF8.self)
     }
 
     /// Throws unless every byte has been read; `messageType` names the message for the error.

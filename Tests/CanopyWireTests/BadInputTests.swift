@@ -146,6 +146,25 @@ struct BadInputTests {
         }
     }
 
+    @Test("a string field decodes as String(validating:) does, ASCII or not, at every length and position")
+    func stringDecoding() {
+        // The reader decodes ASCII without the general validation; one non-ASCII byte anywhere
+        // in the first or last word, or in the tail shorter than a word, must send it the long way.
+        let inserts: [[UInt8]] = [[0xC3, 0xA9], [0xFF], [0xC0, 0x80], [0xED, 0xA0, 0x80], [0xE2, 0x82], [0xF0, 0x9F, 0x8C, 0xB3], [0x80], [0x7F], [0x00]]
+        for length in 0...20 {
+            let ascii = (0..<length).map { UInt8(ascii: "a") + UInt8($0 % 26) }
+            #expect(ascii.withUnsafeBufferPointer { ByteReader.string($0) } == String(decoding: ascii, as: UTF8.self))
+            for position in 0...length {
+                for insert in inserts {
+                    var bytes = ascii
+                    bytes.insert(contentsOf: insert, at: position)
+                    let decoded = bytes.withUnsafeBufferPointer { ByteReader.string($0) }
+                    #expect(decoded == String(validating: bytes, as: UTF8.self), "\(bytes)")
+                }
+            }
+        }
+    }
+
     @Test("reserved flag bits, unknown enumerations and request id 0 are refused")
     func reserved() {
         #expect(throws: ProtocolError.invalidValue(field: "changes.flags", value: 2)) {
