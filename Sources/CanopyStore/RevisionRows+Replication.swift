@@ -67,7 +67,13 @@ extension RevisionRows {
                 SELECT r.generation, r.digest, r.parent, r.kind, r.body, j.key
                 FROM json_each(?1) AS j CROSS JOIN revisions AS r ON r.doc_key = j.value
                 """)
-            let keys = CanonicalJSON.encode(.array(keyed.map { .int(requests[$0].documentKey!) }))
+            var keys: [UInt8] = [UInt8(ascii: "[")]
+            keys.reserveCapacity(keyed.count * 8 + 2)
+            for (offset, position) in keyed.enumerated() {
+                if offset > 0 { keys.append(UInt8(ascii: ",")) }
+                CanonicalJSON.writeInteger(requests[position].documentKey!, into: &keys)
+            }
+            keys.append(UInt8(ascii: "]"))
             try forEachRow(statement, json: keys, keyColumn: 5, count: keyed.count) { index, row in
                 try add(keyed[index], row)
             }

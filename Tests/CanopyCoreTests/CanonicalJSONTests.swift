@@ -46,6 +46,24 @@ struct CanonicalJSONTests {
         #expect(try canonical(input) == expected)
     }
 
+    @Test("integers are written in decimal exactly as Swift spells them, at every digit count and sign")
+    func integers() {
+        var samples: [Int64] = [0, 1, -1, 9, -9, 10, -10, .max, .min, .max - 1, .min + 1]
+        var power: Int64 = 1
+        for _ in 0..<18 {
+            power *= 10
+            samples += [power - 1, power, power + 1, -power + 1, -power, -power - 1]
+        }
+        var random = SplitMix64(seed: 7)
+        samples += (0..<500).map { _ in Int64(bitPattern: random.next()) >> (random.next() % 64) }
+        for number in samples {
+            var out: [UInt8] = [UInt8(ascii: "x")]
+            CanonicalJSON.writeInteger(number, into: &out)
+            #expect(out == Array("x\(number)".utf8), "\(number)")
+            #expect(CanonicalJSON.encode(.int(number)) == Array(String(number).utf8))
+        }
+    }
+
     @Test("canonical form is a fixed point: parsing it and encoding again gives the same bytes")
     func fixedPoint() throws {
         let samples = [
