@@ -109,6 +109,11 @@ final class SubscriptionTarget {
 
     /// The positions in `revisions` of the revisions in `missing`, ascending.
     static func indices(of missing: [RevisionID], in revisions: [LeafRevision]) -> [Int] {
+        if revisions.count == 1 {
+            // The usual entry (one leaf, missing when the document is new or changed): a shared
+            // array instead of one allocated per document.
+            return missing.contains(revisions[0].id) ? ChangesReplyItem.firstOnly : []
+        }
         if missing.count <= missingScanMax {
             return revisions.indices.filter { missing.contains(revisions[$0].id) }
         }

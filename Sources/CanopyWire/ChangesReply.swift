@@ -17,6 +17,10 @@ public struct ChangesReplyItem: Equatable, Sendable {
 
     /// Nothing missing.
     public static let complete = ChangesReplyItem()
+
+    /// `missing` when only the first revision is: the commonest non-empty value (an entry with
+    /// one leaf), shared so that the decoder and the target need no array per document for it.
+    public static let firstOnly = [0]
 }
 
 /// `changesReply` (§6.5): the revision diff, the target's answer to one `changes` request. It has
@@ -90,7 +94,9 @@ public struct ChangesReply: WireMessageBody {
         // An empty mask would say "missing" and "nothing missing" at once.
         guard header != 1 else { throw .invalidValue(field: "changesReply.missing", value: header) }
         var missing: [Int] = []
-        if header & 1 == 1 {
+        if header == 0b11 {
+            missing = ChangesReplyItem.firstOnly
+        } else if header & 1 == 1 {
             let mask = header >> 1
             missing.reserveCapacity(mask.nonzeroBitCount)
             for bit in 0..<maskBits where mask & (1 << UInt64(bit)) != 0 { missing.append(bit) }
