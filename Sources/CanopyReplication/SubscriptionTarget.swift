@@ -247,6 +247,9 @@ final class SubscriptionTarget {
         while !remaining.isEmpty || local != nil {
             do {
                 let results = try store.bulkInsertForeign(checked: remaining, local: local)
+                // Usually nothing was rejected: the batch's events are returned as made, not
+                // copied behind an empty array (a retain and a release per event).
+                if events.isEmpty { return Self.events(for: results) }
                 return events + Self.events(for: results)
             } catch .invalidInput(let problem) {
                 guard let documentID = problem.documentID else {
