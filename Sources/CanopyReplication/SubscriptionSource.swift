@@ -124,39 +124,41 @@ final class SubscriptionSource {
             throw .invalidReference("changesReply has \(reply.items.count) items for \(entries.count) entries")
         }
         inFlight[index].replied = true
-        var requests: [(entry: Int, request: RevisionRequest, ancestors: [RevisionID])] = []
+        // One request per document that lacks something, read in place by index below (a
+        // `for request in` copy would retain and release its id and arrays per document).
+        var requests: [RevisionRequest] = []
+        requests.reserveCapacity(reply.items.count)
         for (entryIndex, item) in reply.items.enumerated() where !item.missing.isEmpty {
             let entry = entries[entryIndex]
             guard item.missing.allSatisfy({ entry.revisions.indices.contains($0) }) else {
                 throw .invalidReference("changesReply asks for a revision index beyond entry \(entryIndex)")
             }
-            let revisions = item.missing.map { entry.revisions[$0].id }
-            let request = RevisionRequest(
-                documentID: entry.docID, revisions: revisions, knownAncestors: item.knownAncestors,
-                documentKey: inFlight[index].documentKeys[entryIndex])
-            requests.append((entryIndex, request, item.knownAncestors))
+            requests.append(RevisionRequest(
+                documentID: entry.docID, revisions: item.missing.map { entry.revisions[$0].id },
+                knownAncestors: item.knownAncestors, documentKey: inFlight[index].documentKeys[entryIndex]))
         }
         var messages = RevisionsMessageBuilder(requestID: reply.requestID)
         // One store call for the whole batch; if a document changed or was compacted since the
         // batch was read, fall back to one call per document and skip what can no longer be
         // supplied (the next batch carries its newer revisions).
-        let batched = try? revisionsToSend(requests.map(\.request))
+        let batched = try? revisionsToSend(requests)
         var offset = 0
-        for (_, request, ancestors) in requests {
+        for position in requests.indices {
+            let count = requests[position].revisions.count
             // A slice of the batch's answer, not an array per document.
             let outgoing: ArraySlice<ForeignRevision>
             if let batched {
-                outgoing = batched[offset..<offset + request.revisions.count]
-                offset += request.revisions.count
-            } else if let single = try? revisionsToSend([request]) {
+                outgoing = batched[offset..<offset + count]
+                offset += count
+            } else if let single = try? revisionsToSend([requests[position]]) {
                 outgoing = single[...]
             } else {
-                for _ in request.revisions { messages.skip() }
+                for _ in 0..<count { messages.skip() }
                 continue
             }
             for revision in outgoing {
-                messages.append(RevisionsMessageBuilder.transfer(for: revision, knownAncestors: ancestors))
-                inFlight[index].sentDocuments.append((request.documentID, revision.path.leaf))
+                messages.append(RevisionsMessageBuilder.transfer(for: revision, knownAncestors: requests[position].knownAncestors))
+                inFlight[index].sentDocuments.append((requests[position].documentID, revision.path.leaf))
             }
         }
         let built = messages.finish(sendEmpty: !requests.isEmpty)
