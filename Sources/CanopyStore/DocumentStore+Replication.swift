@@ -121,6 +121,14 @@ extension DocumentStore {
         guard let body = document.body(revision) else {
             throw StoreError.bodyUnavailable(documentID: documentID, revision: revision)
         }
+        if case .single = document {
+            // The document holds this one revision (every document of a first sync of new
+            // documents): the path is the leaf alone, with the link to its parent as the rest
+            // below makes it, and no ancestry array per document.
+            let tail = leaf.parent.map { known.contains($0) ? [$0] : [] } ?? []
+            let rootParent = leaf.parent.flatMap { known.contains($0) ? nil : $0 }
+            return try foreign(documentID: documentID, leaf: leaf, ancestors: tail, rootParent: rootParent, body: body)
+        }
         let searched = document.ancestry(of: revision, limit: known.isEmpty ? limit : reach)
         var history: [RevisionID]
         var rootParent: RevisionID?
@@ -137,12 +145,19 @@ extension DocumentStore {
                 if known.contains(parent) { history.append(parent) } else { rootParent = parent }
             }
         }
+        return try foreign(documentID: documentID, leaf: leaf, ancestors: Array(history.dropFirst()), rootParent: rootParent, body: body)
+    }
+
+    /// The foreign revision of `leaf` with its ancestry; a history the store holds that does not
+    /// make a valid path is corruption.
+    private static func foreign(
+        documentID: String, leaf: RevTree.Node, ancestors: [RevisionID], rootParent: RevisionID?, body: [UInt8]
+    ) throws(StoreError) -> ForeignRevision {
         do {
-            let path = try RevisionPath(
-                leaf: revision, kind: leaf.kind, ancestors: Array(history.dropFirst()), rootParent: rootParent)
+            let path = try RevisionPath(leaf: leaf.id, kind: leaf.kind, ancestors: ancestors, rootParent: rootParent)
             return ForeignRevision(documentID: documentID, path: path, body: .canonical(body))
         } catch {
-            throw StoreError.corrupt(detail: "stored history of \"\(documentID.prefix(80))\": \(error)")
+            throw .corrupt(detail: "stored history of \"\(documentID.prefix(80))\": \(error)")
         }
     }
 }
