@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 // Canopy: a peer-to-peer document replication agent. See README.md and Protocol/.
 //
-// Dependency direction (DESIGN.md §1): CanopyCore ← CanopyWire ← CanopyCrypto;
+// Dependency direction (Protocol/design.md §1): CanopyCore ← CanopyWire ← CanopyCrypto;
 // CanopyCore ← CanopyStore; {Core, Wire, Store} ← CanopyReplication ← CanopyAgent.
 // Only CSQLite/CSodium wrappers import the C libraries.
 import PackageDescription
@@ -121,7 +121,7 @@ let package = Package(
             path: "Tools/canopy-bench",
             swiftSettings: staticRuntimeSwiftSettings, linkerSettings: staticRuntimeLinkerSettings),
 
-        // The deterministic simulator's command line (issue 6).
+        // The deterministic simulator's command line (Protocol/design.md §7).
         .executableTarget(
             name: "canopy-sim",
             dependencies: [

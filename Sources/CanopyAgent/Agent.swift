@@ -33,7 +33,7 @@ public struct AgentOptions: Sendable {
 /// The running agent: owns the data directory lock, the store, the config, the admin socket, the
 /// peer connections and the replication controller, and wires them together.
 ///
-/// Threading (STYLE.md §9): `queue` guards the agent's own state (config, events, pending peers,
+/// Threading (one serial queue per stateful object, `Protocol/design.md` §9.6): `queue` guards the agent's own state (config, events, pending peers,
 /// resolver registrations); the store is used only on `storeQueue`, so a slow import never
 /// delays `status`; sockets run on their own queues. Public methods enqueue.
 public final class Agent: @unchecked Sendable {
@@ -279,7 +279,7 @@ extension Agent: ReplicationEventSink, PeerEventSink {
     }
 }
 
-/// A peer that connected with a valid handshake but is not in the config (DESIGN.md §5).
+/// A peer that connected with a valid handshake but is not in the config (`Protocol/design.md` §5.2).
 struct PendingPeerRecord: Sendable, Equatable {
     var nodeID: String
     var address: String

@@ -37,7 +37,7 @@ public struct AgentConfig: Sendable, Equatable {
 
     /// The defaults `canopyd init` writes.
     public static let defaultListen = HostPort(host: "127.0.0.1", port: 4987)
-    /// The default revs limit (DESIGN.md §2).
+    /// The default revs limit (`Protocol/design.md` §2.7).
     public static let defaultRevsLimit = 1000
 
     /// Creates a configuration.

@@ -1,4 +1,4 @@
-/// Every limit and timing the agent shell uses, in one place (STYLE.md §6). Units go last.
+/// Every limit and timing the agent shell uses, in one place (`Protocol/design.md` §9.4). Units go last.
 ///
 /// Each value is checked before anything sized by untrusted input is allocated: a request line is
 /// measured against `adminLineBytesMax` while it is being buffered, not after.

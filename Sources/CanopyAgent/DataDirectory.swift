@@ -4,7 +4,7 @@ import Glibc
 import Musl
 #endif
 
-/// The agent's data directory (DESIGN.md §6) and the names inside it:
+/// The agent's data directory (`Protocol/design.md` §6.2) and the names inside it:
 ///
 /// ```
 /// DIR/              0700, owner only

@@ -2,7 +2,7 @@ import CanopyReplication
 import Dispatch
 
 /// The replication engine's scheduler in the agent: one serial Dispatch queue (the engine's
-/// serial context, STYLE.md §9) and the monotonic clock. The simulator passes its own instead.
+/// serial context, `Protocol/design.md` §9.6) and the monotonic clock. The simulator passes its own instead.
 final class DispatchReplicationScheduler: ReplicationScheduler, @unchecked Sendable {
     let queue: DispatchQueue
 

@@ -19,7 +19,7 @@ protocol PeerEventSink: AnyObject, Sendable {
 }
 
 /// The TCP side of peers: listens, runs the handshake on every inbound connection (refusing
-/// unknown node ids after it, as DESIGN.md §5 says), and makes outbound connections for the
+/// unknown node ids after it, as `Protocol/design.md` §5.2 says), and makes outbound connections for the
 /// replication engine's dialers. Connections become `ChannelTransport`s delivering on
 /// `deliveryQueue`, the replication engine's serial context.
 ///

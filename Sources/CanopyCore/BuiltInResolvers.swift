@@ -1,4 +1,4 @@
-/// The resolvers Canopy ships (DESIGN.md §3).
+/// The resolvers Canopy ships (`Protocol/design.md` §3.3).
 public enum BuiltInResolver {
     /// Keeps the node's own current revision (the remote one if the node had none).
     public static let localWins: any ConflictResolver = ClosureResolver { conflict in

@@ -1,4 +1,4 @@
-/// How a node settles the conflicts that revisions from a peer create (DESIGN.md §3).
+/// How a node settles the conflicts that revisions from a peer create (`Protocol/design.md` §3).
 public enum ConflictPolicy: Sendable {
     /// Deletes win, then the most revisions (highest generation), then the higher digest.
     /// Losing leaves are closed.

@@ -91,7 +91,7 @@ public struct RevTree: Sendable, Equatable {
         return (live >= 2 || (live >= 1 && deleted >= 1)) ? open : []
     }
 
-    /// True when the document is conflicted (DESIGN.md §2).
+    /// True when the document is conflicted (`Protocol/design.md` §2.6).
     public var isConflicted: Bool { !conflictingLeaves.isEmpty }
 
     /// The revision and its ancestors the tree holds, newest first, at most `limit` of them.

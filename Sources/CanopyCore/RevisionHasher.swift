@@ -1,4 +1,4 @@
-/// Computes content-addressed revision ids (DESIGN.md §2, `Protocol/replication-v1.md` "Revision
+/// Computes content-addressed revision ids (`Protocol/design.md` §2.2, `Protocol/replication-v1.md` "Revision
 /// ids"). The digest is BLAKE2b with a 16-byte output (`crypto_generichash`, no key) over
 ///
 ///     u8 len(parent) ‖ parent as ASCII "N-H" (empty for generation 1) ‖ u8 kind ‖ canonical body

@@ -1,7 +1,7 @@
 import Foundation
 import CanopyWire
 
-/// Decides which authenticated peers may connect (DESIGN.md §5: an allow-list of node ids).
+/// Decides which authenticated peers may connect (`Protocol/design.md` §5.2: an allow-list of node ids).
 /// Called only after the peer has proved it holds its key, never on an unauthenticated claim.
 public protocol Authorizer: Sendable {
     /// Whether `peer` may replicate with this node.

@@ -1,5 +1,5 @@
 import CanopyWire
-/// Everything CanopyCrypto can refuse, in the three kinds STYLE.md §5 names:
+/// Everything CanopyCrypto can refuse, in the three kinds `Protocol/design.md` §9.3 names:
 ///
 /// - **Bad input from a user** (node id text, identity file): returned so the caller can say what
 ///   is wrong; nothing is changed.

@@ -2,7 +2,7 @@ import CSodium
 
 /// Where CanopyCrypto gets randomness: identity seeds, ephemeral keys and stream headers.
 ///
-/// Injected (STYLE.md §2) so that a simulation or a test vector can make every handshake byte
+/// Injected (`Protocol/design.md` §9.2) so that a simulation or a test vector can make every handshake byte
 /// reproducible. Production code uses `SystemEntropy`.
 public protocol EntropySource {
     /// Returns `count` fresh bytes.

@@ -1,4 +1,4 @@
-/// What a handshake state machine asks its caller to do (STYLE.md §1: the shell performs it).
+/// What a handshake state machine asks its caller to do (`Protocol/design.md` §9.1: the shell performs it).
 public enum HandshakeAction: Sendable {
     /// Write these bytes to the connection.
     case send([UInt8])

@@ -34,7 +34,7 @@ struct HandshakeTranscript {
     }
 }
 
-/// The optional group secret `N` (p2p_security.md §2.4). Msg1 and Msg2 carry a MAC under it, so
+/// The optional group secret `N` (`Protocol/replication-v1.md` §4.4, network key). Msg1 and Msg2 carry a MAC under it, so
 /// a listener stays silent, spending no DH or signature work, for anyone who lacks it.
 /// Nodes that do not configure one share `NetworkKey.open`, a public constant: then the tags
 /// only detect corruption and protocol confusion, and authorisation rests on node ids alone.

@@ -9,7 +9,7 @@ import Darwin
 ///     canopy-identity-v1 <64 lowercase hex characters of the 32-byte seed>\n
 ///
 /// A text file so an operator can see what it is and back it up; the seed alone because the whole
-/// key pair is derived from it. The agent keeps it mode 0600 (DESIGN.md §6) and `load` refuses a
+/// key pair is derived from it. The agent keeps it mode 0600 (`Protocol/design.md` §6.2) and `load` refuses a
 /// file that group or others may read or write, as ssh does for private keys.
 extension Identity {
     /// The first word of an identity file; a later format gets a new word.

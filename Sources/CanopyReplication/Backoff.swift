@@ -1,4 +1,4 @@
-/// Exponential backoff with jitter for reconnecting to unreachable peers (DESIGN.md §4).
+/// Exponential backoff with jitter for reconnecting to unreachable peers (`Protocol/design.md` §4.4).
 ///
 /// The n-th delay is `min(maximum, initial × 2ⁿ)` scaled by a random factor in
 /// [1 − jitter, 1 + jitter), so peers that lost a common neighbour at the same moment do not all

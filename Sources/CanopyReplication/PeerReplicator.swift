@@ -28,7 +28,7 @@ public struct PeerStatus: Sendable, Equatable {
     public var lastError: String?
 }
 
-/// Replication with one configured peer over successive connections (DESIGN.md §4): dials (when
+/// Replication with one configured peer over successive connections (`Protocol/design.md` §4): dials (when
 /// it has a dialer), accepts inbound connections, retries an unreachable or failed peer with
 /// exponential backoff and jitter, and reports state, progress and document events.
 ///
@@ -90,7 +90,7 @@ public final class PeerReplicator: @unchecked Sendable {
     ///
     /// A peer this node pushes to and that has no horizon yet gets horizon 0: until it has caught
     /// up once it may hold any revision (from other peers), so stemming keeps everything it might
-    /// offer back (DESIGN §2).
+    /// offer back (`Protocol/design.md` §2.7).
     public func start() {
         if configuration.direction.pushes, let key = configuration.peerHorizonKey {
             do { try store.recordPeerHorizon(peer: key, sequence: 0) } catch {

@@ -1,6 +1,6 @@
 import CanopyCore
 
-/// The sources of nondeterminism a replicator uses, passed in through its initialiser (STYLE §2):
+/// The sources of nondeterminism a replicator uses, passed in through its initialiser (`Protocol/design.md` §9.2):
 /// the agent passes Dispatch-backed ones, the simulator passes simulated ones. Nothing in this
 /// module reads the system clock or the system random generator.
 

@@ -1,7 +1,7 @@
 import CanopyStore
 import CanopyWire
 
-/// Errors of the replication engine, in STYLE's three kinds: a peer's protocol violation closes
+/// Errors of the replication engine, in the three kinds of `Protocol/design.md` §9.3: a peer's protocol violation closes
 /// that connection; an operating error (store, transport) is reported and retried; programmer
 /// errors are preconditions, not cases here.
 public enum ReplicationError: Error, Sendable, CustomStringConvertible {

@@ -1,6 +1,6 @@
 import CanopyCore
 
-/// Which documents a replication carries (DESIGN.md §4). A filtered replication has its own
+/// Which documents a replication carries (`Protocol/design.md` §4.3). A filtered replication has its own
 /// checkpoint: the filter is part of the replication id.
 public enum ReplicationFilter: Sendable {
     /// Every document.

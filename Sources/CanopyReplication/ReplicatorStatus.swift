@@ -1,6 +1,6 @@
 import CanopyCore
 
-/// A replicator's activity (Couchbase Lite's levels, DESIGN.md §4).
+/// A replicator's activity (Couchbase Lite's levels, `Protocol/design.md` §4.4).
 public enum ReplicatorState: String, Sendable, Codable, CaseIterable {
     /// Not running: finished a one-shot replication, stopped, or failed permanently.
     case stopped

@@ -2,7 +2,7 @@ import CanopyCore
 import CanopyReplication
 import CanopyStore
 
-/// Checks the invariants of issue 6 against the nodes' stores, reading them the way an
+/// Checks the invariants of `Protocol/design.md` §7.2 against the nodes' stores, reading them the way an
 /// application would (changes feed, revision trees, local documents). Every check is written so
 /// that it can fail: `SimulationTests` plants violations and expects them to be reported.
 struct InvariantChecker {

@@ -1,7 +1,7 @@
 import CanopyCore
 import CanopyReplication
 
-/// The scale experiment of issue 6 (DESIGN.md §8): a random mesh of `nodes` nodes with average
+/// The mesh propagation experiment (`Protocol/design.md` §8): a random mesh of `nodes` nodes with average
 /// degree `degree` over links of `latencySeconds`, no faults. Changes are written one at a time at
 /// random nodes, `spacingSeconds` apart; for each, the simulator follows the revision from node to
 /// node: a node's hop count is its sender's plus one (the sender is the peer whose session first

@@ -1,7 +1,7 @@
 import CanopyCore
 import CanopyStore
 
-/// The seeded fault schedule of the fault phase (shared/reference/p2p_security.md §5.6), besides
+/// The seeded fault schedule of the fault phase (`Protocol/design.md` §7.1), besides
 /// the in-connection faults the links inject themselves (loss, duplication, reordering, reset
 /// mid-batch):
 ///

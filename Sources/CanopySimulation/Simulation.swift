@@ -15,13 +15,13 @@ public struct AcknowledgedWrite: Sendable, Equatable {
 }
 
 /// One deterministic run of the real replication engine and real stores over a simulated
-/// network (DESIGN.md §7):
+/// network (`Protocol/design.md` §7):
 ///
 ///     setup      nodes with fresh SQLite files, a continuous PeerReplicator per edge
 ///     fault      `faultPhaseSeconds` of seeded writes and faults (network and node)
 ///     heal       every node up and running, links clean, resolvers fixed
 ///     settle     run to quiescence; manual nodes resolve their conflicts; repeat until stable
-///     check      the invariants of issue 6 (`InvariantChecker`)
+///     check      the invariants of `Protocol/design.md` §7.2 (`InvariantChecker`)
 ///
 /// Randomness comes from separate SplitMix64 streams derived from the seed (network, engine,
 /// workload, faults), consumed in scheduler order, so the same configuration replays exactly and

@@ -1,6 +1,6 @@
 /// One broken invariant.
 public struct Violation: Sendable, Equatable, CustomStringConvertible {
-    /// The invariants of issue 6, numbered as there.
+    /// The simulation's invariants, numbered as in `Protocol/design.md` §7.2.
     public enum Invariant: String, Sendable {
         case convergence = "1 convergence (same current revision and open leaves everywhere)"
         case lostWrite = "2 no acknowledged write lost"

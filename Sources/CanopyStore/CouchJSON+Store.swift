@@ -51,7 +51,7 @@ extension DocumentStore {
     /// `couchDB: true` is for data that came from CouchDB or Cloudant, which end a losing branch
     /// with an ordinary deletion: a deleted leaf that is not CouchDB's winner among the document's
     /// imported leaves is imported as a closing tombstone, so the document reads as CouchDB showed
-    /// it. Without it, such a deletion is a user's deletion and deletes-win applies (DESIGN §3).
+    /// it. Without it, such a deletion is a user's deletion and deletes-win applies (`Protocol/design.md` §3.6).
     @discardableResult
     public func importBulkDocs(_ bytes: some Collection<UInt8>, couchDB: Bool = false) throws(StoreError) -> [ForeignDocumentResult] {
         let imported: [CouchJSON.ImportedRevision]

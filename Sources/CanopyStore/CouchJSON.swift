@@ -1,6 +1,6 @@
 import CanopyCore
 
-/// CouchDB's JSON shape for documents (DESIGN §3 "CouchDB interop"), pure conversion both ways.
+/// CouchDB's JSON shape for documents (`Protocol/design.md` §3.6, CouchDB interop), pure conversion both ways.
 ///
 /// A document revision in CouchDB shape is its body plus special members:
 ///

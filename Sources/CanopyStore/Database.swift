@@ -1,6 +1,6 @@
 import CSQLite
 
-/// One SQLite connection: the only place the store calls SQLite (STYLE §9).
+/// One SQLite connection: the only place the store calls SQLite (`Protocol/design.md` §9.6).
 ///
 /// Not thread-safe by itself; `DocumentStore` serialises every use behind its lock. The connection
 /// runs in WAL mode with `synchronous=NORMAL` (a commit survives a process crash; the last commits

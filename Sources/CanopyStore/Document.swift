@@ -43,7 +43,7 @@ public struct ConflictingWrite: Sendable {
     public let current: Document
 }
 
-/// How a local write handles a stale `replacing` revision (DESIGN §3, optimistic concurrency).
+/// How a local write handles a stale `replacing` revision (`Protocol/design.md` §3.7, optimistic concurrency).
 public enum WriteConcurrency: Sendable {
     /// Fail with `StoreError.conflict` (the default).
     case failOnConflict

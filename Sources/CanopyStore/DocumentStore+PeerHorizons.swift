@@ -1,7 +1,7 @@
 /// How far a peer is known to hold this store's changes: every change through `sequence` reached
 /// it durably (it said so in a replication checkpoint). Stemming uses the lowest horizon to keep
-/// what a peer may still hold as a leaf (DESIGN §2: never stem below the last revision a peer is
-/// known to have).
+/// what a peer may still hold as a leaf (`Protocol/design.md` §2.7: stemming never removes what a
+/// peer may still hold).
 public struct PeerHorizon: Sendable, Equatable {
     /// Who holds the changes: any stable name the caller chooses (replication uses the replication
     /// id of the peer's pull, in hex).
@@ -42,7 +42,7 @@ enum PeerHorizons {
 
 /// Peer horizons: what stemming keeps for peers that have not caught up.
 ///
-/// The rule (DESIGN §2) is LiteCore's "remote ancestor" rule at the granularity a checkpoint gives:
+/// The rule (`Protocol/design.md` §2.7) is LiteCore's "remote ancestor" rule at the granularity a checkpoint gives:
 /// when a document is written and its previous state (its previous sequence) is at or below every
 /// peer's horizon, every peer holds that state, so its leaves — which a peer may still hold as
 /// leaves — are kept with the paths from them to the new leaves; when some peer has not reached the

@@ -1,6 +1,6 @@
 import CanopyCore
 
-/// Local edits: put, delete and batches of them, with optimistic concurrency (DESIGN §3).
+/// Local edits: put, delete and batches of them, with optimistic concurrency (`Protocol/design.md` §3.7).
 extension DocumentStore {
     /// Writes `body` as a new revision of `id`, replacing `replacing`, and returns its id.
     ///

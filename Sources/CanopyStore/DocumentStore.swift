@@ -9,7 +9,7 @@ import Synchronization
 /// and writes.
 ///
 /// Thread safety: every call takes one lock and runs to completion under it, so calls from any
-/// thread are serialised; SQLite is reached only through `read { }` and `write { }` (STYLE §9).
+/// thread are serialised; SQLite is reached only through `read { }` and `write { }` (`Protocol/design.md` §9.6).
 /// Conflict handlers and resolvers run under that lock and must not call back into the store.
 ///
 /// Invariants kept by every write transaction:
@@ -24,7 +24,7 @@ public final class DocumentStore: @unchecked Sendable {
         public var durable: Bool
         /// A new `revsLimit` to persist, or nil to keep the stored one (1000 for a new file).
         public var revsLimit: Int?
-        /// What happens when foreign revisions make a document conflicted (DESIGN §3).
+        /// What happens when foreign revisions make a document conflicted (`Protocol/design.md` §3).
         public var conflictPolicy: ConflictPolicy
         /// Where the store logs; the store never bootstraps logging.
         public var logger: Logger

@@ -1,7 +1,7 @@
 import CanopyCore
 import Foundation
 
-/// Runs a conflict policy on a loaded document inside a write transaction (DESIGN §3): decides
+/// Runs a conflict policy on a loaded document inside a write transaction (`Protocol/design.md` §3): decides
 /// with the automatic rule or a resolver, turns the decision into revisions with
 /// `ConflictResolution.plan`, and adds them to the tree with their bodies.
 enum PolicyRunner {

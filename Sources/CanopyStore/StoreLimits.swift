@@ -1,8 +1,8 @@
-/// Every limit the document store enforces, in one place (STYLE §6). Each is checked before the
+/// Every limit the document store enforces, in one place (`Protocol/design.md` §9.4). Each is checked before the
 /// store allocates or writes anything for the input it bounds; exceeding one fails the whole call
 /// with a typed `StoreInputError` naming the document and the limit.
 public enum StoreLimits {
-    /// Largest document id, in UTF-8 bytes (DESIGN §2: ids are 1–1024 bytes).
+    /// Largest document id, in UTF-8 bytes (`Protocol/design.md` §2.1: ids are 1–1024 bytes).
     public static let documentIDBytesMax = 1024
     /// Largest document body, in canonical JSON bytes. CouchDB's default `max_document_size` is
     /// 8 MB; 16 MiB leaves room for large documents while bounding what one revision can cost.

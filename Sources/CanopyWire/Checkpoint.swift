@@ -1,7 +1,7 @@
 /// The checkpoint messages (§6.8). A checkpoint is an opaque value (the replication engine's
 /// record of how far a replication got, with a short session history) that one side stores for
 /// the other under a replication id. Values are written only after the data they describe is
-/// durable (DESIGN §4).
+/// durable (`Protocol/design.md` §4.2).
 ///
 /// `checkpointGet`: `varint requestID ‖ bytes replicationID` (1...replicationIDBytesMax).
 /// `checkpoint` (its reply): `varint requestID ‖ u8 found (0 or 1) ‖ bytes value` — the value

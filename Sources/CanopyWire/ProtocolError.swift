@@ -1,4 +1,4 @@
-/// A violation of the wire protocol by the peer (STYLE §5: the first kind of error). Every case is
+/// A violation of the wire protocol by the peer (`Protocol/design.md` §9.3: the first kind of error). Every case is
 /// fatal: the receiver sends `close` with `code` (when the channel still works) and drops the
 /// connection. Nothing received on the connection after the violation is processed.
 ///

@@ -1,4 +1,4 @@
-/// Every limit of the Canopy wire protocol, in one place (STYLE §6). Each length prefix, count,
+/// Every limit of the Canopy wire protocol, in one place (`Protocol/design.md` §9.4). Each length prefix, count,
 /// queue and window a peer can influence is checked against one of these constants *before*
 /// anything is allocated for it. The table in `Protocol/replication-v1.md` §9 lists the same
 /// names and values; `SpecConformanceTests` parses that table and compares it with this file, so
@@ -66,7 +66,7 @@ public enum WireLimits {
 
     // MARK: Message fields (§6)
 
-    /// The longest document id in UTF-8 bytes (DESIGN §2: 1–1024).
+    /// The longest document id in UTF-8 bytes (`Protocol/design.md` §2.1: 1–1024).
     public static let docIDBytesMax = 1024
 
     /// The largest document body (canonical JSON) in bytes.
@@ -77,7 +77,7 @@ public enum WireLimits {
     public static let replicationIDBytesMax = 64
 
     /// The largest opaque checkpoint value in bytes. A checkpoint holds a sequence and a short
-    /// session history (DESIGN §4); 64 KiB is far beyond that and still cheap to hold.
+    /// session history (`Protocol/design.md` §4.2); 64 KiB is far beyond that and still cheap to hold.
     public static let checkpointValueBytesMax = 64 << 10
 
     /// The longest human-readable text in an `error`, a rejected `revisionsAck` or a `close`.

@@ -4,7 +4,7 @@ import Testing
 @testable import CanopyCrypto
 
 /// Reads the handshake constants table of Protocol/replication-v1.md §4.1 and compares it with
-/// the code, so the spec and the implementation cannot drift (STYLE.md §7).
+/// the code, so the spec and the implementation cannot drift (`Protocol/design.md` §9.5).
 @Suite("Handshake constants in the spec")
 struct SpecConstantsTests {
     static func specTable() throws -> [String: String] {

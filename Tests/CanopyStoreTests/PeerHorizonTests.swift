@@ -2,8 +2,8 @@ import CanopyCore
 import Testing
 @testable import CanopyStore
 
-/// DESIGN §2: history is stemmed to revsLimit, "never below the last revision a peer is known to
-/// have". Peer horizons (the sequence through which a peer holds this store's changes) decide
+/// `Protocol/design.md` §2.7: history is stemmed to revsLimit, but never so far that it removes
+/// what a peer may still hold. Peer horizons (the sequence through which a peer holds this store's changes) decide
 /// what that is.
 @Suite("Stemming keeps what peers may still hold")
 struct PeerHorizonTests {

@@ -2,7 +2,7 @@ import CanopyCore
 import Testing
 @testable import CanopyWire
 
-/// DESIGN §8: protocol bytes per revision beyond its body ≤ 64 for typical 10–20 byte doc ids.
+/// `Protocol/design.md` §8: protocol bytes per revision beyond its body ≤ 64 for typical 10–20 byte doc ids.
 @Suite("Protocol overhead")
 struct OverheadTests {
     /// Bytes on the wire for `message`: its frames' headers, MACs and fragment flags included.

@@ -3,7 +3,7 @@ import Testing
 @testable import CanopyWire
 
 /// Reads the normative tables of `Protocol/replication-v1.md` and compares them with the code, so
-/// the spec and the implementation cannot drift apart (STYLE §7).
+/// the spec and the implementation cannot drift apart (`Protocol/design.md` §9.5).
 @Suite("Specification matches the code")
 struct SpecConformanceTests {
     static let specPath = "Protocol/replication-v1.md"

@@ -1,7 +1,7 @@
 import ArgumentParser
 import CanopySimulation
 
-/// `canopy-sim`: runs the deterministic simulator (issue 6) for one seed or a range of seeds, or
+/// `canopy-sim`: runs the deterministic simulator (`Protocol/design.md` §7) for one seed or a range of seeds, or
 /// the 100-node mesh propagation experiment.
 @main
 struct CanopySim: ParsableCommand {

@@ -112,7 +112,7 @@ struct Run: ParsableCommand {
     func run() throws {
         // Two malloc arenas instead of glibc's eight per core: Dispatch spreads the agent's work
         // over many worker threads, each of which would otherwise grow an arena of its own. Cuts
-        // peak RSS during a large replication by about 4 MiB (DESIGN.md §8: ≤ 64 MiB) at no
+        // peak RSS during a large replication by about 4 MiB (`Protocol/design.md` §8: ≤ 64 MiB) at no
         // measurable cost in throughput.
         _ = glibcMallopt(glibcMallocArenaMaxParameter, Self.mallocArenasMax)
         // Before the store opens its database: SQLite takes process settings only before its
