@@ -25,7 +25,7 @@ public enum SessionEvent: Sendable {
     case closed(TransportCloseReason)
 }
 
-/// One connection's replication, both directions (DESIGN.md §4): CouchDB's algorithm in binary
+/// One connection's replication, both directions (`Protocol/design.md` §4.1): CouchDB's algorithm in binary
 /// over one connection, receiver-driven.
 ///
 ///     connect → hello ⇄ hello
