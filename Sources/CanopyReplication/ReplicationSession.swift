@@ -49,6 +49,8 @@ public final class ReplicationSession: @unchecked Sendable {
     private var machine: ConnectionStateMachine
     private var peerDatabaseID: [UInt8]?
     private var peerWindow = 1
+    /// The peer's `hello` has the `importedIDs` feature: revisions with imported ids are marked.
+    private var peerAcceptsImportedIDs = false
     private var sources: [RequestID: SubscriptionSource] = [:]
     private var target: SubscriptionTarget?
     /// Our `checkpointGet` waiting for its answer, with the local checkpoint read before it.
@@ -99,7 +101,7 @@ public final class ReplicationSession: @unchecked Sendable {
         lastReceived = scheduler.now
         lastSent = scheduler.now
         machine = ConnectionStateMachine(localHello: Hello(
-            features: configuration.direction.pulls ? Hello.subscribesFeature : 0, databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
+            features: (configuration.direction.pulls ? Hello.subscribesFeature : 0) | Hello.importedIDsFeature, databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
             window: configuration.window))
         checks = RevisionCheckPipeline(worker: worker) { [unowned self] checked in writeChecked(checked) }
     }
@@ -259,6 +261,7 @@ public final class ReplicationSession: @unchecked Sendable {
     private func receiveHello(_ hello: Hello) throws(ReplicationError) {
         peerDatabaseID = hello.databaseID
         peerWindow = hello.window
+        peerAcceptsImportedIDs = hello.features & Hello.importedIDsFeature != 0
         awaitingPeerSubscription = configuration.direction.pushes && hello.features & Hello.subscribesFeature != 0
         onEvent(.connected(peerDatabaseID: hello.databaseID))
         if configuration.direction.pulls { try beginPull() }
@@ -441,7 +444,8 @@ public final class ReplicationSession: @unchecked Sendable {
         }
         awaitingPeerSubscription = false
         let source = SubscriptionSource(subscribe: subscribe, serving: configuration.pushFilter, store: store,
-                                        batchSize: configuration.batchSize, window: min(configuration.window, peerWindow))
+                                        batchSize: configuration.batchSize, window: min(configuration.window, peerWindow),
+                                        marksImportedIDs: peerAcceptsImportedIDs)
         sources[subscribe.requestID] = source
         try pump(source)
     }

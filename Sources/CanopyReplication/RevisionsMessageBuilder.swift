@@ -53,8 +53,10 @@ struct RevisionsMessageBuilder {
     }
 
     /// The wire form of a revision the store prepared: ancestry digests newest first, stopping
-    /// before the first revision the peer said it has (named by its index instead).
-    static func transfer(for revision: ForeignRevision, knownAncestors: [RevisionID]) -> RevisionTransfer {
+    /// before the first revision the peer said it has (named by its index instead). An imported
+    /// revision id is marked as such when the peer accepts the mark (`marksImportedID`); a peer
+    /// that does not refuses the revision, as it refuses any id that is not its content's hash.
+    static func transfer(for revision: ForeignRevision, knownAncestors: [RevisionID], marksImportedID: Bool = true) -> RevisionTransfer {
         var ancestors = revision.path.ancestors
         var tail = 0
         if let last = ancestors.last, let known = knownAncestors.firstIndex(of: last) {
@@ -68,6 +70,7 @@ struct RevisionsMessageBuilder {
         }
         return RevisionTransfer(
             ancestry: ancestors.map(RevisionDigest.init(of:)), knownAncestorTail: tail,
-            cutParent: tail == 0 ? revision.path.rootParent.map(RevisionDigest.init(of:)) : nil, body: body)
+            cutParent: tail == 0 ? revision.path.rootParent.map(RevisionDigest.init(of:)) : nil, body: body,
+            importedID: marksImportedID && revision.importedID)
     }
 }

@@ -36,6 +36,8 @@ final class SubscriptionSource {
     private let store: DocumentStore
     private let batchSize: Int
     private let window: Int
+    /// The peer accepts revisions marked as having imported ids (its `hello`'s `importedIDs`).
+    private let marksImportedIDs: Bool
     private var cursor: Int64
     private var inFlight: Deque<Batch> = []
     /// The feed was read to its end and the peer was told (`caughtUp`); waiting for commits.
@@ -46,13 +48,17 @@ final class SubscriptionSource {
     /// The sequence of the newest batch the peer completed, with every batch before it.
     private(set) var acknowledgedSequence: UInt64
 
-    init(subscribe: Subscribe, serving pushFilter: ReplicationFilter, store: DocumentStore, batchSize: Int, window: Int) {
+    init(
+        subscribe: Subscribe, serving pushFilter: ReplicationFilter, store: DocumentStore, batchSize: Int, window: Int,
+        marksImportedIDs: Bool = true
+    ) {
         subscriptionID = subscribe.requestID
         continuous = subscribe.continuous
         filter = SubscriptionSource.intersect(pushFilter, ReplicationFilter(wire: subscribe.filter))
         self.store = store
         self.batchSize = batchSize
         self.window = window
+        self.marksImportedIDs = marksImportedIDs
         cursor = Int64(clamping: subscribe.since)
         acknowledgedSequence = subscribe.since
     }
@@ -157,7 +163,8 @@ final class SubscriptionSource {
                 continue
             }
             for revision in outgoing {
-                messages.append(RevisionsMessageBuilder.transfer(for: revision, knownAncestors: requests[position].knownAncestors))
+                messages.append(RevisionsMessageBuilder.transfer(
+                    for: revision, knownAncestors: requests[position].knownAncestors, marksImportedID: marksImportedIDs))
                 inFlight[index].sentDocuments.append((requests[position].documentID, revision.path.leaf))
             }
         }

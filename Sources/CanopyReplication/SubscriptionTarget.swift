@@ -132,7 +132,8 @@ final class SubscriptionTarget {
                 let body = try? JSONValue.parse(revision.body)
                 if !filter.accepts(documentID: revision.docID, body: body) { continue }
             }
-            foreign.append(ForeignRevision(documentID: revision.docID, path: revision.path, body: .canonical(revision.body)))
+            foreign.append(ForeignRevision(
+                documentID: revision.docID, path: revision.path, body: .canonical(revision.body), importedID: revision.importedID))
         }
         return foreign
     }
@@ -230,9 +231,8 @@ final class SubscriptionTarget {
     /// Writes received revisions in one transaction. A document that fails the store's checks (a
     /// revision id that is not the hash of its content, a body that is not a canonical JSON
     /// object, a broken history) is left out and reported as `rejected`, and the rest of the batch
-    /// is written: one bad document — for example one imported from CouchDB with CouchDB's own
-    /// revision ids, which no Canopy node can verify — must not stall replication of everything
-    /// after it. The rejected document is not retried (its sequence is checkpointed past), as
+    /// is written: one bad document must not stall replication of everything after it. (Revisions
+    /// whose ids were imported from CouchDB arrive marked `importedID` and are not hash-checked.) The rejected document is not retried (its sequence is checkpointed past), as
     /// CouchDB counts a `doc_write_failure` and moves on. A problem that names no document is a
     /// protocol violation.
     /// `local` (the checkpoint) is written in the same transaction, also when every document was

@@ -99,7 +99,9 @@ extension DocumentStore {
         for (position, index) in groups.first.enumerated() {
             let revision = checked[index]
             if groups.others.isEmpty || groups.others[position] == nil {
-                batch.append(.init(slot: position, documentID: revision.documentID, path: revision.path, body: revision.body))
+                batch.append(.init(
+                    slot: position, documentID: revision.documentID, path: revision.path, body: revision.body,
+                    importedID: revision.importedID))
                 continue
             }
             try flush(&batch)
@@ -115,6 +117,8 @@ extension DocumentStore {
         let documentID: String
         let path: RevisionPath
         let body: [UInt8]
+        /// The leaf's id is imported (not its content hash); stored marked so.
+        let importedID: Bool
     }
 
     /// Checks every revision of a batch, in parallel (the canonical-form check and the BLAKE2b
@@ -140,18 +144,31 @@ extension DocumentStore {
         guard revision.path.ancestors.count < revsLimit else {
             throw .invalidHistory(documentID: id, detail: "\(revision.path.ancestors.count) ancestors exceed the limit of \(revsLimit)")
         }
-        if case .contentHash = idCheck {
+        // Imported ids are accepted unverified from an import, or from a peer that marked them;
+        // an id that turns out to be its content's hash is stored as an ordinary one.
+        let mayBeImported: Bool
+        switch idCheck {
+        case .contentHash: mayBeImported = revision.importedID
+        case .trusted: mayBeImported = true
+        }
+        var imported = false
+        if revision.path.leaf.generation > 1 && revision.path.parent == nil {
             // The hash covers the parent, so a revision past generation 1 must name it.
-            guard revision.path.leaf.generation == 1 || revision.path.parent != nil else {
+            guard mayBeImported else {
                 throw .invalidHistory(documentID: id, detail: "revision \(revision.path.leaf) sent without its parent")
             }
+            imported = true
+        } else {
             let computed = RevisionHasher.revisionID(
                 parent: revision.path.parent, kind: revision.path.kind, canonicalBody: body)
-            guard computed == revision.path.leaf else {
-                throw .revisionHashMismatch(documentID: id, claimed: revision.path.leaf, computed: computed)
+            if computed != revision.path.leaf {
+                guard mayBeImported else {
+                    throw .revisionHashMismatch(documentID: id, claimed: revision.path.leaf, computed: computed)
+                }
+                imported = true
             }
         }
-        return CheckedRevision(documentID: id, path: revision.path, body: body)
+        return CheckedRevision(documentID: id, path: revision.path, body: body, importedID: imported)
     }
 
     /// Merges one document's foreign revisions, applies the policy, stems, and writes.
@@ -160,7 +177,8 @@ extension DocumentStore {
     ) throws -> ForeignDocumentResult {
         if revisions.count == 1,
             let result = try RevisionRows.insertNewChain(
-                context, documentID: documentID, path: revisions[0].path, body: revisions[0].body)
+                context, documentID: documentID, path: revisions[0].path, body: revisions[0].body,
+                importedID: revisions[0].importedID)
         {
             return result
         }
@@ -187,7 +205,10 @@ extension DocumentStore {
             if let root = revision.path.revisions.last, let parent = document.tree.node(root)?.parent {
                 document.touched.insert(parent)
             }
-            if outcome.added.contains(revision.path.leaf) { document.newBodies[revision.path.leaf] = revision.body }
+            if outcome.added.contains(revision.path.leaf) {
+                document.newBodies[revision.path.leaf] = revision.body
+                if revision.importedID { document.importedIDs.insert(revision.path.leaf) }
+            }
             added.append(contentsOf: outcome.added)
         }
         let (resolution, planned) = try PolicyRunner.run(

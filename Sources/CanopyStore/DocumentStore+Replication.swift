@@ -127,7 +127,9 @@ extension DocumentStore {
             // below makes it, and no ancestry array per document.
             let tail = leaf.parent.map { known.contains($0) ? [$0] : [] } ?? []
             let rootParent = leaf.parent.flatMap { known.contains($0) ? nil : $0 }
-            return try foreign(documentID: documentID, leaf: leaf, ancestors: tail, rootParent: rootParent, body: body)
+            return try foreign(
+                documentID: documentID, leaf: leaf, ancestors: tail, rootParent: rootParent, body: body,
+                importedID: document.isImported(revision))
         }
         let searched = document.ancestry(of: revision, limit: known.isEmpty ? limit : reach)
         var history: [RevisionID]
@@ -145,17 +147,20 @@ extension DocumentStore {
                 if known.contains(parent) { history.append(parent) } else { rootParent = parent }
             }
         }
-        return try foreign(documentID: documentID, leaf: leaf, ancestors: Array(history.dropFirst()), rootParent: rootParent, body: body)
+        return try foreign(
+            documentID: documentID, leaf: leaf, ancestors: Array(history.dropFirst()), rootParent: rootParent, body: body,
+            importedID: document.isImported(revision))
     }
 
     /// The foreign revision of `leaf` with its ancestry; a history the store holds that does not
     /// make a valid path is corruption.
     private static func foreign(
-        documentID: String, leaf: RevTree.Node, ancestors: [RevisionID], rootParent: RevisionID?, body: [UInt8]
+        documentID: String, leaf: RevTree.Node, ancestors: [RevisionID], rootParent: RevisionID?, body: [UInt8],
+        importedID: Bool
     ) throws(StoreError) -> ForeignRevision {
         do {
             let path = try RevisionPath(leaf: leaf.id, kind: leaf.kind, ancestors: ancestors, rootParent: rootParent)
-            return ForeignRevision(documentID: documentID, path: path, body: .canonical(body))
+            return ForeignRevision(documentID: documentID, path: path, body: .canonical(body), importedID: importedID)
         } catch {
             throw .corrupt(detail: "stored history of \"\(documentID.prefix(80))\": \(error)")
         }

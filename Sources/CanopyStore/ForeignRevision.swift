@@ -18,22 +18,30 @@ public struct ForeignRevision: Sendable {
     public let path: RevisionPath
     /// The leaf's body.
     public let body: Body
+    /// True when the leaf's id is an imported one: given by another system (CouchDB's are MD5
+    /// over Erlang terms), not the hash of the revision's parent, kind and body. Such an id is
+    /// accepted without the hash check and stays marked, so every peer it travels to knows it
+    /// cannot be verified (`Protocol/replication-v1.md` §6.6, "Imported revision ids").
+    public let importedID: Bool
 
     /// A foreign revision.
-    public init(documentID: String, path: RevisionPath, body: Body) {
+    public init(documentID: String, path: RevisionPath, body: Body, importedID: Bool = false) {
         self.documentID = documentID
         self.path = path
         self.body = body
+        self.importedID = importedID
     }
 }
 
 /// How `bulkInsertForeign` checks revision ids.
 public enum RevisionIDCheck: Sendable {
-    /// Every leaf id must be the content hash of its parent, kind and body (`RevisionHasher`):
-    /// a peer that lies about a revision id is rejected. Use for all replication input.
+    /// Every leaf id must be the content hash of its parent, kind and body (`RevisionHasher`),
+    /// unless the revision is marked `importedID`: a peer that lies about a revision id is
+    /// rejected. Use for all replication input.
     case contentHash
-    /// Ids are taken as given. Only for importing data from systems whose revision ids are not
-    /// Canopy's content hashes (CouchDB's are MD5 over Erlang terms).
+    /// Ids are taken as given: a leaf whose id is not its content hash (or that names no parent
+    /// past generation 1) is stored marked as imported. For importing data from systems whose
+    /// revision ids are not Canopy's content hashes (CouchDB's are MD5 over Erlang terms).
     case trusted
 }
 

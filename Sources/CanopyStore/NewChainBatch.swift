@@ -23,6 +23,8 @@ struct NewChainBatch {
         let documentID: String
         let path: RevisionPath
         let body: [UInt8]
+        /// The leaf's id is imported (not its content hash).
+        var importedID = false
     }
 
     /// Rows per multi-row statement; a batch's remainder uses `smallRowsPerStatement`, then
@@ -60,7 +62,10 @@ struct NewChainBatch {
                 var key = context.lastSequence - Int64(size)
                 for index in chunk {
                     key += 1
-                    RevisionRows.appendNewChainRows(path: items[index].path, body: items[index].body, revsLimit: context.revsLimit) {
+                    RevisionRows.appendNewChainRows(
+                        path: items[index].path, body: items[index].body, importedID: items[index].importedID,
+                        revsLimit: context.revsLimit
+                    ) {
                         rows.append((key, $0))
                     }
                 }
@@ -134,7 +139,7 @@ struct NewChainBatch {
             rest = rest.dropFirst(size)
         }
         for entry in rest {
-            try RevisionRows.insertRevisionRow(db, key: entry.key, node: entry.row.node, isLeaf: entry.row.isLeaf, body: entry.row.body)
+            try RevisionRows.insertRevisionRow(db, key: entry.key, row: entry.row)
         }
     }
 }

@@ -6,6 +6,11 @@ extension RevisionRows {
         let node: RevTree.Node
         let isLeaf: Bool
         let body: [UInt8]?
+        /// The revision's id is imported (not its content hash): stored as `importedKindFlag`.
+        var importedID = false
+
+        /// The value of the row's `kind` column.
+        var kindColumn: Int { Int(node.kind.rawValue) | (importedID ? RevisionRows.importedKindFlag : 0) }
     }
 
     /// Writes a document that did not exist and receives one revision path: the commonest case of
@@ -23,7 +28,7 @@ extension RevisionRows {
     /// nothing, when the document exists; the caller then takes the general path.
     /// `NewChainBatch` writes the same rows for many documents with multi-row statements.
     static func insertNewChain(
-        _ context: WriteContext, documentID: String, path: RevisionPath, body: [UInt8]
+        _ context: WriteContext, documentID: String, path: RevisionPath, body: [UInt8], importedID: Bool = false
     ) throws -> ForeignDocumentResult? {
         let leaf = RevTree.Node(id: path.leaf, parent: path.parent, kind: path.kind)
         let sequence = context.nextSequence()
@@ -39,8 +44,8 @@ extension RevisionRows {
             context.returnSequence(sequence)
             return nil
         }
-        for row in newChainRows(path: path, body: body, revsLimit: context.revsLimit) {
-            try insertRevisionRow(context.db, key: sequence, node: row.node, isLeaf: row.isLeaf, body: row.body)
+        for row in newChainRows(path: path, body: body, importedID: importedID, revsLimit: context.revsLimit) {
+            try insertRevisionRow(context.db, key: sequence, row: row)
         }
         return newChainResult(documentID: documentID, path: path)
     }
@@ -65,22 +70,24 @@ extension RevisionRows {
     /// The revision rows of a new document receiving `path`, oldest first (the order `persist`
     /// writes touched revisions in): the newest `revsLimit` revisions; the leaf has the body; the
     /// oldest row links to its parent when the path names one (stemmed, or `rootParent`).
-    static func newChainRows(path: RevisionPath, body: [UInt8], revsLimit: Int) -> [RevisionRow] {
+    static func newChainRows(path: RevisionPath, body: [UInt8], importedID: Bool = false, revsLimit: Int) -> [RevisionRow] {
         var rows: [RevisionRow] = []
         rows.reserveCapacity(min(path.ancestors.count + 1, revsLimit))
-        appendNewChainRows(path: path, body: body, revsLimit: revsLimit) { rows.append($0) }
+        appendNewChainRows(path: path, body: body, importedID: importedID, revsLimit: revsLimit) { rows.append($0) }
         return rows
     }
 
     /// `newChainRows`, each row handed to `row` in turn instead of collected (no array per
     /// document on the batched path).
-    static func appendNewChainRows(path: RevisionPath, body: [UInt8], revsLimit: Int, _ row: (RevisionRow) -> Void) {
+    static func appendNewChainRows(
+        path: RevisionPath, body: [UInt8], importedID: Bool = false, revsLimit: Int, _ row: (RevisionRow) -> Void
+    ) {
         let kept = min(path.ancestors.count + 1, revsLimit)
         for index in stride(from: kept - 1, through: 0, by: -1) {
             let id = index == 0 ? path.leaf : path.ancestors[index - 1]
             let parent = index < path.ancestors.count ? path.ancestors[index] : path.rootParent
             let node = RevTree.Node(id: id, parent: parent, kind: index == 0 ? path.kind : .live)
-            row(RevisionRow(node: node, isLeaf: index == 0, body: index == 0 ? body : nil))
+            row(RevisionRow(node: node, isLeaf: index == 0, body: index == 0 ? body : nil, importedID: index == 0 && importedID))
         }
     }
 

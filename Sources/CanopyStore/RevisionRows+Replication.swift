@@ -5,16 +5,16 @@ import CanopyCore
 /// once, then replicated); those build no `RevTree` or dictionary: per document, hashing them into
 /// a tree and a body map was a third of the sender's read path.
 enum SendingDocument {
-    /// The document's only revision and its body.
-    case single(RevTree.Node, body: [UInt8]?)
-    /// A document with several revisions.
-    case tree(RevTree, bodies: [RevisionID: [UInt8]])
+    /// The document's only revision, its body, and whether its id is imported.
+    case single(RevTree.Node, body: [UInt8]?, importedID: Bool)
+    /// A document with several revisions; `importedIDs` are those of `bodies` with imported ids.
+    case tree(RevTree, bodies: [RevisionID: [UInt8]], importedIDs: Set<RevisionID>)
 
     /// The node of `revision`, if the document holds it.
     func node(_ revision: RevisionID) -> RevTree.Node? {
         switch self {
-        case .single(let node, _): return node.id == revision ? node : nil
-        case .tree(let tree, _): return tree.node(revision)
+        case .single(let node, _, _): return node.id == revision ? node : nil
+        case .tree(let tree, _, _): return tree.node(revision)
         }
     }
 
@@ -22,16 +22,24 @@ enum SendingDocument {
     /// (`RevTree.ancestry`).
     func ancestry(of revision: RevisionID, limit: Int) -> [RevisionID] {
         switch self {
-        case .single(let node, _): return node.id == revision && limit > 0 ? [revision] : []
-        case .tree(let tree, _): return tree.ancestry(of: revision, limit: limit)
+        case .single(let node, _, _): return node.id == revision && limit > 0 ? [revision] : []
+        case .tree(let tree, _, _): return tree.ancestry(of: revision, limit: limit)
         }
     }
 
     /// The stored body of `revision` if it was asked for and not compacted away.
     func body(_ revision: RevisionID) -> [UInt8]? {
         switch self {
-        case .single(let node, let body): return node.id == revision ? body : nil
-        case .tree(_, let bodies): return bodies[revision]
+        case .single(let node, let body, _): return node.id == revision ? body : nil
+        case .tree(_, let bodies, _): return bodies[revision]
+        }
+    }
+
+    /// True when `revision`'s id is imported (not its content hash).
+    func isImported(_ revision: RevisionID) -> Bool {
+        switch self {
+        case .single(let node, _, let imported): return imported && node.id == revision
+        case .tree(_, _, let imported): return imported.contains(revision)
         }
     }
 }
@@ -54,10 +62,11 @@ extension RevisionRows {
             let request = requests[position]
             let node = try revisionNode(row, documentID: request.documentID)
             let body = request.revisions.contains(node.id) ? row.blob(4) : nil
+            let imported = body != nil && row.int(3) & importedKindFlag != 0
             if pending[position] == nil {
-                pending[position] = .one(node, body: body)
+                pending[position] = .one(node, body: body, importedID: imported)
             } else {
-                pending[position]!.add(node, body: body)
+                pending[position]!.add(node, body: body, importedID: imported)
             }
         }
         let keyed = requests.indices.filter { requests[$0].documentKey != nil }
@@ -173,30 +182,34 @@ struct DocumentIDList {
 /// A document's rows as they arrive, before they become a `SendingDocument`: most documents
 /// hold a single revision and never build a tree or a dictionary.
 private enum PendingDocument {
-    case one(RevTree.Node, body: [UInt8]?)
-    case many([RevTree.Node], bodies: [RevisionID: [UInt8]])
+    case one(RevTree.Node, body: [UInt8]?, importedID: Bool)
+    case many([RevTree.Node], bodies: [RevisionID: [UInt8]], importedIDs: Set<RevisionID>)
 
     /// Adds a further row of the same document, in place.
-    mutating func add(_ node: RevTree.Node, body: [UInt8]?) {
+    mutating func add(_ node: RevTree.Node, body: [UInt8]?, importedID: Bool) {
         switch self {
-        case .one(let first, let firstBody):
+        case .one(let first, let firstBody, let firstImported):
             var bodies: [RevisionID: [UInt8]] = [:]
             if let firstBody { bodies[first.id] = firstBody }
             if let body { bodies[node.id] = body }
-            self = .many([first, node], bodies: bodies)
-        case .many(var nodes, var bodies):
+            var imported: Set<RevisionID> = []
+            if firstImported { imported.insert(first.id) }
+            if importedID { imported.insert(node.id) }
+            self = .many([first, node], bodies: bodies, importedIDs: imported)
+        case .many(var nodes, var bodies, var imported):
             // Drop self's references first, so the collections grow in place, not as copies.
-            self = .one(node, body: nil)
+            self = .one(node, body: nil, importedID: false)
             nodes.append(node)
             if let body { bodies[node.id] = body }
-            self = .many(nodes, bodies: bodies)
+            if importedID { imported.insert(node.id) }
+            self = .many(nodes, bodies: bodies, importedIDs: imported)
         }
     }
 
     var document: SendingDocument {
         switch self {
-        case .one(let node, let body): return .single(node, body: body)
-        case .many(let nodes, let bodies): return .tree(RevTree(nodes: nodes), bodies: bodies)
+        case .one(let node, let body, let imported): return .single(node, body: body, importedID: imported)
+        case .many(let nodes, let bodies, let imported): return .tree(RevTree(nodes: nodes), bodies: bodies, importedIDs: imported)
         }
     }
 }

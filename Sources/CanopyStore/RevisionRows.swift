@@ -16,6 +16,8 @@ struct StoredDocument {
     var touched: Set<RevisionID> = []
     /// Canonical bodies of revisions added in this transaction (never re-read from the file).
     var newBodies: [RevisionID: [UInt8]] = [:]
+    /// Those of `newBodies` whose ids are imported (not content hashes).
+    var importedIDs: Set<RevisionID> = []
 
     init(id: String, key: Int64?, sequence: Int64?, tree: RevTree) {
         self.id = id
@@ -36,6 +38,13 @@ struct StoredDocument {
 /// Reading and writing the rows of `documents` and `revisions`. Everything here runs inside a
 /// `DocumentStore.read`/`write` closure, on the store's one connection.
 enum RevisionRows {
+    /// Set in a revision row's `kind` column, above the `RevisionKind`, when the revision's id is
+    /// imported: taken from another system (CouchDB) and not the hash of its content. Such a
+    /// revision is sent marked, so peers accept it without the hash check (`ForeignRevision`).
+    static let importedKindFlag = 8
+    /// The bits of the `kind` column that hold the `RevisionKind`.
+    static let kindMask = 7
+
     /// Loads a document's row key and tree, or nil when the document does not exist.
     static func load(_ db: Database, documentID: String) throws -> StoredDocument? {
         let lookup = try db.statement("SELECT doc_key, sequence FROM documents WHERE doc_id = ?")
@@ -67,7 +76,8 @@ enum RevisionRows {
     static func revisionNode(_ row: Statement, documentID: String) throws -> RevTree.Node {
         let generation = row.int(0)
         guard let id = row.revisionID(generation: generation, digestColumn: 1),
-            let kind = RevisionKind(rawValue: UInt8(truncatingIfNeeded: row.int(3)))
+            row.int(3) & ~(kindMask | importedKindFlag) == 0,
+            let kind = RevisionKind(rawValue: UInt8(truncatingIfNeeded: row.int(3) & kindMask))
         else { throw StoreError.corrupt(detail: "revision row of \"\(documentID.prefix(80))\"") }
         var parent: RevisionID? = nil
         if !row.isNull(2) {
@@ -155,11 +165,11 @@ enum RevisionRows {
     }
 
     /// Inserts one revision row.
-    static func insertRevisionRow(_ db: Database, key: Int64, node: RevTree.Node, isLeaf: Bool, body: [UInt8]?) throws {
+    static func insertRevisionRow(_ db: Database, key: Int64, row: RevisionRow) throws {
         let statement = try db.statement(
             "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body) VALUES (?, ?, ?, ?, ?, ?, ?)")
         var borrowed: [(index: Int32, value: Statement.Borrowed)] = []
-        try bindRevisionRow(statement, firstParameter: 1, key: key, row: RevisionRow(node: node, isLeaf: isLeaf, body: body), borrowed: &borrowed)
+        try bindRevisionRow(statement, firstParameter: 1, key: key, row: row, borrowed: &borrowed)
         try statement.runBorrowing(borrowed)
     }
 
@@ -172,7 +182,7 @@ enum RevisionRows {
     ) throws(SQLiteError) {
         try statement.bind(key, at: first)
         try statement.bind(row.node.id.generation, at: first + 1)
-        try statement.bind(Int(row.node.kind.rawValue), at: first + 4)
+        try statement.bind(row.kindColumn, at: first + 4)
         try statement.bind(row.isLeaf ? 1 : 0, at: first + 5)
         borrowed.append((first + 2, .digest(row.node.id)))
         borrowed.append((first + 3, .digest(row.node.parent)))
@@ -193,17 +203,24 @@ enum RevisionRows {
                 "DELETE FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?",
                 .integer(key), .integer(generation), .blob(revision.digest))
         case (nil, .some(let node)):
-            try insertRevisionRow(db, key: key, node: node, isLeaf: document.tree.isLeaf(revision), body: document.newBodies[revision])
+            try insertRevisionRow(db, key: key, row: RevisionRow(
+                node: node, isLeaf: document.tree.isLeaf(revision), body: document.newBodies[revision],
+                importedID: document.importedIDs.contains(revision)))
         case (.some(let before), .some(let after)):
             let wasLeaf = document.storedTree.isLeaf(revision)
             let isLeaf = document.tree.isLeaf(revision)
             guard before != after || wasLeaf != isLeaf || document.newBodies[revision] != nil else { return }
+            // The imported mark stays with the body it describes: kept unless a body arrives now.
+            let newBody = document.newBodies[revision] != nil
+            let imported = document.importedIDs.contains(revision) ? importedKindFlag : 0
             try db.run(
                 """
-                UPDATE revisions SET parent = ?, kind = ?, leaf = ?, body = coalesce(?, body)
+                UPDATE revisions SET parent = ?, kind = ? | iif(?, kind & \(importedKindFlag), 0), leaf = ?,
+                    body = coalesce(?, body)
                 WHERE doc_key = ? AND generation = ? AND digest = ?
                 """,
-                after.parent.map { .blob($0.digest) } ?? .null, .integer(Int64(after.kind.rawValue)),
+                after.parent.map { .blob($0.digest) } ?? .null, .integer(Int64(Int(after.kind.rawValue) | imported)),
+                .integer(newBody ? 0 : 1),
                 .integer(isLeaf ? 1 : 0), document.newBodies[revision].map { .blob($0) } ?? .null,
                 .integer(key), .integer(generation), .blob(revision.digest))
         }

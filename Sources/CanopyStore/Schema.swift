@@ -11,6 +11,8 @@
 ///                                                sequence of its latest change
 ///     revisions(doc_key, generation, digest, parent, kind, leaf, body)
 ///               PRIMARY KEY (doc_key, generation, digest)
+///                                                kind: the RevisionKind, plus 8 when the id is
+///                                                imported (not a content hash; version 3 on)
 ///     local_documents(local_id, body)            never replicated (checkpoints, settings)
 ///
 /// `documents.sequence` is the rowid, so the changes feed is a rowid range scan and a document
@@ -68,6 +70,10 @@ enum Schema {
         ) STRICT;
         CREATE INDEX documents_conflicted ON documents(doc_id) WHERE conflicted = 1;
         """,
+        // 3: `revisions.kind` may carry `RevisionRows.importedKindFlag` (an imported revision id).
+        // No row changes; the version keeps builds that do not know the flag from reading it as
+        // damage.
+        "SELECT 1;",
     ]
 
     /// Brings `db` to `target` (default: the current version), one step per transaction.

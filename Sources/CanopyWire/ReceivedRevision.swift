@@ -11,11 +11,14 @@ public struct ReceivedRevision: Equatable, Sendable {
     public var path: RevisionPath
     /// The body as sent: canonical JSON that the engine validates before storing.
     public var body: [UInt8]
+    /// The source marked the revision's id as imported (not a content hash).
+    public var importedID: Bool
 
-    public init(docID: String, sequence: UInt64, path: RevisionPath, body: [UInt8]) {
+    public init(docID: String, sequence: UInt64, path: RevisionPath, body: [UInt8], importedID: Bool = false) {
         self.docID = docID
         self.sequence = sequence
         self.path = path
         self.body = body
+        self.importedID = importedID
     }
 }

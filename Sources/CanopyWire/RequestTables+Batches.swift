@@ -115,7 +115,8 @@ extension RequestTables {
             let entry = batch.changes.entries[wanted.entry]
             let path = try Self.path(of: entry.revisions[wanted.revision], transfer: transfer,
                                      known: known[wanted.entry])
-            received.append(ReceivedRevision(docID: entry.docID, sequence: entry.sequence, path: path, body: transfer.body))
+            received.append(ReceivedRevision(
+                docID: entry.docID, sequence: entry.sequence, path: path, body: transfer.body, importedID: transfer.importedID))
         }
         incomingBatches[id]!.phase = revisions.final ? .awaitingAck : .transferring(missing: missing, known: known, cursor: cursor)
         return received

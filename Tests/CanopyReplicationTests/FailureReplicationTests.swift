@@ -176,26 +176,87 @@ struct GracefulShutdownTests {
 
 @Suite("Documents imported from CouchDB")
 struct CouchImportReplicationTests {
-    @Test("a document with CouchDB's revision ids is left out by peers until its first Canopy edit, then replicates with its history")
-    func importedDocuments() throws {
+    /// A CouchDB `_bulk_docs` export: a document with two generations of history, a deleted one,
+    /// and one with a conflict whose losing branch CouchDB had deleted (settled).
+    static let couchExport = #"""
+        {"new_edits":false,"docs":[
+        {"_id":"from-couch","_rev":"2-b1946ac92492d2347c6235b4d2611184","_revisions":{"start":2,"ids":["b1946ac92492d2347c6235b4d2611184","9a0364b9e99bb480dd25e1f0284c8555"]},"title":"imported"},
+        {"_id":"gone","_rev":"2-1f0e3dad99908345f7439f8ffabdffc4","_deleted":true,"_revisions":{"start":2,"ids":["1f0e3dad99908345f7439f8ffabdffc4","967a00dff5e02add41819138abb3284d"]}},
+        {"_id":"settled","_rev":"2-aab3238922bcc25a6f606eb525ffdc56","_revisions":{"start":2,"ids":["aab3238922bcc25a6f606eb525ffdc56","c4ca4238a0b923820dcc509a6f75849b"]},"side":"winner"},
+        {"_id":"settled","_rev":"3-9bf31c7ff062936a96d3c8bd1f8f2ff3","_deleted":true,"_revisions":{"start":3,"ids":["9bf31c7ff062936a96d3c8bd1f8f2ff3","c74d97b01eae257e44aa9d5bade97baf","c4ca4238a0b923820dcc509a6f75849b"]}}
+        ]}
+        """#
+
+    /// Every leaf of every document of `store`: id, revision, kind, ancestry and body.
+    static func leaves(_ store: DocumentStore) throws -> [String] {
+        try store.changes(since: 0).flatMap { change -> [String] in
+            let tree = try #require(try store.revisionTree(id: change.documentID))
+            return try tree.leaves.map { leaf in
+                let body = try store.get(id: change.documentID, rev: leaf.id).body
+                return "\(change.documentID) \(leaf.id) \(leaf.kind) \(tree.ancestry(of: leaf.id, limit: 10)) " + String(decoding: CanonicalJSON.encode(body), as: UTF8.self)
+            }
+        }.sorted()
+    }
+
+    @Test(
+        "documents with CouchDB's revision ids replicate through a line of three nodes with their ids and histories",
+        arguments: [false, true])
+    func importedDocumentsReplicate(couchDB: Bool) throws {
         let harness = try ReplicationHarness(seed: 45)
         let a = try harness.addNode("a")
         let b = try harness.addNode("b")
-        let bulk = #"{"new_edits":false,"docs":[{"_id":"from-couch","_rev":"2-b1946ac92492d2347c6235b4d2611184","_revisions":{"start":2,"ids":["b1946ac92492d2347c6235b4d2611184","9a0364b9e99bb480dd25e1f0284c8555"]},"title":"imported"}]}"#
-        _ = try a.store.importBulkDocs(Array(bulk.utf8), couchDB: true)
+        let c = try harness.addNode("c")
+        _ = try a.store.importBulkDocs(Array(Self.couchExport.utf8), couchDB: couchDB)
         try writeDocuments(a.store, prefix: "native", count: 5)
         harness.connect(a, b)
+        harness.connect(b, c)
         #expect(harness.runUntilQuiescent())
-        // The imported document is refused (its id is not a Canopy content hash); the rest flows.
-        #expect(try b.store.documentCount == 5)
-        #expect(b.events.contains { $0.kind == .rejected && $0.documentID == "from-couch" })
-        // One edit in Canopy: the new revision is content-addressed, and it carries the history.
-        let imported = try a.store.get(id: "from-couch").revision
-        let edited = try a.store.put(id: "from-couch", body: .object(["title": .string("edited in canopy")]), replacing: imported)
+        #expect(!b.events.contains { $0.kind == .rejected } && !c.events.contains { $0.kind == .rejected })
+        #expect(try c.store.documentCount == 8)
+        let (onA, onC) = (try Self.leaves(a.store), try Self.leaves(c.store))
+        #expect(onC == onA, "only on A: \(Set(onA).subtracting(onC)); only on C: \(Set(onC).subtracting(onA))")
+        let history = try c.store.get(id: "from-couch", options: [.revisions]).history
+        #expect(history?.map(\.description) == ["2-b1946ac92492d2347c6235b4d2611184", "1-9a0364b9e99bb480dd25e1f0284c8555"])
+        // An export on C is the export on A: the same documents, revision ids and histories.
+        #expect(try Self.sameExport(a.store, c.store))
+
+        // A Canopy edit on top of an imported revision is content-addressed and verified again;
+        // the imported leaves it sits beside (the closed CouchDB loser) still travel.
+        let imported = try a.store.get(id: "settled").revision
+        let edited = try a.store.put(id: "settled", body: .object(["side": .string("edited in canopy")]), replacing: imported)
         #expect(harness.runUntilQuiescent())
-        let document = try b.store.get(id: "from-couch", options: [.revisions])
-        #expect(document.revision == edited)
-        #expect(document.history?.contains(imported) == true)
+        #expect(try c.store.get(id: "settled").revision == edited)
+        #expect(try Self.leaves(c.store) == Self.leaves(a.store))
         #expect(try harness.divergences() == [])
+    }
+
+    /// The exports hold the same entries (changes order may differ between the nodes).
+    static func sameExport(_ x: DocumentStore, _ y: DocumentStore) throws -> Bool {
+        func entries(_ store: DocumentStore) throws -> [JSONValue] {
+            guard case .object(let members) = try JSONValue.parse(store.exportBulkDocs()), case .array(let docs)? = members["docs"] else {
+                return []
+            }
+            return docs.sorted { CanonicalJSON.encode($0).lexicographicallyPrecedes(CanonicalJSON.encode($1)) }
+        }
+        return try entries(x) == entries(y)
+    }
+
+    @Test("a revision whose id does not match its content and is not marked imported is still refused")
+    func unmarkedMismatchRefused() throws {
+        let store = try ReplicationHarness(seed: 46).addNode("x").store
+        let path = try RevisionPath(leaf: #require(RevisionID("1-967a00dff5e02add41819138abb3284d")), kind: .live)
+        let lying = ForeignRevision(documentID: "lie", path: path, body: .value(.object(["a": .int(1)])))
+        #expect(throws: StoreError.self) { try store.bulkInsertForeign([lying]) }
+        let marked = ForeignRevision(documentID: "lie", path: path, body: .value(.object(["a": .int(1)])), importedID: true)
+        try store.bulkInsertForeign([marked])
+        let sent = try store.revisionsToSend([RevisionRequest(documentID: "lie", revisions: [path.leaf], knownAncestors: [])])
+        #expect(sent.map(\.importedID) == [true])
+        // An id marked imported that is its content's hash is stored as an ordinary one.
+        let honest = RevisionHasher.revisionID(parent: nil, kind: .live, body: .object(["b": .int(2)]))
+        try store.bulkInsertForeign([ForeignRevision(
+            documentID: "honest", path: try RevisionPath(leaf: honest, kind: .live), body: .value(.object(["b": .int(2)])),
+            importedID: true)])
+        let plain = try store.revisionsToSend([RevisionRequest(documentID: "honest", revisions: [honest], knownAncestors: [])])
+        #expect(plain.map(\.importedID) == [false])
     }
 }

@@ -75,7 +75,7 @@ struct RandomMessages {
         let cutParent = tail == 0 && bool() ? RevisionDigest(high: random.next(), low: random.next()) : nil
         return RevisionTransfer(
             skip: int(0...3), ancestry: (0..<int(0...5)).map { _ in RevisionDigest(high: random.next(), low: random.next()) },
-            knownAncestorTail: tail, cutParent: cutParent, body: bytes(0...300))
+            knownAncestorTail: tail, cutParent: cutParent, body: bytes(0...300), importedID: int(0...3) == 0)
     }
 
     mutating func filter() -> ChangesFilter {

@@ -71,6 +71,11 @@ enum VectorFixtures {
             RevisionTransfer(ancestry: [RevisionDigest(of: rev(4, digestA))], knownAncestorTail: 0,
                              cutParent: RevisionDigest(of: rev(3, digestC)), body: Array("{}".utf8)),
         ]))),
+        ("revisions-imported-id", .revisions(Revisions(requestID: 12, final: true, revisions: [
+            RevisionTransfer(ancestry: [RevisionDigest(of: rev(1, digestA))], knownAncestorTail: 0,
+                             body: Array(#"{"from":"couchdb"}"#.utf8), importedID: true),
+            RevisionTransfer(ancestry: [], knownAncestorTail: 1, body: Array("{}".utf8)),
+        ]))),
         ("revisions-ack-rejected", .revisionsAck(RevisionsAck(requestID: 10, status: .rejected(code: .invalidDocument,
                                                                                                  message: "body is not an object")))),
         ("checkpoint-found", .checkpoint(Checkpoint(requestID: 4, value: Array(#"{"seq":2}"#.utf8)))),
@@ -115,6 +120,9 @@ enum VectorFixtures {
         ("revisions-tail-33", [0x06, 0x01, 0x00, 0x01, 0x00, 0x21, 0x00], .limitExceeded),
         ("revisions-tail-62", [0x06, 0x01, 0x00, 0x01, 0x00, 0x3E, 0x00], .limitExceeded),
         // tail 63: a cut parent's 16 digest bytes must follow; 8 are there.
+        ("revisions-revision-flags-all-clear", [0x06, 0x01, 0x03, 0x01, 0x00, 0x00, 0x00, 0x02, 0x7B, 0x7D], .malformedMessage),
+        ("revisions-revision-flag-reserved", [0x06, 0x01, 0x03, 0x01, 0x02, 0x00, 0x00, 0x02, 0x7B, 0x7D], .malformedMessage),
+        ("revisions-reserved-flag", [0x06, 0x01, 0x04, 0x00], .malformedMessage),
         ("revisions-cut-parent-truncated", [0x06, 0x01, 0x00, 0x01, 0x00, 0x3F] + [UInt8](repeating: 0, count: 8),
          .malformedMessage),
         ("checkpoint-found-2", [0x09, 0x01, 0x02], .malformedMessage),
