@@ -36,7 +36,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
-        // X25519 only, in CanopyCrypto's EphemeralKey: a measured gain over libsodium (README).
+        // X25519 only, in CanopyCrypto's EphemeralKey: a measured gain over libsodium (Tools/canopy-bench/README.md).
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [

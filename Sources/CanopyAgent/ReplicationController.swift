@@ -79,7 +79,7 @@ extension ReplicationEventSink {
 }
 
 /// What the agent needs from replication. The agent owns sockets, config and the admin socket;
-/// the engine (CanopyReplication, wired in by the lead) owns everything between an authenticated
+/// the engine (CanopyReplication, through `EngineReplication`) owns everything between an authenticated
 /// message transport and the store.
 ///
 /// All methods may be called from any queue and must not block; completions and callbacks may be

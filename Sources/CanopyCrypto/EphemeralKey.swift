@@ -7,8 +7,8 @@ import Crypto
 /// One handshake's ephemeral X25519 key pair (Protocol/replication-v1.md §4): its public key goes
 /// into Msg1 or Msg2, its secret into exactly one Diffie–Hellman with the peer's ephemeral key.
 ///
-/// The one place CanopyCrypto uses a second library, for a measured gain (README, *Encrypted
-/// channel and handshake*). On the bench machine libsodium 1.0.18 takes ~36 µs to make the public
+/// The one place CanopyCrypto uses a second library, for a measured gain (Tools/canopy-bench/README.md,
+/// *Why ephemeral X25519 uses swift-crypto*). On the benchmark machine libsodium 1.0.18 takes ~36 µs to make the public
 /// key and ~40 µs for the DH, both with its Montgomery ladder; swift-crypto (BoringSSL) takes
 /// ~12 µs (fixed-base Edwards table) and ~31 µs (ADX field arithmetic): about 32 µs less per
 /// side and handshake, a quarter of its public-key CPU. X25519 is fully specified by RFC 7748, so

@@ -35,8 +35,8 @@ struct CommandResult {
     var stderr: String
 }
 
-/// Seconds any single wait in these tests may take before the test fails (generous: two cores
-/// shared with other builds).
+/// Seconds any single wait in these tests may take before the test fails (generous: the machine
+/// may have two cores shared with other work).
 let waitLimitSeconds = 30.0
 
 /// Runs a binary to completion (bounded by `waitLimitSeconds`) and captures its output.

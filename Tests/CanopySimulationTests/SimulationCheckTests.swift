@@ -130,7 +130,7 @@ struct SimulationCheckTests {
         #expect(report.violations.contains { $0.invariant == .deletion && $0.documentID == id && $0.nodes.last == 0 })
     }
 
-    /// Regression for an engine bug the simulator found (README, Simulation; fixed in the store's
+    /// Regression for an engine bug the simulator found (fixed in the store's
     /// `revisionsToSend`): a revived document reached a peer through a path cut just short of the
     /// deletion the peer held, and never converged.
     @Test("a revived document converges with a tiny revsLimit (seed 2099, revsLimit 4)")

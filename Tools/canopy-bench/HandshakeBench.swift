@@ -33,7 +33,7 @@ enum HandshakeBench {
     }
 
     /// The ceiling: each operation timed in this run, as the fastest of `batches` batches of
-    /// `iterations`. The fastest, not the median: the 2 cores are shared with other builds, and
+    /// `iterations`. The fastest, not the median: other processes may share the cores, and
     /// a batch can only be slowed by them, so the fastest is the closest to the operation's cost.
     static func primitiveMicroseconds(iterations: Int = 100, batches: Int = 30) -> PrimitiveCost {
         var publicKey = [UInt8](repeating: 0, count: 32)

@@ -41,9 +41,9 @@ struct ReplicationScenario {
         defer { a.stop() }
 
         // The ceiling's bodies, made once before the rounds. Made between the ceiling's
-        // transactions instead (as until session 9), they evicted SQLite's pages from the CPU
+        // transactions instead, they evict SQLite's pages from the CPU
         // caches: in four paired runs that ceiling was 6% slower on average (from 11% slower to
-        // 1.5% faster), which flattered every ratio.
+        // 1.5% faster), which flatters every ratio.
         let bodies = (0..<count).map { CanonicalJSON.encode(Self.body($0, bytes: bodyBytes)) }
         let bytes = bodies.reduce(0) { $0 + $1.count }
         var results: [Round] = []

@@ -30,7 +30,7 @@ struct WireBench: ParsableCommand {
     var handshakes: Int = 20_000
 
     /// One pair per core. The two ends of a handshake take turns, so a third pair might seem to
-    /// fill the gaps; measured on the 2-core build machine it made no difference (README).
+    /// fill the gaps; measured on two cores it makes no difference (Tools/canopy-bench/README.md).
     @Option(help: "Concurrent client/server thread pairs for the handshake measurement.")
     var pairs: Int = 2
 
