@@ -55,6 +55,9 @@ public final class PeerReplicator: @unchecked Sendable {
     /// The peer's database id from the last `hello` (for `resetCheckpoint` while disconnected).
     private var lastPeerDatabase: [UInt8]?
     private var syncWaiters: [@Sendable (Result<Void, ReplicationError>) -> Void] = []
+    /// True while `sync` closes a finished one-shot session to start another pass: that close
+    /// does not fail the waiters, who wait for the new session.
+    private var replacingFinishedSession = false
     public private(set) var status = PeerStatus(state: .stopped, connected: false, pull: .init(), push: .init())
 
     /// Creates a replicator; call `start()` to begin.
@@ -149,6 +152,12 @@ public final class PeerReplicator: @unchecked Sendable {
 
     /// Replicates once and calls `completion` when both directions are caught up (or failed).
     /// Connects first if needed; a continuous session stays open afterwards.
+    ///
+    /// A one-shot session whose pass finished is replaced by a new connection: replication is
+    /// receiver-driven, and the peer's one-shot subscription to this node ended with the pass, so
+    /// only a new connection makes the peer pull (and this node push) again. Without a dialer
+    /// (the peer only connects to us) the session is closed and the waiters wait for the peer's
+    /// next connection, which its replicator makes after a moment.
     public func sync(_ completion: @escaping @Sendable (Result<Void, ReplicationError>) -> Void) {
         syncWaiters.append(completion)
         if stopped { stopped = false }
@@ -156,9 +165,12 @@ public final class PeerReplicator: @unchecked Sendable {
             retryTimer?.cancel()
             retryTimer = nil
             connect()
-        } else if let session, !configuration.continuous {
-            // A one-shot pass already finished on this connection: run another.
-            session.pullAgain()
+        } else if let session, !configuration.continuous, !session.isBusy {
+            replacingFinishedSession = true
+            session.close(code: .normal, reason: "starting another one-shot pass")
+            replacingFinishedSession = false
+            connect()
+            return
         }
         checkSyncDone()
     }
@@ -247,7 +259,7 @@ public final class PeerReplicator: @unchecked Sendable {
                 status.lastError = "protocol violation: \(detail)"
                 scheduleRetry(state: .error)
             }
-            failWaiters(.disconnected(status.lastError ?? "connection closed"))
+            if !replacingFinishedSession { failWaiters(.disconnected(status.lastError ?? "connection closed")) }
         }
         refreshFromSession()
         checkSyncDone()

@@ -144,7 +144,7 @@ struct OneShotTests {
 
 @Suite("Repeated one-shot syncs")
 struct RepeatedSyncTests {
-    @Test("sync on a one-shot peer whose last pass finished runs a new pass over the same connection")
+    @Test("sync on a one-shot peer whose last pass finished runs a new pass over a new connection")
     func syncAgain() throws {
         let harness = try ReplicationHarness(seed: 83)
         let a = try harness.addNode("a")
@@ -156,8 +156,24 @@ struct RepeatedSyncTests {
         try writeDocuments(a.store, prefix: "second", count: 7)
         pair.syncAndWait()
         #expect(try b.store.documentCount == 27)
-        #expect(pair.dialer.attempts.count == 1)
+        #expect(pair.dialer.attempts.count == 2)
         #expect(pair.dialing.status.lastPulledSequence == 27)
+    }
+
+    @Test("sync on a one-shot peer pushes this node's new documents too, from either side", arguments: [true, false])
+    func syncPushes(fromDialingSide: Bool) throws {
+        let harness = try ReplicationHarness(seed: 84)
+        let a = try harness.addNode("a")
+        let b = try harness.addNode("b")
+        let pair = ReplicatorPair(harness, a, b, configuration: ReplicationConfiguration(continuous: false))
+        pair.syncAndWait()
+        // Written after the first pass finished, on the node that runs the next sync.
+        let writer = fromDialingSide ? b : a
+        let reader = fromDialingSide ? a : b
+        try writeDocuments(writer.store, prefix: "late", count: 9)
+        pair.syncAndWait(on: fromDialingSide ? pair.dialing : pair.accepting)
+        #expect(try reader.store.documentCount == 9)
+        #expect(try harness.divergences() == [])
     }
 }
 
@@ -182,11 +198,13 @@ final class ReplicatorPair {
         dialing.start()
     }
 
-    /// Runs `dialing.sync` and the scheduler until the sync completes.
-    func syncAndWait() {
-        final class Done: @unchecked Sendable { var done = false }
+    /// Runs `replicator.sync` (default: `dialing`'s) and the scheduler until the sync completes;
+    /// records an issue if it failed.
+    func syncAndWait(on replicator: PeerReplicator? = nil) {
+        final class Done: @unchecked Sendable { var result: Result<Void, ReplicationError>? }
         let done = Done()
-        dialing.sync { _ in done.done = true }
-        harness.scheduler.run(until: { done.done })
+        (replicator ?? dialing).sync { done.result = $0 }
+        harness.scheduler.run(until: { done.result != nil })
+        if case .failure(let error)? = done.result { Issue.record("sync failed: \(error)") }
     }
 }
