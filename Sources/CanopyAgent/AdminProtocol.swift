@@ -68,8 +68,9 @@ public struct AdminRequest: Sendable, Equatable {
     /// if one could be read (null otherwise), so the error response can still echo it.
     public static func decode(_ line: some Collection<UInt8>) -> Result<AdminRequest, AdminDecodeFailure> {
         let value: JSONValue
+        let problem: JSONError?
         do {
-            value = try JSONValue.parse(Array(line))
+            (value, problem) = try JSONValue.parseInputReportingProblem(Array(line))
         } catch {
             return .failure(AdminDecodeFailure(id: nil, failure: AdminFailure(.parseError, "request is not valid JSON: \(error)")))
         }
@@ -78,6 +79,11 @@ public struct AdminRequest: Sendable, Equatable {
         }
         guard case .int(let id)? = members.removeValue(forKey: "id") else {
             return .failure(AdminDecodeFailure(id: nil, failure: AdminFailure(.invalidRequest, "request needs an integer \"id\"")))
+        }
+        // Well-formed JSON whose content would be changed on storing (a duplicate member name,
+        // a number that does not fit): the request is refused as a whole, naming the problem.
+        if let problem {
+            return .failure(AdminDecodeFailure(id: id, failure: AdminFailure(.invalidArgument, problem.description)))
         }
         guard case .string(let command)? = members.removeValue(forKey: "cmd") else {
             return .failure(AdminDecodeFailure(id: id, failure: AdminFailure(.invalidRequest, "request needs a string \"cmd\"")))

@@ -22,20 +22,31 @@ public enum JSONValue: Hashable, Sendable {
     public static let emptyObject = JSONValue.object([:])
 }
 
-/// Errors from parsing JSON text.
+/// Errors from parsing JSON text. Each description names what is wrong in the user's words.
 public enum JSONError: Error, Equatable, CustomStringConvertible {
     /// The bytes are not JSON; `detail` says where or why.
     case invalidJSON(detail: String)
-    /// A number that JSON can write but a double cannot hold (infinity or NaN after parsing).
+    /// A number that JSON can write but a double cannot hold (`1e400`).
     case numberOutOfRange(String)
     /// Nesting deeper than `JSONValue.depthMax`.
     case tooDeep
+    /// An object has two members with this name (`Protocol/canonical-json.md` §1).
+    case duplicateKey(String)
+    /// An integer beyond 64 bits that would be stored as a double written differently (`stored`):
+    /// refused where the text is a user's input (`JSONValue.parseInput`).
+    case inexactInteger(String, stored: String)
 
     public var description: String {
         switch self {
         case .invalidJSON(let detail): return "invalid JSON: \(detail)"
-        case .numberOutOfRange(let text): return "number out of range: \(text)"
+        case .numberOutOfRange(let text):
+            return "number \(text.prefix(40)) is out of range (a JSON number must fit in a double, at most about 1.8e308)"
         case .tooDeep: return "JSON nested deeper than \(JSONValue.depthMax) levels"
+        case .duplicateKey(let key):
+            return "duplicate member name \"\(key.prefix(80))\" in a JSON object; give each member once"
+        case .inexactInteger(let text, let stored):
+            return "integer \(text.prefix(40)) cannot be stored exactly: integers beyond ±9223372036854775807 are kept as doubles, "
+                + "which would change it to \(stored.prefix(40)); write it as a string to keep every digit"
         }
     }
 }
@@ -44,29 +55,38 @@ extension JSONValue {
     /// The deepest nesting of arrays and objects accepted.
     public static let depthMax = 256
 
-    /// Parses JSON text (any value, not only objects).
+    /// Parses JSON text (any value, not only objects) as the canonical JSON spec reads it: an
+    /// integer beyond 64 bits becomes the nearest double; duplicate member names are refused.
     public static func parse(_ data: some DataProtocol) throws(JSONError) -> JSONValue {
-        let bytes = Data(data)
-        do {
-            return try JSONDecoder().decode(JSONValue.self, from: bytes)
-        } catch let error as DecodingError {
-            switch error {
-            case .dataCorrupted(let context):
-                let underlying = (context.underlyingError as NSError?)?.userInfo[NSDebugDescriptionErrorKey] as? String
-                throw .invalidJSON(detail: underlying ?? context.debugDescription)
-            default:
-                throw .invalidJSON(detail: "\(error)")
-            }
-        } catch let error as JSONError {
-            throw error
-        } catch {
-            throw .invalidJSON(detail: "\(error)")
-        }
+        try parse(Array(data), exactIntegers: false)
     }
 
     /// Parses JSON text from a string.
     public static func parse(_ text: String) throws(JSONError) -> JSONValue {
-        try parse(Data(text.utf8))
+        try parse(Array(text.utf8), exactIntegers: false)
+    }
+
+    /// Parses JSON text a user wrote (a document body, an import, an admin request): as `parse`,
+    /// and an integer beyond 64 bits is refused unless it is written exactly as the double it
+    /// becomes (`12345678901234567890` is refused, `100000000000000000000` kept), so a write never
+    /// changes a number's digits without a word.
+    public static func parseInput(_ data: some DataProtocol) throws(JSONError) -> JSONValue {
+        try parse(Array(data), exactIntegers: true)
+    }
+
+    /// As `parseInput`, but content that is refused while still well-formed JSON (a duplicate
+    /// name, an out-of-range or inexact number) is returned as `problem` beside the value read
+    /// anyway, instead of thrown: the admin server reads a bad request's `id` to answer it.
+    public static func parseInputReportingProblem(_ data: some DataProtocol) throws(JSONError) -> (value: JSONValue, problem: JSONError?) {
+        try Array(data).withUnsafeBufferPointer { buffer throws(JSONError) in
+            try JSONParser.parse(buffer, exactIntegers: true, tolerant: true)
+        }
+    }
+
+    private static func parse(_ bytes: [UInt8], exactIntegers: Bool) throws(JSONError) -> JSONValue {
+        try bytes.withUnsafeBufferPointer { buffer throws(JSONError) in
+            try JSONParser.parse(buffer, exactIntegers: exactIntegers).value
+        }
     }
 }
 

@@ -72,7 +72,7 @@ extension DocumentStore {
             throw .bodyTooLarge(documentID: nil, bytes: bytes.count, limit: StoreLimits.bulkDocsBytesMax)
         }
         let value: JSONValue
-        do { value = try JSONValue.parse(Data(bytes)) } catch { throw .invalidJSON(documentID: nil, detail: error.description) }
+        do { value = try JSONValue.parseInput(Data(bytes)) } catch { throw .invalidJSON(documentID: nil, detail: error.description) }
         guard case .object(let members) = value, case .array(let docs)? = members["docs"] else {
             throw .invalidCouchDocument(documentID: nil, detail: "a _bulk_docs body is {\"docs\": […], \"new_edits\": false}")
         }

@@ -101,11 +101,11 @@ func readBody(inline: String?, file: String?) throws -> JSONValue {
         data = FileHandle.standardInput.readDataToEndOfFile()
     }
     do {
-        let value = try JSONValue.parse(data)
+        let value = try JSONValue.parseInput(data)
         guard case .object = value else { throw CtlFailure(status: .usage, message: "the body must be a JSON object") }
         return value
     } catch let error as JSONError {
-        throw CtlFailure(status: .usage, message: "the body is not valid JSON: \(error)")
+        throw CtlFailure(status: .usage, message: "the body is not usable: \(error)")
     }
 }
 
