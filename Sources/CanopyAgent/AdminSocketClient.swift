@@ -104,6 +104,28 @@ public final class AdminSocketClient: @unchecked Sendable {
         return members
     }
 
+    /// Reads and drops whatever the agent sends until it closes the connection, or until
+    /// `deadline` (seconds on CLOCK_MONOTONIC) passes. Returns whether the connection ended.
+    @discardableResult
+    public func waitUntilClosed(deadline: Double) -> Bool {
+        buffer = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let remaining = deadline - AgentExitWait.monotonicSeconds()
+            guard remaining > 0 else { return false }
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&entry, 1, Int32(min(remaining * 1000, 1000).rounded(.up)))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else {
+                if ready < 0 { return false }
+                continue
+            }
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if count < 0, errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { continue }
+            if count <= 0 { return true }
+        }
+    }
+
     /// Reads the next line (without its newline).
     public func readLine() throws(ClientError) -> [UInt8] {
         while true {

@@ -42,7 +42,9 @@ extension Agent: AdminRequestHandler {
         case "reload":
             reload { error in reply(error.map { .failure(AdminFailure(.failed, $0.description)) } ?? .success([:])) }
         case "shutdown":
-            reply(.success([:]))
+            // The connection stays open until the shutdown has finished (replication stopped and
+            // checkpointed); the client then waits for the lock to be free (`AgentExitWait`).
+            reply(.success(["lock_path": .string(options.directory.lockPath)]))
             shutdown {}
         case "events": onQueue(reply) { try self.subscribe(request, client: client, reply) }
         case "resolver.register", "resolver.answer": onQueue(reply) { try self.resolverCommand(request, client: client, reply) }

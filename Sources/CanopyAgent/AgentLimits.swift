@@ -30,6 +30,10 @@ public enum AgentLimits {
     /// Seconds a shutdown waits for work in flight before closing anyway.
     public static let shutdownGraceSeconds = 10.0
 
+    /// Seconds `canopyctl shutdown` waits for the agent to exit (its grace period, then the
+    /// process ending) before saying it is still running.
+    public static let shutdownWaitSeconds = shutdownGraceSeconds + 20
+
     /// The longest config file read; anything larger is certainly not hand-written.
     public static let configFileBytesMax = 1 << 20
 

@@ -216,11 +216,21 @@ struct Reload: ParsableCommand {
 }
 
 struct Shutdown: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Stop the agent cleanly.")
+    static let configuration = CommandConfiguration(
+        abstract: "Stop the agent cleanly; returns once it has exited (its data directory is free).")
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-        let result = try connection.call("shutdown")
-        connection.json ? printJSON(.object(result)) : print("shutting down")
+        let client = try connection.connect()
+        let result = try connection.call(client, "shutdown", [:])
+        guard case .string(let lockPath)? = result["lock_path"] else {
+            throw CtlFailure(status: .error, message: "the agent's shutdown reply names no lock file; it may still be running")
+        }
+        do {
+            try AgentExitWait.wait(for: client, lockPath: lockPath, seconds: AgentLimits.shutdownWaitSeconds)
+        } catch {
+            throw CtlFailure(status: .error, message: error.description)
+        }
+        connection.json ? printJSON(.object(result)) : print("stopped")
     }
 }
