@@ -40,7 +40,9 @@ extension Agent: AdminRequestHandler {
             storeQueue.async { reply(self.documentCommand(request)) }
         case "sync": onQueue(reply) { try self.sync(request, reply) }
         case "reload":
-            reload { error in reply(error.map { .failure(AdminFailure(.failed, $0.description)) } ?? .success([:])) }
+            reload { result in
+                reply(result.map { ["restart_required": .array($0.map(JSONValue.string))] }.mapError { AdminFailure(.failed, $0.description) })
+            }
         case "shutdown":
             // The connection stays open until the shutdown has finished (replication stopped and
             // checkpointed); the client then waits for the lock to be free (`AgentExitWait`).

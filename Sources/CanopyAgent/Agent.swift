@@ -123,33 +123,44 @@ public final class Agent: @unchecked Sendable {
     }
 
     /// Re-reads the config file and applies it. A bad file is reported and the running config
-    /// kept, so a typo never takes an agent down. `completion` gets the error if any.
-    public func reload(_ completion: @escaping @Sendable (AgentError?) -> Void = { _ in }) {
+    /// kept, so a typo never takes an agent down. `completion` gets the names of the changed
+    /// settings that wait for a restart (`restartOnlySettings`), or the error.
+    public func reload(_ completion: @escaping @Sendable (Result<[String], AgentError>) -> Void = { _ in }) {
         queue.async { [self] in
             notifier.reloading()
             defer { notifier.ready() }
             do throws(AgentError) {
                 let (text, parsed) = try Self.readConfig(options.directory.configPath)
-                applyConfig(text: text, parsed: parsed)
+                let restartRequired = applyConfig(text: text, parsed: parsed)
                 logger.info("config reloaded: \(config.peers.count) peers")
-                emit("config.reloaded", ["peers": .int(Int64(config.peers.count))])
-                completion(nil)
+                emit("config.reloaded", [
+                    "peers": .int(Int64(config.peers.count)), "restart_required": .array(restartRequired.map(JSONValue.string)),
+                ])
+                completion(.success(restartRequired))
             } catch {
                 logger.error("config reload failed, keeping the running config: \(error)")
                 emit("config.error", ["message": .string(error.description)])
-                completion(error)
+                completion(.failure(error))
             }
         }
     }
 
-    /// Applies a parsed config. The listen address and conflict policy take effect on restart;
-    /// peers and limits at once. Runs on `queue`.
-    func applyConfig(text: String, parsed: ParsedConfig) {
+    /// The settings read only at start-up: the listener is bound, and the store opened with its
+    /// conflict policy and revs limit, once per process.
+    static let restartOnlySettings = ["listen", "conflicts", "revs-limit"]
+
+    /// Applies a parsed config: peers and limits at once; `listen`, `conflicts` and `revs-limit`
+    /// keep their running values until a restart. Returns the names of those that differ in the
+    /// file (in `restartOnlySettings` order; empty when none). Runs on `queue`.
+    @discardableResult
+    func applyConfig(text: String, parsed: ParsedConfig) -> [String] {
         dispatchPrecondition(condition: .onQueue(queue))
         var next = parsed.config
         if let listen = options.listen { next.listen = listen }
-        if next.listen != config.listen || next.conflicts != config.conflicts || next.revsLimit != config.revsLimit {
-            logger.warning("listen, conflicts and revs-limit changes take effect when the agent restarts")
+        let changed = [next.listen != config.listen, next.conflicts != config.conflicts, next.revsLimit != config.revsLimit]
+        let restartRequired = zip(Self.restartOnlySettings, changed).filter(\.1).map(\.0)
+        if !restartRequired.isEmpty {
+            logger.warning("\(restartRequired.joined(separator: ", ")) changed in the config file: restart canopyd to apply")
             next.listen = config.listen
             next.conflicts = config.conflicts
             next.revsLimit = config.revsLimit
@@ -160,6 +171,7 @@ public final class Agent: @unchecked Sendable {
         for peer in next.peers { pendingPeers[peer.nodeID] = nil }
         peers.allow(next.peers)
         replication.apply(config: next)
+        return restartRequired
     }
 
     /// Shuts down cleanly: stops accepting, lets replication finish its batch and checkpoint,

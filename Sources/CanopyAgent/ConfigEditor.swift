@@ -5,7 +5,8 @@ public enum ConfigEditor {
     public static func render(_ config: AgentConfig) -> String {
         var text = """
             # Canopy agent configuration (see README.md, "Running the agent").
-            # Edit freely; `canopyctl reload` or SIGHUP applies changes without a restart.
+            # Edit freely. `canopyctl reload` or SIGHUP applies peers and [limits] at once;
+            # listen, conflicts and revs-limit take effect when canopyd restarts.
 
             listen = \(config.listen)          # HOST:PORT for peers; port 0 picks a free port
             conflicts = \(config.conflicts.rawValue)     # automatic | manual

@@ -211,7 +211,9 @@ struct Reload: ParsableCommand {
 
     func run() throws {
         let result = try connection.call("reload")
-        connection.json ? printJSON(.object(result)) : print("reloaded")
+        if connection.json { return printJSON(.object(result)) }
+        guard case .array(let names)? = result["restart_required"], !names.isEmpty else { return print("reloaded") }
+        print("reloaded; restart canopyd to apply: \(names.map { text($0) }.joined(separator: ", "))")
     }
 }
 
