@@ -150,7 +150,7 @@ let package = Package(
         // Black-box tests: run the built canopyd/canopyctl binaries as child processes.
         .testTarget(
             name: "CanopyEndToEndTests",
-            dependencies: ["CanopyAgent", "CanopyCore", "CanopyCrypto", "canopyd", "canopyctl"]),
+            dependencies: ["CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyStore", "canopyd", "canopyctl"]),
         .testTarget(
             name: "CanopySimulationTests",
             dependencies: ["CanopySimulation", "CanopyReplication", "CanopyStore", "CanopyCore"]),

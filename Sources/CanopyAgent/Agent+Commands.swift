@@ -134,6 +134,8 @@ extension Agent: AdminRequestHandler {
                 "total": .int(Int64(status?.progress.total ?? 0)),
             ]),
             "last_error": status?.lastError.map(JSONValue.string) ?? .null,
+            "rejected": .int(status?.rejected ?? 0),
+            "last_rejection": status?.lastRejection.map(JSONValue.string) ?? .null,
         ])
     }
 
@@ -200,8 +202,12 @@ extension Agent: AdminRequestHandler {
         replication.sync(peer: nodeID, progress: progress) { [weak self] result in
             switch result {
             case .success(let done):
-                self?.emit("sync.finished", ["node_id": .string(nodeID), "completed": .int(Int64(done.completed))])
-                once.reply(.success(["node_id": .string(nodeID), "completed": .int(Int64(done.completed))]))
+                let result: [String: JSONValue] = [
+                    "node_id": .string(nodeID), "completed": .int(Int64(done.completed)), "rejected": .int(done.rejected),
+                    "last_rejection": done.lastRejection.map(JSONValue.string) ?? .null,
+                ]
+                self?.emit("sync.finished", result)
+                once.reply(.success(result))
             case .failure(let failure):
                 self?.emit("sync.failed", ["node_id": .string(nodeID), "code": .string(failure.code), "message": .string(failure.message)])
                 let code: AdminErrorCode = failure.code == "unavailable" ? .unavailable : .failed

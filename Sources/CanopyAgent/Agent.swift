@@ -286,8 +286,9 @@ extension Agent: ReplicationEventSink, PeerEventSink {
     }
 
     func peerConnected(nodeID: String, transport: ChannelTransport) {
+        // `peer.connected` is emitted by the replication engine once the session is up, for
+        // inbound and outbound connections alike.
         queue.async { [self] in replication.accept(inbound: transport, from: nodeID, connection: transport.identity) }
-        emit("peer.connected", ["node_id": .string(nodeID), "inbound": .bool(true)])
     }
 }
 

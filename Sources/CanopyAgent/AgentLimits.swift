@@ -93,4 +93,8 @@ public enum AgentLimits {
     /// Chunks read from a socket before its connection yields its queue to other work and reads
     /// on in a new block (16 × 64 KiB = 1 MiB), so a fast peer cannot hold the queue.
     public static let socketReadsPerEvent = 16
+
+    /// Seconds between two log lines of the same repeated warning (for example documents a peer
+    /// sent that were refused); the lines held back in between are counted in the next one.
+    public static let repeatedWarningIntervalSeconds = 10.0
 }

@@ -28,6 +28,12 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         var replicator: PeerReplicator
         var connection: SimultaneousConnect.Connection?
         var progressWatchers: [Int: @Sendable (ReplicationProgress) -> Void] = [:]
+        /// Whether the last status said connected (to emit `peer.connected`/`peer.disconnected`
+        /// on changes only).
+        var connected = false
+        /// Documents from this peer refused since the agent started, and the last refusal.
+        var rejected: Int64 = 0
+        var lastRejection: String?
     }
 
     private var peers: [String: Peer] = [:]
@@ -40,6 +46,9 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     private var pendingDocumentEvents: [(peer: String, events: [DocumentEvent])] = []
     /// True once shutdown has begun (a second request is ignored).
     private var shuttingDown = false
+    /// Refusals are logged at most once per peer per interval (a peer sending thousands of bad
+    /// documents writes a line per interval, with the count of those held back).
+    private var refusalLog = LogRateLimiter(intervalSeconds: AgentLimits.repeatedWarningIntervalSeconds)
 
     init(queue: DispatchQueue, store: DocumentStore, manager: PeerConnectionManager, logger: Logger, sink: any ReplicationEventSink) {
         self.queue = queue
@@ -124,17 +133,55 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
 
     private func statusChanged(_ id: String, _ status: PeerStatus) {
         flushDocumentEvents()
+        if let peer = peers[id], peer.connected != status.connected {
+            peers[id]?.connected = status.connected
+            if status.connected {
+                sink?.emit(type: "peer.connected", data: ["node_id": .string(id)])
+            } else {
+                sink?.emit(type: "peer.disconnected", data: [
+                    "node_id": .string(id), "reason": status.lastError.map(JSONValue.string) ?? .string("closed"),
+                ])
+            }
+        }
         guard let watchers = peers[id]?.progressWatchers, !watchers.isEmpty else { return }
         let progress = Self.combined(status)
         for key in watchers.keys.sorted() { watchers[key]?(progress) }
     }
 
     /// Queues a batch's document events, in order, for the next flush (the batch stays one array
-    /// down to the event ring).
-    private func documentEvents(_ id: String, _ events: [DocumentEvent]) {
+    /// down to the event ring). Refusals are counted for the peer and logged; `pushed` events are
+    /// not passed on: a peer acknowledges a batch, not each document (it may have refused some,
+    /// which it reports itself), so this node cannot say per document that the peer took it.
+    private func documentEvents(_ id: String, _ batch: [DocumentEvent]) {
+        var events = batch
+        var refused = 0
+        var pushed = false
+        for event in batch {
+            switch event.kind {
+            case .rejected:
+                refused += 1
+                peers[id]?.lastRejection = "\(event.documentID.prefix(200)): \(event.detail ?? "refused")"
+            case .pushed:
+                pushed = true
+            case .pulled, .conflictResolved, .resolutionFailed:
+                break
+            }
+        }
+        if refused > 0 { noteRefusals(id, count: refused) }
+        if pushed { events.removeAll { $0.kind == .pushed } }
         guard !events.isEmpty else { return }
         if pendingDocumentEvents.isEmpty { queue.async { [weak self] in self?.flushDocumentEvents() } }
         pendingDocumentEvents.append((id, events))
+    }
+
+    /// Counts refused documents for the peer and logs them, rate-limited.
+    private func noteRefusals(_ id: String, count: Int) {
+        peers[id]?.rejected += Int64(count)
+        guard case .log(let suppressed) = refusalLog.admit("rejected:\(id)", now: scheduler.now) else { return }
+        logger.warning("refused documents from a peer", metadata: [
+            "peer": "\(id)", "refused": "\(count)", "refused_since_start": "\(peers[id]?.rejected ?? 0)",
+            "last": "\(peers[id]?.lastRejection ?? "")", "similar_lines_suppressed": "\(suppressed)",
+        ])
     }
 
     private func flushDocumentEvents() {
@@ -153,36 +200,49 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     func statuses(_ completion: @escaping @Sendable ([PeerReplicationStatus]) -> Void) {
         queue.async { [self] in
             completion(peers.keys.sorted().map { id in
-                let replicator = peers[id]!.replicator
-                let status = replicator.status
-                let pending = (try? replicator.pendingDocumentIDs(limit: AgentLimits.pendingCountMax).count).map(Int64.init)
-                return PeerReplicationStatus(
+                let peer = peers[id]!
+                let status = peer.replicator.status
+                let pending = (try? peer.replicator.pendingDocumentIDs(limit: AgentLimits.pendingCountMax).count).map(Int64.init)
+                var row = PeerReplicationStatus(
                     nodeID: id, connected: status.connected, state: status.state,
                     lastPushedSequence: status.lastPushedSequence.map { Int64(clamping: $0) },
                     lastPulledSequence: status.lastPulledSequence.map { Int64(clamping: $0) },
                     pendingCount: pending, progress: Self.combined(status), lastError: status.lastError)
+                row.rejected = peer.rejected
+                row.lastRejection = peer.lastRejection
+                return row
             })
         }
     }
 
     func sync(
         peer nodeID: String, progress: @escaping @Sendable (ReplicationProgress) -> Void,
-        completion: @escaping @Sendable (Result<ReplicationProgress, ReplicationFailure>) -> Void
+        completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void
     ) {
         queue.async { [self] in
             guard let peer = peers[nodeID] else {
                 return completion(.failure(ReplicationFailure(code: "unknown_peer", message: "\(nodeID) is not a configured peer")))
             }
+            // What this sync did: entries handled since it started (a new session starts its
+            // progress from zero, a continuous one goes on from where it was) and refusals.
+            let counted = SyncCounter(start: Self.combined(peer.replicator.status), rejectedBefore: peer.rejected)
             let watcher = nextWatcher
             nextWatcher += 1
-            peers[nodeID]?.progressWatchers[watcher] = progress
+            peers[nodeID]?.progressWatchers[watcher] = { current in
+                counted.observe(current)
+                progress(current)
+            }
             peer.replicator.sync { [weak self] result in
                 guard let self else { return }
                 self.flushDocumentEvents()
                 self.peers[nodeID]?.progressWatchers[watcher] = nil
-                let done = self.peers[nodeID].map { Self.combined($0.replicator.status) } ?? ReplicationProgress()
+                let now = self.peers[nodeID]
+                if let now { counted.observe(Self.combined(now.replicator.status)) }
                 switch result {
-                case .success: completion(.success(done))
+                case .success:
+                    let rejected = (now?.rejected ?? counted.rejectedBefore) - counted.rejectedBefore
+                    completion(.success(SyncOutcome(
+                        completed: counted.completed, rejected: rejected, lastRejection: rejected > 0 ? now?.lastRejection : nil)))
                 case .failure(let error): completion(.failure(ReplicationFailure(code: "failed", message: "\(error)")))
                 }
             }
@@ -221,5 +281,24 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 queue.asyncAfter(deadline: .now() + AgentLimits.closeFlushSeconds) { completion() }
             }
         }
+    }
+}
+
+/// Counts the changes entries a sync handles from the progress values it observes: increases
+/// add up; a value below the last one is a new session, whose progress started from zero.
+/// Used on the engine's queue only.
+private final class SyncCounter: @unchecked Sendable {
+    let rejectedBefore: Int64
+    private var last: UInt64
+    private(set) var completed: UInt64 = 0
+
+    init(start: ReplicationProgress, rejectedBefore: Int64) {
+        last = start.completed
+        self.rejectedBefore = rejectedBefore
+    }
+
+    func observe(_ progress: ReplicationProgress) {
+        completed += progress.completed >= last ? progress.completed - last : progress.completed
+        last = progress.completed
     }
 }

@@ -15,7 +15,9 @@ public struct AgentEvent: Sendable, Equatable {
         /// A replication document event concerning the peer `nodeID`.
         case document(nodeID: String, event: DocumentEvent)
 
-        /// The kind, e.g. `document.pulled`.
+        /// The kind: a replication document event is named as `Protocol/admin-v1.md` §5 lists
+        /// it (`document.changed` with origin `peer`, `conflict.resolved`, `resolution.failed`,
+        /// `document.rejected`).
         public var type: String {
             switch self {
             case .fields(let type, _): type
@@ -31,14 +33,26 @@ public struct AgentEvent: Sendable, Equatable {
             case .document(let nodeID, let event):
                 var data: [String: JSONValue] = ["node_id": .string(nodeID), "doc": .string(event.documentID)]
                 if let revision = event.revision { data["rev"] = .string(revision.description) }
-                if let detail = event.detail { data["detail"] = .string(detail) }
+                switch event.kind {
+                case .pulled:
+                    data["origin"] = .string("peer")
+                    if event.deleted { data["deleted"] = .bool(true) }
+                case .conflictResolved:
+                    data["by"] = .string("automatic")
+                case .resolutionFailed, .rejected:
+                    data["reason"] = .string(event.detail ?? "")
+                case .pushed:
+                    if let detail = event.detail { data["detail"] = .string(detail) }
+                }
                 return data
             }
         }
 
-        /// `document.<kind>` for every kind, built once.
-        private static let documentEventTypes: [DocumentEventKind: String] = Dictionary(
-            uniqueKeysWithValues: DocumentEventKind.allCases.map { ($0, "document.\($0.rawValue)") })
+        /// The event type of each document event kind, fixed by the admin protocol.
+        private static let documentEventTypes: [DocumentEventKind: String] = [
+            .pulled: "document.changed", .pushed: "document.pushed", .conflictResolved: "conflict.resolved",
+            .resolutionFailed: "resolution.failed", .rejected: "document.rejected",
+        ]
     }
 
     /// Position in the agent's event sequence: 1, 2, 3, … with no gaps, for the process lifetime.

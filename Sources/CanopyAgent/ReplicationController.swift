@@ -20,6 +20,10 @@ public struct PeerReplicationStatus: Sendable, Equatable {
     public var progress: ReplicationProgress
     /// The last error, if the state is `error` or `offline`.
     public var lastError: String?
+    /// Documents this peer sent that this node refused (since the agent started).
+    public var rejected: Int64 = 0
+    /// The last refusal: the document and the reason.
+    public var lastRejection: String?
 
     /// Creates a status.
     public init(
@@ -35,6 +39,24 @@ public struct PeerReplicationStatus: Sendable, Equatable {
         self.pendingCount = pendingCount
         self.progress = progress
         self.lastError = lastError
+    }
+}
+
+/// What a completed `sync` did.
+public struct SyncOutcome: Sendable, Equatable {
+    /// Changes entries handled during this sync, in both directions (entries a peer already
+    /// had count too: each was checked).
+    public var completed: UInt64
+    /// Documents from the peer this node refused during this sync.
+    public var rejected: Int64
+    /// The last of those refusals: the document and the reason.
+    public var lastRejection: String?
+
+    /// Creates an outcome.
+    public init(completed: UInt64, rejected: Int64 = 0, lastRejection: String? = nil) {
+        self.completed = completed
+        self.rejected = rejected
+        self.lastRejection = lastRejection
     }
 }
 
@@ -93,7 +115,7 @@ public protocol ReplicationController: AnyObject, Sendable {
     func sync(
         peer nodeID: String,
         progress: @escaping @Sendable (ReplicationProgress) -> Void,
-        completion: @escaping @Sendable (Result<ReplicationProgress, ReplicationFailure>) -> Void)
+        completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void)
 
     /// The configuration changed (start, reload, `peer add/remove`): start replicators for new
     /// peers, stop those removed, apply new directions and modes.

@@ -24,7 +24,8 @@ public struct PeerStatus: Sendable, Equatable {
     public var lastPulledSequence: UInt64?
     /// The newest local sequence the peer acknowledged.
     public var lastPushedSequence: UInt64?
-    /// Why the last session ended badly, if it did.
+    /// Why the last session ended badly, if it did; cleared when a new session with the peer
+    /// starts.
     public var lastError: String?
 }
 
@@ -55,9 +56,10 @@ public final class PeerReplicator: @unchecked Sendable {
     /// The peer's database id from the last `hello` (for `resetCheckpoint` while disconnected).
     private var lastPeerDatabase: [UInt8]?
     private var syncWaiters: [@Sendable (Result<Void, ReplicationError>) -> Void] = []
-    /// True while `sync` closes a finished one-shot session to start another pass: that close
-    /// does not fail the waiters, who wait for the new session.
-    private var replacingFinishedSession = false
+    /// True while this replicator closes its session to put another in its place (a newer
+    /// connection, or another one-shot pass): that close does not fail the sync waiters, who wait
+    /// for the new session.
+    private var replacingSession = false
     public private(set) var status = PeerStatus(state: .stopped, connected: false, pull: .init(), push: .init())
 
     /// Creates a replicator; call `start()` to begin.
@@ -145,7 +147,9 @@ public final class PeerReplicator: @unchecked Sendable {
         retryTimer = nil
         if let old = session {
             session = nil
+            replacingSession = true
             old.close(code: .replaced, reason: "replaced by a newer connection")
+            replacingSession = false
         }
         open(transport)
     }
@@ -166,9 +170,9 @@ public final class PeerReplicator: @unchecked Sendable {
             retryTimer = nil
             connect()
         } else if let session, !configuration.continuous, !session.isBusy {
-            replacingFinishedSession = true
+            replacingSession = true
             session.close(code: .normal, reason: "starting another one-shot pass")
-            replacingFinishedSession = false
+            replacingSession = false
             connect()
             return
         }
@@ -237,6 +241,9 @@ public final class PeerReplicator: @unchecked Sendable {
         case .connected(let peerDatabaseID):
             backoff.reset()
             lastPeerDatabase = peerDatabaseID
+            // The peer is reachable and speaking the protocol again: an error of an earlier
+            // connection no longer describes it.
+            status.lastError = nil
         case .documents(let events):
             // A batch's events, one per document, passed on as one array: status and sync
             // completion change only with the batch's `.progress` event that follows, so the
@@ -244,22 +251,29 @@ public final class PeerReplicator: @unchecked Sendable {
             return onDocumentEvents(events)
         case .pullCheckpoint(let sequence):
             status.lastPulledSequence = sequence
+        case .pullRefused(let reason):
+            status.lastError = "the peer does not let this node pull from it (\(reason)); check both nodes' direction settings"
         case .pullCaughtUp, .pushCompleted, .progress:
             break
         case .closed(let reason):
             session = nil
             status.connected = false
+            // A sync outlives a lost connection: the replicator reconnects and the waiters wait
+            // for a session that completes (bounded by whoever waits: `canopyctl sync --timeout`).
+            // Only this node closing the session (stop) or a protocol violation ends them.
             switch reason {
-            case .localClosed: break
-            case .peerClosed: scheduleRetry(state: .offline)
+            case .localClosed:
+                if !replacingSession { failWaiters(.disconnected("replication stopped")) }
+            case .peerClosed:
+                scheduleRetry(state: .offline)
             case .failed(let detail):
                 status.lastError = detail
                 scheduleRetry(state: .offline)
             case .protocolViolation(let detail):
                 status.lastError = "protocol violation: \(detail)"
                 scheduleRetry(state: .error)
+                failWaiters(.disconnected(status.lastError ?? "protocol violation"))
             }
-            if !replacingFinishedSession { failWaiters(.disconnected(status.lastError ?? "connection closed")) }
         }
         refreshFromSession()
         checkSyncDone()

@@ -15,6 +15,9 @@ public enum SessionEvent: Sendable {
     case documents([DocumentEvent])
     /// Our subscription to the peer's changes recorded a checkpoint at this source sequence.
     case pullCheckpoint(UInt64)
+    /// The peer refused our subscription (it does not push to us). The session goes on with the
+    /// other direction; the reason is for people.
+    case pullRefused(String)
     /// Our subscription caught up with the peer (every batch up to its current end is durable).
     case pullCaughtUp
     /// A one-shot subscription the peer made to us was served completely.
@@ -303,6 +306,9 @@ public final class ReplicationSession: @unchecked Sendable {
         pendingCheckpointGet = nil
         let remote = checkpoint.value.flatMap { ReplicationCheckpoint(encoded: $0) }
         let since = ReplicationCheckpoint.startSequence(local: pending.local, remote: remote)
+        // Where the pull resumes is where it stands, before any batch: reported now, so a node
+        // that restarts caught up does not show an unknown pull checkpoint until the next change.
+        if since > 0 { onEvent(.pullCheckpoint(since)) }
         let requestID = allocateRequestID()
         let filter = configuration.pullFilter.wireFilter ?? ChangesFilter.none
         send(.subscribe(Subscribe(requestID: requestID, replicationID: pending.replicationID, since: since,
@@ -535,9 +541,14 @@ public final class ReplicationSession: @unchecked Sendable {
 
     private func receiveError(_ error: ErrorMessage) throws(ReplicationError) {
         if let target, target.subscriptionID == error.requestID {
+            // A refused pull is a configuration the peer chose (it does not push to us), not a
+            // broken connection: the push direction goes on, and the refusal is reported.
             self.target = nil
             pullRefused = true
-            throw .peerRejected("subscription refused: \(error.code) \(error.message)")
+            logger.warning("the peer refused to be pulled from", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
+            onEvent(.pullRefused("\(error.code): \(error.message)"))
+            if drainCompletion != nil { finishDrainIfIdle() }
+            return
         }
         if error.requestID == checkpointSetInFlight {
             // The peer refused to store our checkpoint: the next completed batch tries again.

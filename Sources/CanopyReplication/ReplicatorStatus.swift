@@ -48,7 +48,9 @@ public enum ReplicationDirection: String, Sendable, Codable, CaseIterable {
 
 /// What happened to one document during replication.
 public enum DocumentEventKind: String, Sendable, Codable, CaseIterable {
-    /// A revision of the document arrived from the peer and was written.
+    /// Revisions of the document arrived from the peer and were written; the event's revision is
+    /// the document's current revision after the write (and `deleted` says whether it is a
+    /// deletion).
     case pulled
     /// The peer acknowledged a revision of the document.
     case pushed
@@ -70,12 +72,15 @@ public struct DocumentEvent: Sendable, Equatable {
     public var revision: RevisionID?
     /// Details (the error for `resolutionFailed` and `rejected`).
     public var detail: String?
+    /// For `pulled`: the document's current revision is a deletion.
+    public var deleted: Bool
 
     /// Creates an event.
-    public init(kind: DocumentEventKind, documentID: String, revision: RevisionID? = nil, detail: String? = nil) {
+    public init(kind: DocumentEventKind, documentID: String, revision: RevisionID? = nil, detail: String? = nil, deleted: Bool = false) {
         self.kind = kind
         self.documentID = documentID
         self.revision = revision
         self.detail = detail
+        self.deleted = deleted
     }
 }

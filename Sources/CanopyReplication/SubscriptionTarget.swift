@@ -232,7 +232,8 @@ final class SubscriptionTarget {
     /// revision id that is not the hash of its content, a body that is not a canonical JSON
     /// object, a broken history) is left out and reported as `rejected`, and the rest of the batch
     /// is written: one bad document must not stall replication of everything after it. (Revisions
-    /// whose ids were imported from CouchDB arrive marked `importedID` and are not hash-checked.) The rejected document is not retried (its sequence is checkpointed past), as
+    /// whose ids were imported from CouchDB arrive marked `importedID` and are not hash-checked.)
+    /// The rejected document is not retried (its sequence is checkpointed past), as
     /// CouchDB counts a `doc_write_failure` and moves on. A problem that names no document is a
     /// protocol violation.
     /// `local` (the checkpoint) is written in the same transaction, also when every document was
@@ -322,7 +323,8 @@ final class SubscriptionTarget {
         events.reserveCapacity(results.count)
         for result in results where !result.alreadyKnown || result.resolution != .notConflicted {
             if !result.alreadyKnown {
-                events.append(DocumentEvent(kind: .pulled, documentID: result.documentID, revision: result.lastAdded))
+                events.append(DocumentEvent(
+                    kind: .pulled, documentID: result.documentID, revision: result.current, deleted: result.currentIsDeleted))
             }
             switch result.resolution {
             case .notConflicted, .kept: break

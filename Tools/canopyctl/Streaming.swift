@@ -9,13 +9,32 @@ import Glibc
 
 struct Sync: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Replicate once with a peer; --wait waits for the end and shows progress on a terminal.")
+        abstract: "Replicate once with a peer; --wait waits until both directions are caught up.",
+        discussion: """
+            With --wait, canopyctl says on stderr what it waits for, shows progress on a terminal, and
+            exits 1 when the peer could not be reached in time (--timeout) or when documents the peer
+            sent were refused (the count and the last reason are printed; `canopyctl peers` keeps them).
+            """)
     @OptionGroup var connection: ConnectionOptions
     @Argument var nodeID: String
     @Flag(help: "Wait until the replication has finished.") var wait = false
+    @Option(help: "With --wait: give up after this many seconds (exit 1). Default: wait as long as it takes.")
+    var timeout: Double?
+
+    func validate() throws {
+        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
+        if timeout != nil && !wait { throw ValidationError("--timeout needs --wait") }
+    }
 
     func run() throws {
-        let showProgress = wait && !connection.json && isatty(2) == 1
+        guard wait else {
+            let result = try connection.call("sync", ["node_id": .string(nodeID), "wait": .bool(false)])
+            return connection.json ? printJSON(.object(result)) : print("sync started with \(text(result["node_id"]))")
+        }
+        let peer = try peerRow()
+        printError("waiting for \(describe(peer)) to be caught up in both directions"
+            + (timeout.map { " (at most \(Self.seconds($0)))" } ?? ""))
+        let showProgress = !connection.json && isatty(2) == 1
         if showProgress {
             // A second connection streams progress events while the first waits for the answer.
             let events = try connection.connect()
@@ -23,14 +42,55 @@ struct Sync: ParsableCommand {
             let target = nodeID
             Thread.detachNewThread { ProgressBar.follow(events, nodeID: target) }
         }
-        let result = try connection.call("sync", ["node_id": .string(nodeID), "wait": .bool(wait)])
-        if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
-        if connection.json { return printJSON(.object(result)) }
-        if wait {
-            print("synced with \(text(result["node_id"])): \(text(result["completed"])) changes")
-        } else {
-            print("sync started with \(text(result["node_id"]))")
+        let client: AdminSocketClient
+        do {
+            client = try AdminSocketClient(path: try connection.socketPath(), receiveTimeoutSeconds: timeout)
+        } catch {
+            throw CtlFailure(status: .unreachable, message: "agent not reachable: \(error) (is canopyd running?)")
         }
+        let result: [String: JSONValue]
+        do {
+            result = try connection.call(client, "sync", ["node_id": .string(nodeID), "wait": .bool(true)])
+        } catch let failure as CtlFailure where failure.timedOut {
+            if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
+            let now = (try? peerRow()).map(describe) ?? "the peer"
+            throw CtlFailure(status: .error, message: "sync with \(nodeID) did not finish within \(Self.seconds(timeout ?? 0)): \(now)")
+        }
+        if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
+        if connection.json { printJSON(.object(result)) } else {
+            print("synced with \(text(result["node_id"])): \(text(result["completed"])) changes checked")
+        }
+        if case .int(let rejected)? = result["rejected"], rejected > 0 {
+            throw CtlFailure(
+                status: .error,
+                message: "\(rejected) document\(rejected == 1 ? "" : "s") from \(text(result["node_id"])) refused during this sync"
+                    + " (last: \(text(result["last_rejection"]))); `canopyctl peers` shows the count")
+        }
+    }
+
+    /// The configured peer's row from `peers` (a usage error when it is not configured).
+    private func peerRow() throws -> [String: JSONValue] {
+        let peers = try connection.call("peers")
+        let wanted = AgentIdentity.normalizeNodeID(nodeID) ?? nodeID
+        guard case .array(let rows)? = peers["peers"],
+            let row = rows.compactMap(\.objectValue).first(where: { $0["node_id"] == .string(wanted) })
+        else {
+            throw CtlFailure(status: .notFound, message: "\(nodeID) is not a configured peer (see `canopyctl peers`)")
+        }
+        return row
+    }
+
+    /// "NODE at ADDRESS (offline: last error)" for people.
+    private func describe(_ peer: [String: JSONValue]) -> String {
+        var line = text(peer["node_id"])
+        if case .string(let address)? = peer["address"] { line += " at \(address)" } else { line += " (it connects to this node)" }
+        line += ", \(text(peer["state"]))"
+        if case .string(let error)? = peer["last_error"] { line += " (last error: \(error))" }
+        return line
+    }
+
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
     }
 }
 
