@@ -16,6 +16,8 @@ public enum AdminErrorCode: String, Sendable, Equatable, CaseIterable {
     case conflict
     /// The document, revision or peer does not exist.
     case notFound = "not_found"
+    /// `resolve` named a document that has no conflict.
+    case notConflicted = "not_conflicted"
     /// The command needs something this agent does not have (yet), e.g. replication.
     case unavailable
     /// The request was valid but carrying it out failed.

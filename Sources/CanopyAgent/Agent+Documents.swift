@@ -43,8 +43,13 @@ extension Agent {
 
     private func put(_ request: AdminRequest) throws -> [String: JSONValue] {
         let id = try request.string("doc")
-        let body = try request.object("body")
-        let revision = try store.put(id: id, body: body, replacing: try request.optionalRevision("rev"))
+        let members = try DocumentMembers(body: try request.object("body"), documentID: id, rev: try request.optionalRevision("rev"))
+        if DocumentMembers.isLocal(id) {
+            guard members.replacing == nil else { throw Self.localHasNoRevisions(id) }
+            try store.localPut(id, body: members.body)
+            return ["doc": .string(id), "local": .bool(true)]
+        }
+        let revision = try store.put(id: id, body: members.body, replacing: members.replacing)
         emit("document.changed", ["doc": .string(id), "rev": .string(revision.description), "origin": .string("local")])
         return ["doc": .string(id), "rev": .string(revision.description)]
     }
@@ -54,6 +59,12 @@ extension Agent {
         var options: GetOptions = []
         if try request.bool("revs") { options.insert(.revisions) }
         if try request.bool("conflicts") { options.insert(.conflicts) }
+        if DocumentMembers.isLocal(id) {
+            guard try request.optionalRevision("rev") == nil else { throw Self.localHasNoRevisions(id) }
+            guard var members = try store.localGet(id)?.objectValue else { throw Self.localNotFound(id) }
+            members["_id"] = .string(id)
+            return ["doc": .object(members)]
+        }
         let document: Document
         if let revision = try request.optionalRevision("rev") {
             document = try store.get(id: id, rev: revision, options: options)
@@ -65,9 +76,24 @@ extension Agent {
 
     private func delete(_ request: AdminRequest) throws -> [String: JSONValue] {
         let id = try request.string("doc")
+        if DocumentMembers.isLocal(id) {
+            guard try request.optionalRevision("rev") == nil else { throw Self.localHasNoRevisions(id) }
+            guard try store.localDelete(id) else { throw Self.localNotFound(id) }
+            return ["doc": .string(id), "local": .bool(true)]
+        }
         let revision = try store.delete(id: id, rev: try request.revision("rev"))
         emit("document.changed", ["doc": .string(id), "rev": .string(revision.description), "deleted": .bool(true), "origin": .string("local")])
         return ["doc": .string(id), "rev": .string(revision.description)]
+    }
+
+    private static func localHasNoRevisions(_ id: String) -> AdminFailure {
+        AdminFailure(
+            .invalidArgument,
+            "\"\(id.prefix(80))\" is a local document: it has no revisions (a put replaces it); leave out rev and _rev")
+    }
+
+    private static func localNotFound(_ id: String) -> AdminFailure {
+        AdminFailure(.notFound, "not found: local document \"\(id.prefix(80))\"")
     }
 
     private func conflicts(_ request: AdminRequest) throws -> [String: JSONValue] {
@@ -88,7 +114,9 @@ extension Agent {
         let id = try request.string("doc")
         let decision = try Self.decision(from: request)
         let before = try store.get(id: id, options: .conflicts)
-        guard !(before.conflicts ?? []).isEmpty else { throw AdminFailure(.notFound, "\"\(id.prefix(80))\" has no conflict") }
+        guard !(before.conflicts ?? []).isEmpty else {
+            throw AdminFailure(.notConflicted, "document \"\(id.prefix(80))\" is not conflicted: \(before.revision) is its only open leaf; nothing to resolve")
+        }
         if case .keep(let revision) = decision, revision != before.revision, !(before.conflicts ?? []).contains(revision) {
             throw AdminFailure(.invalidArgument, "\(revision) is not one of the conflicting leaves of \"\(id.prefix(80))\"")
         }

@@ -30,7 +30,7 @@ struct ConflictEndToEndTests {
         #expect(resolved.status == 0, "\(resolved.stderr)")
         #expect(try conflictCount(agent) == 0)
         #expect(try agent.value(of: "c1", "side") == .string("a"))
-        #expect(try agent.ctl(["resolve", "c1", "--delete"]).status == 4)  // no conflict left
+        #expect(try agent.ctl(["resolve", "c1", "--delete"]).status == 1)  // no conflict left: not_conflicted
     }
 
     @Test("a resolver client gets each conflict and its answer is applied")

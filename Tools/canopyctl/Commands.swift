@@ -101,7 +101,7 @@ struct Put: ParsableCommand {
         var arguments: [String: JSONValue] = ["doc": .string(id), "body": try readBody(inline: body, file: file)]
         if let rev { arguments["rev"] = .string(rev) }
         let result = try connection.call("put", arguments)
-        connection.json ? printJSON(.object(result)) : print("\(text(result["doc"])) \(text(result["rev"]))")
+        connection.json ? printJSON(.object(result)) : print(writeSummary(result))
     }
 }
 
@@ -122,14 +122,17 @@ struct Get: ParsableCommand {
 }
 
 struct Delete: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Delete a document (needs its current revision).")
+    static let configuration = CommandConfiguration(
+        abstract: "Delete a document (needs its current revision; a _local/ document has none).")
     @OptionGroup var connection: ConnectionOptions
     @Argument var id: String
-    @Option(help: "The current revision.") var rev: String
+    @Option(help: "The current revision.") var rev: String?
 
     func run() throws {
-        let result = try connection.call("delete", ["doc": .string(id), "rev": .string(rev)])
-        connection.json ? printJSON(.object(result)) : print("\(text(result["doc"])) \(text(result["rev"]))")
+        var arguments: [String: JSONValue] = ["doc": .string(id)]
+        if let rev { arguments["rev"] = .string(rev) }
+        let result = try connection.call("delete", arguments)
+        connection.json ? printJSON(.object(result)) : print(writeSummary(result))
     }
 }
 
@@ -201,7 +204,7 @@ struct Stats: ParsableCommand {
     func run() throws {
         let result = try connection.call("stats")
         if connection.json { return printJSON(.object(result)) }
-        for key in result.keys.sorted() { print(key.padding(toLength: 18, withPad: " ", startingAt: 0) + text(result[key])) }
+        printTable(["COUNTER", "VALUE"], result.keys.sorted().map { [$0, text(result[$0])] })
     }
 }
 
@@ -235,4 +238,11 @@ struct Shutdown: ParsableCommand {
         }
         connection.json ? printJSON(.object(result)) : print("stopped")
     }
+}
+
+/// One line for a write: the id and new revision, or for a `_local/` document (no revisions)
+/// that it was stored locally.
+func writeSummary(_ result: [String: JSONValue]) -> String {
+    if result["local"] == .bool(true) { return "\(text(result["doc"])) (local document: stored on this node only, never replicated)" }
+    return "\(text(result["doc"])) \(text(result["rev"]))"
 }

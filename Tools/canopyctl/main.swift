@@ -138,8 +138,31 @@ func reorderedArguments(_ arguments: [String]) -> [String] {
     return Array(arguments[index...]) + leading
 }
 
+/// The command names ArgumentParser accepts first (its own `help` included).
+let commandNames = Canopyctl.configuration.subcommands.map { $0._commandName } + ["help"]
+
+/// A usage failure for a command line with no command or an unknown one, which ArgumentParser
+/// would report as an unknown option (the global options are moved after the command name), or
+/// accept with exit 0 (no arguments at all). Nil when the line starts with a known command or
+/// asks for help or the version.
+func missingCommand(_ arguments: [String]) -> String? {
+    guard let first = arguments.first else { return "no command given" }
+    if ["-h", "--help", "--version", "--generate-completion-script", "--experimental-dump-help"].contains(where: first.hasPrefix) {
+        return nil
+    }
+    if first.hasPrefix("-") { return "no command given (\(first) is an option; it goes with a command)" }
+    return commandNames.contains(first) ? nil : "unknown command '\(first.prefix(80))'"
+}
+
+let arguments = reorderedArguments(Array(CommandLine.arguments.dropFirst()))
+if let problem = missingCommand(arguments) {
+    printError("\(problem); the commands are: \(commandNames.dropLast().joined(separator: ", "))\n")
+    FileHandle.standardError.write(Data((Canopyctl.helpMessage() + "\n").utf8))
+    exit(ExitStatus.usage.rawValue)
+}
+
 do {
-    var command = try Canopyctl.parseAsRoot(reorderedArguments(Array(CommandLine.arguments.dropFirst())))
+    var command = try Canopyctl.parseAsRoot(arguments)
     try command.run()
 } catch let failure as CtlFailure {
     if let object = failure.errorObject, CommandLine.arguments.contains("--json") {

@@ -182,7 +182,13 @@ enum Environment {
     }
 }
 
-/// Parses, runs, and maps errors to exit codes (usage errors exit 2, as for canopyctl).
+/// Parses, runs, and maps errors to exit codes (usage errors exit 2, as for canopyctl). No
+/// arguments at all is a usage error too: the usage goes to stderr.
+if CommandLine.arguments.count == 1 {
+    FileHandleOutput.standardError("canopyd: error: no command given; the commands are: init, id, run\n\n")
+    FileHandleOutput.standardError(Canopyd.helpMessage() + "\n")
+    exit(2)
+}
 do {
     var command = try Canopyd.parseAsRoot()
     try command.run()
