@@ -66,9 +66,16 @@ struct ReplicationEndToEndTests {
         }
         try b.put("after-accept", ["ok": .bool(true)])
         #expect(try a.value(of: "after-accept", "ok") == nil)
-        let accepted = try a.ctl(["peer", "accept", b.nodeID, try b.listenAddress()])
+        // The table says where b connected from, not a dial address, and suggests accepting b
+        // without one (b dials a; a need not dial b).
+        let table = try a.ctl(["peers"])
+        #expect(table.stdout.contains("CONNECTED FROM"), "\(table.stdout)")
+        #expect(table.stdout.contains("`canopyctl peer accept NODEID`"), "\(table.stdout)")
+        let accepted = try a.ctl(["peer", "accept", b.nodeID])
         #expect(accepted.status == 0, "\(accepted.stderr)")
         try poll("b's document on a after accepting b") { try a.value(of: "after-accept", "ok") == .bool(true) }
+        let config = try String(contentsOfFile: a.dataDir + "/canopy.conf", encoding: .utf8)
+        #expect(config.contains("[peer \(b.nodeID)]\naddress = -"), "\(config)")
     }
 
     @Test("a peer written into the config file and applied with SIGHUP replicates without a restart")

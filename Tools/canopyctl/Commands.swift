@@ -30,8 +30,11 @@ struct Peers: ParsableCommand {
         if connection.json { return printJSON(.object(result)) }
         printPeerTable(result["peers"])
         if case .array(let pending)? = result["pending"], !pending.isEmpty {
-            print("\npending (accept with `canopyctl peer accept NODEID HOST:PORT`):")
-            printTable(["NODE ID", "ADDRESS", "ATTEMPTS"], pending.map { row in
+            // The address a pending node connected from is its side of that connection (usually
+            // an ephemeral port), not where it listens: accepting it without an address lets it
+            // connect; add its listening address with `peer add` if this node should dial it.
+            print("\npending (refused unknown nodes; allow one with `canopyctl peer accept NODEID`):")
+            printTable(["NODE ID", "CONNECTED FROM", "ATTEMPTS"], pending.map { row in
                 [text(row.objectValue?["node_id"]), text(row.objectValue?["address"]), text(row.objectValue?["attempts"])]
             })
         }
@@ -75,10 +78,11 @@ struct PeerCommand: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Allow a pending peer (one that was refused).")
         @OptionGroup var connection: ConnectionOptions
         @Argument var nodeID: String
-        @Argument var address: String
+        @Argument(help: "Where to dial it (HOST:PORT of its listener); omit or '-' to only accept its connections.")
+        var address: String?
 
         func run() throws {
-            let result = try connection.call("peer.accept", ["node_id": .string(nodeID), "address": .string(address)])
+            let result = try connection.call("peer.accept", ["node_id": .string(nodeID), "address": .string(address ?? "-")])
             connection.json ? printJSON(.object(result)) : print("accepted \(text(result["node_id"]))")
         }
     }

@@ -16,7 +16,17 @@ struct CtlFailure: Error {
     var status: ExitStatus
     var message: String
     /// The agent's error object, printed on stdout with --json.
-    var errorObject: JSONValue?
+    var errorObject: JSONValue? = nil
+    /// The agent did not answer within the connection's receive timeout.
+    var timedOut = false
+}
+
+extension AdminSocketClient.ClientError {
+    /// True for `timedOut`.
+    var isTimeout: Bool {
+        if case .timedOut = self { return true }
+        return false
+    }
 }
 
 struct Canopyctl: ParsableCommand {
@@ -69,7 +79,7 @@ struct ConnectionOptions: ParsableArguments {
         do {
             response = try client.request(command, arguments)
         } catch {
-            throw CtlFailure(status: .error, message: "\(error)")
+            throw CtlFailure(status: .error, message: "\(error)", timedOut: error.isTimeout)
         }
         var result = response
         result["id"] = nil
