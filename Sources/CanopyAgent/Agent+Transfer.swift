@@ -35,6 +35,14 @@ extension Agent {
         if let newEdits = request.arguments["new_edits"], newEdits != .bool(false) {
             throw AdminFailure(.invalidArgument, "only \"new_edits\": false is supported (revisions are imported as they are)")
         }
+        // A `_local/` document never replicates (`DocumentMembers`); imported, it would.
+        if let index = docs.firstIndex(where: { doc in
+            if case .string(let id)? = doc.objectValue?["_id"] { return DocumentMembers.isLocal(id) }
+            return false
+        }) {
+            throw AdminFailure(
+                .invalidArgument, "entry \(index) is a _local/ document, which is not imported: local documents never replicate; write it with put")
+        }
         let body = CanonicalJSON.encode(.object(["docs": .array(docs), "new_edits": .bool(false)]))
         let results = try store.importBulkDocs(body, couchDB: try request.bool("couchdb"))
         let added = results.reduce(0) { $0 + $1.added.count }
