@@ -39,6 +39,8 @@ struct UserInputEndToEndTests {
         #expect(!old.isRunning, "canopyctl shutdown returned while the agent was still running")
         try agent.restart()
         #expect(try agent.documentCount() == 0)
+        #expect(agent.process.isRunning, "the new canopyd exited: \(agent.log)")
+        #expect(!agent.log.contains("already running"))
         #expect(try agent.ctl(["--json", "shutdown"]).stdout.contains("lock_path"))
     }
 
