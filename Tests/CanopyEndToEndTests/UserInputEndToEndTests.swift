@@ -182,6 +182,26 @@ struct UserInputEndToEndTests {
         #expect(try agent.ctl(["resolve", "missing", "--pick", rev]).status == 4)
     }
 
+    @Test("a read-only database file is reported in words that name it, with SQLite's code kept")
+    func readOnlyDatabase() throws {
+        let agent = try AgentProcess()
+        let database = agent.dataDir + "/canopy.sqlite"
+        // Root ignores file modes; the immutable flag binds it too (where the file system has it).
+        let immutable = getuid() == 0
+        if immutable {
+            guard FileManager.default.isExecutableFile(atPath: "/usr/bin/chattr"),
+                try run("/usr/bin/chattr", ["+i", database]).status == 0
+            else { return }
+        } else {
+            chmod(database, 0o444)
+        }
+        defer { if immutable { _ = try? run("/usr/bin/chattr", ["-i", database]) } }
+        let started = try run(Binaries.canopyd, ["run", "--data-dir", agent.dataDir])
+        #expect(started.status == 1)
+        #expect(started.stderr.contains("the database file \(database) is read-only; check its permissions"), "\(started.stderr)")
+        #expect(started.stderr.contains("SQLite error 8"))
+    }
+
     @Test("stats prints each counter and its value apart, however long the name")
     func statsColumns() throws {
         let agent = try AgentProcess()
