@@ -112,7 +112,7 @@ extension Agent {
     /// `resolve`: exactly one of `pick` (a leaf to keep), `body` (a merged body) or `delete: true`.
     private func resolve(_ request: AdminRequest) throws -> [String: JSONValue] {
         let id = try request.string("doc")
-        let decision = try Self.decision(from: request)
+        let decision = try Self.decision(from: request, documentID: id)
         let before = try store.get(id: id, options: .conflicts)
         guard !(before.conflicts ?? []).isEmpty else {
             throw AdminFailure(.notConflicted, "document \"\(id.prefix(80))\" is not conflicted: \(before.revision) is its only open leaf; nothing to resolve")
@@ -125,8 +125,9 @@ extension Agent {
         return ["doc": .string(id), "rev": .string(current.description)]
     }
 
-    /// Reads the resolution a request or resolver answer carries.
-    static func decision(from request: AdminRequest) throws(AdminFailure) -> ResolutionDecision {
+    /// Reads the resolution a request or resolver answer carries for `documentID` (nil when the
+    /// answer's ticket is unknown; it is refused after this).
+    static func decision(from request: AdminRequest, documentID: String?) throws(AdminFailure) -> ResolutionDecision {
         let pick = try request.optionalRevision("pick")
         let hasBody = request.arguments["body"].map { $0 != .null } ?? false
         let delete = try request.bool("delete")
@@ -135,7 +136,7 @@ extension Agent {
         }
         if let pick { return .keep(pick) }
         if delete { return .delete }
-        return .merged(try request.object("body"))
+        return .merged(try DocumentMembers.resolutionBody(try request.object("body"), documentID: documentID))
     }
 
     private func changes(_ request: AdminRequest) throws -> [String: JSONValue] {

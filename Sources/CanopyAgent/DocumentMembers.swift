@@ -20,11 +20,12 @@ struct DocumentMembers {
 
     /// Checks and strips the special members of a `put` body written to `documentID`, with the
     /// request's `rev` argument.
-    init(body: JSONValue, documentID: String, rev: RevisionID?) throws(AdminFailure) {
+    /// A nil `documentID` (not known yet) lets any string `_id` through.
+    init(body: JSONValue, documentID: String?, rev: RevisionID?) throws(AdminFailure) {
         guard case .object(var members) = body else { throw AdminFailure(.invalidArgument, "\"body\" must be a JSON object") }
-        let shown = documentID.prefix(80)
+        let shown = (documentID ?? "").prefix(80)
         if let id = members.removeValue(forKey: "_id") {
-            guard case .string(let text) = id, text == documentID else {
+            guard case .string(let text) = id, text == documentID ?? text else {
                 throw AdminFailure(
                     .invalidArgument,
                     "the body's _id \(Self.shown(id)) is not the document id \"\(shown)\"; remove _id from the body or make it match")
@@ -47,6 +48,16 @@ struct DocumentMembers {
         }
         self.body = .object(members)
         self.replacing = replacing
+    }
+
+    /// A resolution's merged body: the same rules, and no `_rev` (a resolution replaces every
+    /// open leaf, not one revision).
+    static func resolutionBody(_ body: JSONValue, documentID: String?) throws(AdminFailure) -> JSONValue {
+        let members = try DocumentMembers(body: body, documentID: documentID, rev: nil)
+        guard members.replacing == nil else {
+            throw AdminFailure(.invalidArgument, "a resolution's body has no _rev: it replaces every open leaf; remove _rev")
+        }
+        return members.body
     }
 
     private static func shown(_ value: JSONValue) -> String {

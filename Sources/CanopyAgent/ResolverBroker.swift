@@ -93,7 +93,7 @@ final class ResolverBroker: @unchecked Sendable {
         guard let ticket = try request.optionalInt("ticket", in: 1...Int64.max) else {
             throw AdminFailure(.invalidArgument, "\"resolver.answer\" needs \"ticket\": an integer")
         }
-        let decision = try Agent.decision(from: request)
+        let decision = try Agent.decision(from: request, documentID: outstanding[ticket])
         guard let id = outstanding.removeValue(forKey: ticket) else {
             throw AdminFailure(.notFound, "ticket \(ticket) is unknown or expired; the conflict will be offered again")
         }

@@ -182,6 +182,23 @@ struct UserInputEndToEndTests {
         #expect(try agent.ctl(["resolve", "missing", "--pick", rev]).status == 4)
     }
 
+    @Test("a resolution's merged body follows the put rules for _ members")
+    func resolutionBodyMembers() throws {
+        let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
+        try agent.start()
+        let leaves = ["a", "b"].map { #"{"_id":"c","_rev":"1-\#(String(repeating: $0, count: 32))","side":"\#($0)"}"# }
+        #expect(try agent.ctl(["import", "-"], stdin: #"{"docs":[\#(leaves.joined(separator: ","))],"new_edits":false}"#).status == 0)
+        let special = try agent.ctl(["resolve", "c", "--body", #"{"_deleted":true}"#])
+        #expect(special.status == 1)
+        #expect(special.stderr.contains(#""_deleted" is not allowed; to delete a document use delete"#), "\(special.stderr)")
+        let withRev = try agent.ctl(["resolve", "c", "--body", #"{"_rev":"1-\#(String(repeating: "a", count: 32))"}"#])
+        #expect(withRev.status == 1)
+        #expect(withRev.stderr.contains("remove _rev"))
+        let merged = try agent.ctl(["resolve", "c", "--body", #"{"_id":"c","side":"both"}"#])
+        #expect(merged.status == 0, "\(merged.stderr)")
+        #expect(try agent.value(of: "c", "side") == .string("both"))
+    }
+
     @Test("a read-only database file is reported in words that name it, with SQLite's code kept")
     func readOnlyDatabase() throws {
         let agent = try AgentProcess()
