@@ -247,6 +247,9 @@ struct UserInputEndToEndTests {
             #expect(bare.stderr.contains("USAGE"), "\(binary): \(bare.stderr)")
             #expect(bare.stdout.isEmpty)
         }
+        let unknownAgentCommand = try run(Binaries.canopyd, ["frob"])
+        #expect(unknownAgentCommand.status == 2)
+        #expect(unknownAgentCommand.stderr.contains("unknown command 'frob'; the commands are: init, id, run"))
         // Global options before a known command still work.
         #expect(try agent.ctl(["status"]).status == 5)
     }

@@ -183,9 +183,12 @@ enum Environment {
 }
 
 /// Parses, runs, and maps errors to exit codes (usage errors exit 2, as for canopyctl). No
-/// arguments at all is a usage error too: the usage goes to stderr.
-if CommandLine.arguments.count == 1 {
-    FileHandleOutput.standardError("canopyd: error: no command given; the commands are: init, id, run\n\n")
+/// arguments at all, or an unknown command, is a usage error too: the usage goes to stderr.
+let commandNames = Canopyd.configuration.subcommands.map { $0._commandName }
+let firstArgument = CommandLine.arguments.dropFirst().first
+if firstArgument.map({ !$0.hasPrefix("-") && !commandNames.contains($0) && $0 != "help" }) ?? true {
+    let problem = firstArgument.map { "unknown command '\($0.prefix(80))'" } ?? "no command given"
+    FileHandleOutput.standardError("canopyd: error: \(problem); the commands are: \(commandNames.joined(separator: ", "))\n\n")
     FileHandleOutput.standardError(Canopyd.helpMessage() + "\n")
     exit(2)
 }
