@@ -1,0 +1,182 @@
+import CanopyAgent
+import CanopyCore
+import CanopyStore
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A value shared with a thread that runs a blocking request.
+final class Shared<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    var current: Value {
+        get { lock.withLock { value } }
+        set { lock.withLock { value = newValue } }
+    }
+}
+
+/// The scenarios that need peers: replication with refusals and conflicts, a resolver client, a
+/// pending peer, a sync that fails, reload, the event log and shutdown.
+extension AdminConformanceScenarios {
+    /// B pulls from A once (refusing a damaged document and keeping conflicts, as its policy is
+    /// manual), a resolver client settles some of them, then both replicate continuously and A's
+    /// automatic policy settles the rest.
+    func replicationWithConflicts() throws {
+        let a = try client(self.a)
+        let b = try client(self.b)
+        for id in ["r1", "r2", "r3", "r4", "auto"] {
+            #expect(try a.request("put", ["doc": .string(id), "body": .object(["side": .string("a")])])["ok"] == .bool(true))
+            #expect(try b.request("put", ["doc": .string(id), "body": .object(["side": .string("b")])])["ok"] == .bool(true))
+        }
+        try self.a.put("damaged", ["state": .string("before")])
+        // The stored body changes under A, as a flipped byte would: B must refuse the revision.
+        let database = try Database(path: self.a.dataDir + "/canopy.sqlite")
+        try database.execute(#"UPDATE revisions SET body = CAST('{"state":"after"}' AS BLOB) WHERE body = CAST('{"state":"before"}' AS BLOB)"#)
+
+        let serve = try a.request("peer.add", [
+            "node_id": .string(self.b.nodeID), "address": .string("-"), "direction": .string("push"), "mode": .string("continuous"),
+        ])
+        #expect(serve["ok"] == .bool(true), "\(serve)")
+        let pull = try b.request("peer.add", [
+            "node_id": .string(self.a.nodeID), "address": .string(try self.a.listenAddress()), "direction": .string("pull"),
+            "mode": .string("once"),
+        ])
+        #expect(pull["ok"] == .bool(true), "\(pull)")
+        let synced = try b.request("sync", ["node_id": .string(self.a.nodeID), "wait": .bool(true)])
+        #expect(synced["ok"] == .bool(true), "\(synced)")
+        let row = try #require(b.request("peers")["peers"]?.arrayValue?.first?.objectValue)
+        #expect(row["rejected"] == .int(1), "\(row)")
+        #expect(try b.request("conflicts")["conflicts"]?.arrayValue?.count == 5)
+
+        try resolverClient(b)
+
+        let both: [String: JSONValue] = ["direction": .string("both"), "mode": .string("continuous")]
+        _ = try a.request("peer.add", both.merging(["node_id": .string(self.b.nodeID), "address": .string("-")]) { $1 })
+        _ = try b.request("peer.add", both.merging(["node_id": .string(self.a.nodeID), "address": .string(try self.a.listenAddress())]) { $1 })
+        try poll("every conflict settled on A and B") {
+            try a.request("conflicts")["conflicts"] == .array([]) && b.request("conflicts")["conflicts"] == .array([])
+                && a.request("get", ["doc": .string("r4")])["ok"] == .bool(true)
+        }
+        #expect(try a.request("sync", ["node_id": .string(self.b.nodeID)])["started"] == .bool(true))
+    }
+
+    /// A resolver client on B answers with each kind of decision, one answer it cannot apply, and
+    /// a late one; a second resolver is refused; then it disconnects.
+    func resolverClient(_ b: RecordingClient) throws {
+        let resolver = try client(self.b)
+        #expect(try resolver.request("resolver.register", ["prefix": .string("r")])["prefix"] == .string("r"))
+        #expect(errorCode(of: try b.request("resolver.register")) == "failed")
+        var questions: [String: [String: JSONValue]] = [:]
+        while questions.count < 4 {
+            if case .object(let question)? = try resolver.nextStreamLine()["resolve"], case .string(let doc)? = question["doc"] {
+                questions[doc] = question
+            }
+        }
+        func ticket(_ doc: String) -> JSONValue { questions[doc]?["ticket"] ?? .null }
+        let other = try #require(questions["r1"]?["leaves"]?.arrayValue?.last?.objectValue?["rev"])
+        #expect(try resolver.request("resolver.answer", ["ticket": ticket("r1"), "pick": other])["ok"] == .bool(true))
+        #expect(try resolver.request("resolver.answer", ["ticket": ticket("r2"), "body": .object(["side": .string("merged")])])["ok"] == .bool(true))
+        #expect(try resolver.request("resolver.answer", ["ticket": ticket("r3"), "delete": .bool(true)])["ok"] == .bool(true))
+        // Only the registered resolver may answer.
+        #expect(errorCode(of: try b.request("resolver.answer", ["ticket": ticket("r4"), "delete": .bool(true)])) != nil)
+        // A revision that is no leaf of r4 cannot be kept: the conflict stays, and is offered again.
+        let unknown = JSONValue.string("1-" + String(repeating: "c", count: 32))
+        #expect(try resolver.request("resolver.answer", ["ticket": ticket("r4"), "pick": unknown])["ok"] == .bool(false))
+        #expect(errorCode(of: try resolver.request("resolver.answer", ["ticket": ticket("r1"), "delete": .bool(true)])) == "not_found")
+    }
+
+    /// C, which A does not know, dials A: A lists it as pending, accepts it, then removes it.
+    func pendingPeer() throws {
+        let a = try client(self.a)
+        let c = try client(self.c)
+        #expect(try c.request("peer.add", ["node_id": .string(self.a.nodeID), "address": .string(try self.a.listenAddress())])["ok"] == .bool(true))
+        try poll("C pending on A") {
+            try a.request("peers")["pending"]?.arrayValue?.contains { $0.objectValue?["node_id"] == .string(self.c.nodeID) } == true
+        }
+        let accepted = try a.request("peer.accept", [
+            "node_id": .string(self.c.nodeID), "address": .string("-"), "direction": .string("pull"), "mode": .string("once"),
+        ])
+        #expect(accepted["node_id"] == .string(self.c.nodeID), "\(accepted)")
+        #expect(errorCode(of: try a.request("peer.accept", ["node_id": .string(testNodeID(78))])) == "not_found")
+        #expect(try a.request("peer.remove", ["node_id": .string(self.c.nodeID)])["ok"] == .bool(true))
+        #expect(errorCode(of: try a.request("peer.remove", ["node_id": .string(self.c.nodeID)])) == "not_found")
+    }
+
+    /// A sync waiting for a peer that is down fails when the peer is removed. The removal must
+    /// reach the agent after the sync: if it came first (the sync then finds no such peer), the
+    /// scenario runs again.
+    func syncFailsWhenThePeerIsRemoved() throws {
+        let a = try client(self.a)
+        let absent = testNodeID(77)
+        for _ in 0..<5 {
+            _ = try a.request("peer.add", ["node_id": .string(absent), "address": .string("127.0.0.1:9")])
+            let outcome = Shared<[String: JSONValue]?>(nil)
+            let finished = DispatchSemaphore(value: 0)
+            let socketPath = self.a.socketPath
+            let coverage = self.coverage
+            Thread.detachNewThread {
+                outcome.current = try? RecordingClient(socketPath: socketPath, coverage).request(
+                    "sync", ["node_id": .string(absent), "wait": .bool(true)])
+                finished.signal()
+            }
+            usleep(200_000)  // how long to let the sync start; too short only costs a retry
+            _ = try a.request("peer.remove", ["node_id": .string(absent)])
+            #expect(finished.wait(timeout: .now() + waitLimitSeconds) == .success)
+            let code = outcome.current.flatMap { errorCode(of: $0) }
+            if code == "failed" { return }
+            #expect(code == "not_found", "\(String(describing: outcome.current))")
+        }
+        Issue.record("the sync never outlived the removal's arrival")
+    }
+
+    /// reload with a setting that waits for a restart, with a broken file, and back.
+    func reload() throws {
+        let a = try client(self.a)
+        let path = self.a.dataDir + "/canopy.conf"
+        let original = try String(contentsOfFile: path, encoding: .utf8)
+        let moved = original.split(separator: "\n", omittingEmptySubsequences: false)
+            .map { $0.hasPrefix("listen") ? "listen = 127.0.0.1:9" : String($0) }.joined(separator: "\n")
+        try moved.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try a.request("reload")["restart_required"] == .array([.string("listen")]))
+        try (original + "\nno-such-setting = 1\n").write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(errorCode(of: try a.request("reload")) == "failed")
+        try original.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try a.request("reload")["restart_required"] == .array([]))
+    }
+
+    /// Each agent's whole event log from the start (`since: 0`), then a live stream on A that
+    /// sees A stop after `shutdown`.
+    func eventsAndShutdown() throws {
+        for agent in [a, b, c] {
+            let events = try client(agent)
+            let subscribed = try events.request("events", ["since": .int(0)])
+            #expect(subscribed["missed"] == .int(0))
+            guard case .int(let last)? = subscribed["last_seq"] else {
+                Issue.record("no last_seq in \(subscribed)")
+                continue
+            }
+            var seen: Int64 = 0
+            while seen < last {
+                guard case .int(let seq)? = try events.nextStreamLine()["event"]?.objectValue?["seq"] else { continue }
+                #expect(seq == seen + 1, "events have no gaps")
+                seen = seq
+            }
+        }
+        let live = try client(a)
+        _ = try live.request("events")
+        let stopping = try client(a)
+        guard case .string(let lockPath)? = try stopping.request("shutdown")["lock_path"] else {
+            Issue.record("shutdown named no lock_path")
+            return
+        }
+        #expect(lockPath == a.dataDir + "/canopyd.lock")
+        #expect(stopping.readUntilClosed() && live.readUntilClosed())
+        try waitForExit(a.process)
+    }
+}
