@@ -104,7 +104,7 @@ let package = Package(
         .executableTarget(
             name: "canopyctl",
             dependencies: [
-                "CanopyAgent",
+                "CanopyAgent", "CanopyStore", "CanopyCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -20,7 +20,7 @@ extension Agent: AdminRequestHandler {
     /// Commands that change state; each is logged (the socket admits only the agent's own uid, so
     /// the log records what was done, not who).
     static let mutatingCommands: Set<String> = [
-        "delete", "import", "peer.accept", "peer.add", "peer.remove", "put", "reload", "resolve", "resolver.register",
+        "bulk_docs", "delete", "import", "peer.accept", "peer.add", "peer.remove", "put", "reload", "resolve", "resolver.register",
         "shutdown", "sync",
     ]
 
@@ -36,7 +36,7 @@ extension Agent: AdminRequestHandler {
         case "status": onQueue(reply) { self.status(reply) }
         case "peers": onQueue(reply) { self.peerList(reply) }
         case "peer.add", "peer.accept", "peer.remove": onQueue(reply) { try self.editPeers(request, reply) }
-        case "put", "get", "delete", "conflicts", "resolve", "changes", "import", "export", "stats":
+        case "put", "get", "delete", "conflicts", "resolve", "changes", "import", "export", "stats", "bulk_docs":
             storeQueue.async { reply(self.documentCommand(request)) }
         case "sync": onQueue(reply) { try self.sync(request, reply) }
         case "reload":

@@ -18,6 +18,7 @@ extension Agent {
             case "changes": return .success(try changes(request))
             case "import": return .success(try importDocuments(request))
             case "export": return .success(try exportDocuments(request))
+            case "bulk_docs": return .success(try bulkDocuments(request))
             case "stats": return .success(try stats())
             default: preconditionFailure("not a document command: \(request.command)")
             }

@@ -43,30 +43,114 @@ extension Agent {
             throw AdminFailure(
                 .invalidArgument, "entry \(index) is a _local/ document, which is not imported: local documents never replicate; write it with put")
         }
-        let body = CanonicalJSON.encode(.object(["docs": .array(docs), "new_edits": .bool(false)]))
-        let results = try store.importBulkDocs(body, couchDB: try request.bool("couchdb"))
+        let results = try store.importCouchDocuments(docs, couchDB: try request.bool("couchdb"))
         let added = results.reduce(0) { $0 + $1.added.count }
         emit("import.finished", ["documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added))])
         return ["documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added))]
     }
 
+    /// `bulk_docs`: CouchDB's `_bulk_docs` with `new_edits` true (the default): each entry is a
+    /// new revision of its `_id` — replacing `_rev` when given, deleting with `_deleted: true` —
+    /// written in one transaction, each on its own: a stale one gets `{"id", "error": "conflict",
+    /// "reason"}` in `results` and the others are written (`{"id", "rev"}`). With `new_edits:
+    /// false` it is `import`. Invalid entries fail the request before anything is written,
+    /// naming the entry's index.
+    func bulkDocuments(_ request: AdminRequest) throws -> [String: JSONValue] {
+        if let newEdits = request.arguments["new_edits"] {
+            guard case .bool(let flag) = newEdits else { throw AdminFailure(.invalidArgument, "\"new_edits\" must be true or false") }
+            if !flag { return try importDocuments(request) }
+        }
+        guard case .array(let docs)? = request.arguments["docs"] else {
+            throw AdminFailure(.invalidArgument, "\"bulk_docs\" needs \"docs\": an array of documents with _id")
+        }
+        guard docs.count <= AgentLimits.importDocumentsMax else {
+            throw AdminFailure(.invalidArgument, "\(docs.count) documents exceed the limit of \(AgentLimits.importDocumentsMax) per request")
+        }
+        var writes: [LocalWrite] = []
+        writes.reserveCapacity(docs.count)
+        for (index, doc) in docs.enumerated() {
+            writes.append(try Self.bulkWrite(doc, index: index))
+        }
+        let results = try store.putBulk(writes)
+        var rows: [JSONValue] = []
+        rows.reserveCapacity(results.count)
+        var changed: [AgentEvent.Content] = []
+        var conflicts: Int64 = 0
+        for (write, result) in zip(writes, results) {
+            switch result {
+            case .written(let revision):
+                rows.append(.object(["id": .string(write.documentID), "rev": .string(revision.description)]))
+                var data: [String: JSONValue] = ["doc": .string(write.documentID), "rev": .string(revision.description), "origin": .string("local")]
+                if write.body == nil { data["deleted"] = .bool(true) }
+                changed.append(.fields(type: "document.changed", data: data))
+            case .conflict(let current):
+                conflicts += 1
+                rows.append(.object([
+                    "id": .string(write.documentID), "error": .string("conflict"),
+                    "reason": .string("\(write.replacing.map { "\($0)" } ?? "no _rev") is not the current revision (\(current.map { "\($0)" } ?? "none"))"),
+                ]))
+            }
+        }
+        emitAll(changed)
+        return ["results": .array(rows), "written": .int(Int64(results.count) - conflicts), "conflicts": .int(conflicts)]
+    }
+
+    /// One `bulk_docs` entry as a local write: `_id` (required), `_rev` (the revision replaced),
+    /// `_deleted: true` (a deletion, which needs `_rev`); the rest is the body, checked as `put`
+    /// checks it.
+    private static func bulkWrite(_ doc: JSONValue, index: Int) throws(AdminFailure) -> LocalWrite {
+        guard case .object(var members) = doc else { throw AdminFailure(.invalidArgument, "docs[\(index)] is not a JSON object") }
+        guard case .string(let id)? = members["_id"], !id.isEmpty else {
+            throw AdminFailure(.invalidArgument, "docs[\(index)] has no \"_id\" string")
+        }
+        var deleted = false
+        if let flag = members.removeValue(forKey: "_deleted") {
+            guard case .bool(let value) = flag else { throw AdminFailure(.invalidArgument, "docs[\(index)] \"_deleted\" must be true or false") }
+            deleted = value
+        }
+        let checked: DocumentMembers
+        do { checked = try DocumentMembers(body: .object(members), documentID: id, rev: nil) } catch {
+            throw AdminFailure(error.code, "docs[\(index)] (\"\(id.prefix(80))\"): \(error.message)")
+        }
+        if deleted && checked.replacing == nil {
+            throw AdminFailure(.invalidArgument, "docs[\(index)] (\"\(id.prefix(80))\"): a deletion needs the _rev it deletes")
+        }
+        return LocalWrite(documentID: id, body: deleted ? nil : checked.body, replacing: checked.replacing)
+    }
+
     /// `export`: one page of documents in change order, every leaf (closed ones included) with its
-    /// stored history. `since`/`limit` page through; `last_seq` is the next `since`, and `done` is
-    /// true on the last page.
+    /// stored history. A page holds at most `limit` documents and, past its first leaf, at most
+    /// `AgentLimits.exportPageBytesMax` bytes: a heavily edited document (hundreds of leaves, each
+    /// with its body) is split across pages by leaf, so no reply outgrows what a client can be
+    /// sent. `last_seq` is the sequence of the last document exported whole (the next `since`);
+    /// when the page ends inside a document, `next_leaf` says how many of that document's leaves
+    /// were sent (the next request passes it as `skip_leaves`). `done` is true on the last page.
     func exportDocuments(_ request: AdminRequest) throws -> [String: JSONValue] {
         let since = try request.optionalInt("since", in: 0...Int64.max) ?? 0
         let limit = try request.optionalInt("limit", in: 1...Int64(AgentLimits.changesLimitMax)) ?? Int64(AgentLimits.changesDefaultLimit)
+        var skip = Int(try request.optionalInt("skip_leaves", in: 0...Int64(Int32.max)) ?? 0)
         let changes = try store.changes(since: since, limit: Int(limit))
         var docs: [JSONValue] = []
+        var bytes = 0
+        var lastWhole = since
         for change in changes {
-            for leaf in change.leaves {
-                if let document = try exportedRevision(change.documentID, leaf.revision) { docs.append(try Self.couchDocument(document)) }
+            for (index, leaf) in change.leaves.enumerated() where index >= skip {
+                guard let document = try exportedRevision(change.documentID, leaf.revision) else { continue }
+                let exported = try Self.couchDocument(document)
+                let size = CanonicalJSON.encode(exported).count + 1
+                if !docs.isEmpty && bytes + size > AgentLimits.exportPageBytesMax {
+                    // Full: the rest of this document (from `index`) goes on the next page.
+                    var result: [String: JSONValue] = ["docs": .array(docs), "last_seq": .int(lastWhole), "done": .bool(false)]
+                    if index > 0 { result["next_leaf"] = .int(Int64(index)) }
+                    return result
+                }
+                docs.append(exported)
+                bytes += size
             }
+            skip = 0
+            lastWhole = change.sequence
         }
-        return [
-            "docs": .array(docs), "last_seq": .int(changes.last?.sequence ?? since),
-            "done": .bool(changes.count < Int(limit)),
-        ]
+        return ["docs": .array(docs), "last_seq": .int(lastWhole), "done": .bool(changes.count < Int(limit))]
     }
 
     /// One leaf with its history, or nil when its body was compacted away (nothing to export).

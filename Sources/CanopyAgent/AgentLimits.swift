@@ -1,3 +1,5 @@
+import CanopyStore
+
 /// Every limit and timing the agent shell uses, in one place (`Protocol/design.md` §9.4). Units go last.
 ///
 /// Each value is checked before anything sized by untrusted input is allocated: a request line is
@@ -5,8 +7,10 @@
 public enum AgentLimits {
     /// The longest admin request line, newline excluded. A client that sends more gets an error
     /// response and the connection is closed: the agent will not buffer an unbounded line.
-    /// 1 MiB holds a document at the store's body limit plus its JSON escaping overhead.
-    public static let adminLineBytesMax = 1 << 20
+    /// A document body may be `StoreLimits.bodyBytesMax` (16 MiB) in canonical JSON on every path
+    /// — `put`, `import`, replication, the library — so a line holds that plus 4 MiB for the
+    /// request around it and for JSON that a client wrote less compactly than canonical form.
+    public static let adminLineBytesMax = StoreLimits.bodyBytesMax + (4 << 20)
 
     /// Admin connections served at once; more are accepted and closed immediately so a runaway
     /// script cannot exhaust file descriptors the peers need.
@@ -14,7 +18,13 @@ public enum AgentLimits {
 
     /// Bytes of responses queued for one admin client that is not reading. Beyond this the client
     /// is disconnected (an `events` stream reader that stalls must not grow the agent's memory).
-    public static let adminPendingWriteBytesMax = 16 << 20
+    /// Room for two of the largest replies (a `get` of a document at the body limit, with its
+    /// history), so a client that reads is never cut off.
+    public static let adminPendingWriteBytesMax = 2 * adminLineBytesMax
+
+    /// Bytes of documents in one `export` page past its first leaf: a page of many small
+    /// documents, or a document with many large leaves split across pages.
+    public static let exportPageBytesMax = 4 << 20
 
     /// Events kept for `events --since` resumption. A client further behind is told how many
     /// it missed (`gap`), as Syncthing's and Nomad's event streams do.

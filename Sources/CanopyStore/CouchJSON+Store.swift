@@ -3,10 +3,11 @@ import Foundation
 
 /// Export and import in CouchDB's JSON shape (`CouchJSON`).
 ///
-/// Imported revision ids are taken as given, **without hash verification**: ids from CouchDB
-/// (MD5 over Erlang terms) or PouchDB can never match Canopy's content hash. Only replication
-/// input is hash-verified. An imported tree therefore replicates to Canopy peers as it is, but a
-/// Canopy node that makes the same edit as CouchDB did produces a different id.
+/// Imported revision ids are taken as given: ids from CouchDB (MD5 over Erlang terms) or PouchDB
+/// can never match Canopy's content hash, so such a revision is stored marked as imported and
+/// peers accept it without the hash check (`ForeignRevision.importedID`). An imported tree
+/// therefore replicates to Canopy peers as it is, but a Canopy node that makes the same edit as
+/// CouchDB did produces a different id.
 extension DocumentStore {
     /// The current revision of `id` in CouchDB shape, with `_revisions` and `_conflicts`.
     public func exportCouchDocument(id: String) throws(StoreError) -> JSONValue {
@@ -60,6 +61,26 @@ extension DocumentStore {
         } catch {
             throw .invalidInput(error)
         }
+        return try importRevisions(imported, couchDB: couchDB)
+    }
+
+    /// `importBulkDocs` for entries already parsed (the `docs` array of a `_bulk_docs` body, as
+    /// the admin socket receives them): the same checks, one transaction.
+    @discardableResult
+    public func importCouchDocuments(_ docs: [JSONValue], couchDB: Bool = false) throws(StoreError) -> [ForeignDocumentResult] {
+        guard docs.count <= StoreLimits.foreignBatchCountMax else {
+            throw .invalidInput(.batchTooLarge(count: docs.count, limit: StoreLimits.foreignBatchCountMax))
+        }
+        let imported: [CouchJSON.ImportedRevision]
+        do {
+            imported = try docs.map { doc throws(StoreInputError) in try CouchJSON.importRevision(doc) }
+        } catch {
+            throw .invalidInput(error)
+        }
+        return try importRevisions(imported, couchDB: couchDB)
+    }
+
+    private func importRevisions(_ imported: [CouchJSON.ImportedRevision], couchDB: Bool) throws(StoreError) -> [ForeignDocumentResult] {
         let revisions = (couchDB ? Self.closingCouchLosers(imported) : imported).map { revision in
             ForeignRevision(documentID: revision.documentID, path: revision.path, body: .value(revision.body))
         }

@@ -71,3 +71,12 @@ public struct LocalWrite: Sendable {
         self.replacing = replacing
     }
 }
+
+/// What `DocumentStore.putBulk` did with one write.
+public enum BulkWriteResult: Sendable, Equatable {
+    /// Written as this new revision.
+    case written(RevisionID)
+    /// Stale: the revision replaced is not an open leaf (or the document exists and no revision
+    /// was named). Nothing was written for it; `current` is the document's current revision.
+    case conflict(current: RevisionID?)
+}

@@ -31,21 +31,35 @@ extension DocumentStore {
             throw .invalidInput(.batchTooLarge(count: writes.count, limit: StoreLimits.foreignBatchCountMax))
         }
         let prepared: [PreparedWrite]
-        do {
-            // Canonical encoding and a creation's hash are pure and most of a put's CPU time
-            // outside SQLite: done in parallel.
-            prepared = try ParallelMap.map(writes) { write throws(StoreInputError) in
-                try InputValidation.checkDocumentID(write.documentID)
-                guard let value = write.body else { return PreparedWrite(body: CanonicalJSON.encode(.emptyObject), creation: nil) }
-                let body = try InputValidation.canonicalBody(value, documentID: write.documentID)
-                guard write.replacing == nil else { return PreparedWrite(body: body, creation: nil) }
-                let id = RevisionHasher.revisionID(parent: nil, kind: .live, canonicalBody: body)
-                return PreparedWrite(body: body, creation: try? RevisionPath(leaf: id, kind: .live))
+        do { prepared = try Self.prepare(writes) } catch { throw .invalidInput(error) }
+        return try write { context in
+            try Self.applyLocalEdits(context, writes, prepared, concurrency: concurrency, conflictsPerDocument: false).map {
+                try $0.get()
             }
-        } catch {
-            throw .invalidInput(error)
         }
-        return try write { context in try Self.applyLocalEdits(context, writes, prepared, concurrency: concurrency) }
+    }
+
+    /// CouchDB's `_bulk_docs` (with `new_edits` true): applies `writes` in order in one
+    /// transaction, each on its own — a stale `replacing` (or a creation of a document that
+    /// exists) is reported for that document as `.conflict` and the rest are written. Invalid
+    /// input (an id, a body) fails the whole call before anything is written, naming the document.
+    /// Creations of new documents take the batched path, so a bulk load runs at the store's
+    /// batched-write rate.
+    public func putBulk(_ writes: [LocalWrite]) throws(StoreError) -> [BulkWriteResult] {
+        guard writes.count <= StoreLimits.foreignBatchCountMax else {
+            throw .invalidInput(.batchTooLarge(count: writes.count, limit: StoreLimits.foreignBatchCountMax))
+        }
+        let prepared: [PreparedWrite]
+        do { prepared = try Self.prepare(writes) } catch { throw .invalidInput(error) }
+        return try write { context in
+            try Self.applyLocalEdits(context, writes, prepared, concurrency: .failOnConflict, conflictsPerDocument: true).map { result in
+                switch result {
+                case .success(let revision): return .written(revision)
+                case .failure(.conflict(_, _, let current)): return .conflict(current: current)
+                case .failure(let error): throw error
+                }
+            }
+        }
     }
 
     /// A local write's canonical body and, for a creation (no revision replaced, not a
@@ -55,20 +69,42 @@ extension DocumentStore {
         let creation: RevisionPath?
     }
 
+    /// Checks and encodes writes before the transaction. Canonical encoding and a creation's hash
+    /// are pure and most of a put's CPU time outside SQLite: done in parallel.
+    private static func prepare(_ writes: [LocalWrite]) throws(StoreInputError) -> [PreparedWrite] {
+        try ParallelMap.map(writes) { write throws(StoreInputError) in
+            try InputValidation.checkDocumentID(write.documentID)
+            guard let value = write.body else { return PreparedWrite(body: CanonicalJSON.encode(.emptyObject), creation: nil) }
+            let body = try InputValidation.canonicalBody(value, documentID: write.documentID)
+            guard write.replacing == nil else { return PreparedWrite(body: body, creation: nil) }
+            let id = RevisionHasher.revisionID(parent: nil, kind: .live, canonicalBody: body)
+            return PreparedWrite(body: body, creation: try? RevisionPath(leaf: id, kind: .live))
+        }
+    }
+
     /// Applies a batch of local edits in order. Creations are queued for `NewChainBatch`
     /// (multi-row statements); any other write first flushes the queue, so writes apply, and get
     /// their sequences, in order.
+    /// With `conflictsPerDocument`, a write that is stale is reported as a failure in its slot
+    /// (nothing of it was written) and the others go on; otherwise the first conflict throws.
     private static func applyLocalEdits(
-        _ context: WriteContext, _ writes: [LocalWrite], _ prepared: [PreparedWrite], concurrency: WriteConcurrency
-    ) throws -> [RevisionID] {
-        var results = [RevisionID?](repeating: nil, count: writes.count)
+        _ context: WriteContext, _ writes: [LocalWrite], _ prepared: [PreparedWrite], concurrency: WriteConcurrency,
+        conflictsPerDocument: Bool
+    ) throws -> [Result<RevisionID, StoreError>] {
+        var results = [Result<RevisionID, StoreError>?](repeating: nil, count: writes.count)
+        func apply(_ slot: Int, _ body: [UInt8]) throws {
+            do {
+                results[slot] = .success(try applyLocalEdit(context, writes[slot], canonicalBody: body, concurrency: concurrency))
+            } catch let error as StoreError {
+                guard conflictsPerDocument, case .conflict = error else { throw error }
+                results[slot] = .failure(error)
+            }
+        }
         var batch = NewChainBatch()
         let flush = { (batch: inout NewChainBatch) throws in
             try batch.flush(
-                context, written: { item in results[item.slot] = item.path.leaf },
-                oneByOne: { item in
-                    results[item.slot] = try applyLocalEdit(context, writes[item.slot], canonicalBody: item.body, concurrency: concurrency)
-                })
+                context, written: { item in results[item.slot] = .success(item.path.leaf) },
+                oneByOne: { item in try apply(item.slot, item.body) })
         }
         for (slot, write) in writes.enumerated() {
             if let creation = prepared[slot].creation {
@@ -76,7 +112,7 @@ extension DocumentStore {
                 continue
             }
             try flush(&batch)
-            results[slot] = try applyLocalEdit(context, write, canonicalBody: prepared[slot].body, concurrency: concurrency)
+            try apply(slot, prepared[slot].body)
         }
         try flush(&batch)
         return results.map { $0! }

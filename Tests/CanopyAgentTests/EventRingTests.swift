@@ -53,23 +53,33 @@ struct EventRingTests {
         ring.append(.document(nodeID: "NODE", event: DocumentEvent(kind: .pulled, documentID: "doc-1", revision: revision)), time: 7)
         ring.append(.document(nodeID: "NODE", event: DocumentEvent(kind: .rejected, documentID: "doc-2", detail: "bad hash")), time: 8)
         let events = ring.events(after: 0).events
-        #expect(events.map(\.type) == ["document.pulled", "document.rejected"])
-        #expect(events[0].data == ["node_id": .string("NODE"), "doc": .string("doc-1"), "rev": .string(revision.description)])
-        #expect(events[1].data == ["node_id": .string("NODE"), "doc": .string("doc-2"), "detail": .string("bad hash")])
-        #expect(events[0] == AgentEvent(sequence: 1, type: "document.pulled", time: 7, data: events[0].data))
-        #expect(events[0] != AgentEvent(sequence: 1, type: "document.pushed", time: 7, data: events[0].data))
+        #expect(events.map(\.type) == ["document.changed", "document.rejected"])
+        #expect(events[0].data == [
+            "node_id": .string("NODE"), "doc": .string("doc-1"), "rev": .string(revision.description), "origin": .string("peer"),
+        ])
+        #expect(events[1].data == ["node_id": .string("NODE"), "doc": .string("doc-2"), "reason": .string("bad hash")])
+        #expect(events[0] == AgentEvent(sequence: 1, type: "document.changed", time: 7, data: events[0].data))
+        #expect(events[0] != AgentEvent(sequence: 1, type: "document.rejected", time: 7, data: events[0].data))
         #expect(events[1].json == .object([
             "seq": .int(2), "type": .string("document.rejected"), "time": .double(8),
-            "data": .object(["node_id": .string("NODE"), "doc": .string("doc-2"), "detail": .string("bad hash")]),
+            "data": .object(["node_id": .string("NODE"), "doc": .string("doc-2"), "reason": .string("bad hash")]),
         ]))
     }
 
-    @Test("every document event kind has its own event type")
+    @Test("every document event kind is named as the admin protocol lists it, and a pulled deletion says so")
     func documentEventTypes() {
+        let expected: [DocumentEventKind: String] = [
+            .pulled: "document.changed", .pushed: "document.pushed", .conflictResolved: "conflict.resolved",
+            .resolutionFailed: "resolution.failed", .rejected: "document.rejected",
+        ]
         for kind in DocumentEventKind.allCases {
             let content = AgentEvent.Content.document(nodeID: "N", event: DocumentEvent(kind: kind, documentID: "d"))
-            #expect(content.type == "document.\(kind.rawValue)")
+            #expect(content.type == expected[kind])
         }
+        let deletion = AgentEvent.Content.document(nodeID: "N", event: DocumentEvent(kind: .pulled, documentID: "d", deleted: true))
+        #expect(deletion.data["deleted"] == .bool(true))
+        let resolved = AgentEvent.Content.document(nodeID: "N", event: DocumentEvent(kind: .conflictResolved, documentID: "d"))
+        #expect(resolved.data["by"] == .string("automatic"))
     }
 
     @Test("batches of document events kept whole: a reader resumes at every position, a batch larger than the ring keeps its newest")

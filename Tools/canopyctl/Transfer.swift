@@ -1,0 +1,338 @@
+import ArgumentParser
+import CanopyAgent
+import CanopyCore
+import CanopyStore
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Import: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Load a CouchDB _bulk_docs body from FILE or '-' (stdin), streaming it in batches.",
+        discussion: """
+            With "new_edits": false in the body (what `canopyctl export` and CouchDB replication dumps
+            write), every entry is a revision with its history, kept with its revision id; the node's
+            conflict policy applies, and --couchdb reads CouchDB's settled deleted branches as closed.
+            Without it (CouchDB's default), every entry is a new revision of its _id: _rev names the
+            revision it replaces, _deleted: true deletes; a stale entry is a conflict, listed on stderr
+            (exit 3), and the others are written. --new-edits overrides the body. Each batch is one
+            transaction; a bad entry stops the import there, naming it (earlier batches stay written).
+            """)
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The file, or '-' for stdin.") var file: String
+    @Flag(help: "The data came from CouchDB: settled deleted branches are imported as closed.") var couchdb = false
+    @Option(help: "true: new revisions; false: revisions as they are. Default: the body's \"new_edits\" (true when absent).")
+    var newEdits: Bool?
+
+    func run() throws {
+        let input = try ImportInput(path: file)
+        let mode = try newEdits ?? input.newEditsMember() ?? true
+        if couchdb && mode {
+            throw CtlFailure(status: .usage, message: "--couchdb applies to revisions as they are (\"new_edits\": false)")
+        }
+        var loader = try BatchLoader(connection: connection, newEdits: mode, couchdb: couchdb, totalBytes: input.size)
+        var splitter = BulkDocsSplitter(elementBytesMax: AgentLimits.adminLineBytesMax - BatchLoader.envelopeBytes)
+        do {
+            try input.forEachChunk { chunk in
+                try splitter.feed(chunk, element: { try loader.add($0) }, member: { _, _ in })
+                loader.bytesRead += chunk.count
+                loader.showProgress(final: false)
+            }
+            try splitter.finish()
+        } catch let problem as BulkDocsSplitter.Problem {
+            throw CtlFailure(status: .usage, message: "\(file): \(problem)")
+        }
+        try loader.finish()
+    }
+}
+
+/// The import's input: a file (whose size is the progress total) or stdin.
+final class ImportInput {
+    let handle: FileHandle
+    let size: Int?
+    let seekable: Bool
+    static let chunkBytes = 1 << 20
+    /// Bytes read from stdin to look for `new_edits`, handed out again first.
+    private var pushedBack: [UInt8]?
+
+    init(path: String) throws {
+        if path == "-" {
+            handle = .standardInput
+            size = nil
+            seekable = false
+            return
+        }
+        guard let opened = FileHandle(forReadingAtPath: path) else {
+            throw CtlFailure(status: .error, message: "cannot read \(path)")
+        }
+        handle = opened
+        var info = stat()
+        let regular = fstat(opened.fileDescriptor, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+        size = regular ? Int(info.st_size) : nil
+        seekable = regular
+    }
+
+    /// The body's `new_edits`, read ahead: a regular file is scanned once for its members (the
+    /// member may follow the documents); from stdin only a member before `docs` can be known, so
+    /// stdin needs `--new-edits` unless the body names it first (as `canopyctl export` writes it).
+    func newEditsMember() throws -> Bool? {
+        var found: JSONValue?
+        var splitter = BulkDocsSplitter(elementBytesMax: AgentLimits.adminLineBytesMax)
+        guard seekable else { return try peekStdin() }
+        do {
+            try forEachChunk { chunk in
+                try splitter.feed(chunk, element: { _ in }, member: { name, value in
+                    if name == "new_edits" { found = try? JSONValue.parse(value) }
+                })
+            }
+        } catch let problem as BulkDocsSplitter.Problem {
+            throw CtlFailure(status: .usage, message: "not a _bulk_docs body: \(problem)")
+        }
+        try handle.seek(toOffset: 0)
+        return try Self.flag(found)
+    }
+
+    /// On stdin the first bytes tell whether `new_edits` comes before `docs` (`canopyctl export`
+    /// writes it first); they are handed out again by `forEachChunk`. With the documents first,
+    /// the mode would be a guess, so stdin then needs `--new-edits`.
+    private func peekStdin() throws -> Bool? {
+        let first = [UInt8](handle.readData(ofLength: Self.chunkBytes))
+        pushedBack = first
+        var splitter = BulkDocsSplitter(elementBytesMax: AgentLimits.adminLineBytesMax)
+        var found: JSONValue?
+        var sawDocument = false
+        try? splitter.feed(first, element: { _ in sawDocument = true }, member: { name, value in
+            if name == "new_edits" && !sawDocument { found = try? JSONValue.parse(value) }
+        })
+        guard found != nil || (splitter.isComplete && !sawDocument) else {
+            throw CtlFailure(
+                status: .usage,
+                message: "reading stdin, the documents come before \"new_edits\": say --new-edits false (revisions as they are) or true (new revisions)")
+        }
+        return try Self.flag(found)
+    }
+
+    static func flag(_ value: JSONValue?) throws -> Bool? {
+        switch value {
+        case nil: return nil
+        case .bool(let flag)?: return flag
+        default: throw CtlFailure(status: .usage, message: "\"new_edits\" in the body must be true or false")
+        }
+    }
+
+    func forEachChunk(_ body: ([UInt8]) throws -> Void) throws {
+        if let first = pushedBack {
+            pushedBack = nil
+            try body(first)
+        }
+        while true {
+            let data = handle.readData(ofLength: Self.chunkBytes)
+            if data.isEmpty { return }
+            try body([UInt8](data))
+        }
+    }
+}
+
+/// Sends documents to the agent in batches (one transaction each), one request in flight while
+/// the next batch is read, and reports progress.
+struct BatchLoader {
+    /// Bytes of a batch before it is sent; a batch also ends at `documentsPerBatch`.
+    static let batchBytes = 4 << 20
+    static let documentsPerBatch = 2000
+    /// Room for the request around the documents.
+    static let envelopeBytes = 4096
+
+    let connection: ConnectionOptions
+    let client: AdminSocketClient
+    let newEdits: Bool
+    let couchdb: Bool
+    let totalBytes: Int?
+    var bytesRead = 0
+    private var batch: [[UInt8]] = []
+    private var batchSize = 0
+    private var batchID: String?
+    private var inFlight: (id: Int64, first: Int, count: Int)?
+    private var nextID: Int64 = 1
+    private var sent = 0
+    private var documents: Int64 = 0
+    private var revisionsAdded: Int64 = 0
+    private var written: Int64 = 0
+    private var conflicts: [String] = []
+    private var conflictCount: Int64 = 0
+    private var lastProgress = 0.0
+    private let terminal = isatty(2) == 1
+
+    init(connection: ConnectionOptions, newEdits: Bool, couchdb: Bool, totalBytes: Int?) throws {
+        self.connection = connection
+        self.client = try connection.connect()
+        self.newEdits = newEdits
+        self.couchdb = couchdb
+        self.totalBytes = totalBytes
+    }
+
+    /// Adds one document's bytes; sends the batch when it is full. With `--couchdb` a batch never
+    /// separates entries of one `_id` that follow each other (CouchDB's and Canopy's exports
+    /// list a document's revisions together; all of them are needed to tell CouchDB's winner).
+    mutating func add(_ element: [UInt8]) throws {
+        var id: String?
+        if couchdb, case .object(let members)? = try? JSONValue.parse(element), case .string(let text)? = members["_id"] {
+            id = text
+        }
+        let sameDocument = id != nil && id == batchID
+        if !batch.isEmpty && !sameDocument
+            && (batchSize + element.count > Self.batchBytes || batch.count >= Self.documentsPerBatch)
+        {
+            try send()
+        }
+        guard batchSize + element.count + Self.envelopeBytes <= AgentLimits.adminLineBytesMax else {
+            throw CtlFailure(status: .error, message: "the revisions of \(id.map { "\"\($0.prefix(80))\"" } ?? "a document") at entry \(sent + batch.count) exceed \(AgentLimits.adminLineBytesMax) bytes together")
+        }
+        batch.append(element)
+        batchSize += element.count + 1
+        batchID = id
+    }
+
+    /// Sends the batch as one request, first collecting the answer to the previous one.
+    private mutating func send() throws {
+        var line = Array(#"{"cmd":"#.utf8) + Array((newEdits ? #""bulk_docs""# : #""import""#).utf8)
+        line += Array(#","couchdb":"#.utf8) + Array((couchdb ? "true" : "false").utf8)
+        line += Array(#","new_edits":"#.utf8) + Array((newEdits ? "true" : "false").utf8)
+        line += Array(#","id":"#.utf8) + Array(String(nextID).utf8) + Array(#","docs":["#.utf8)
+        for (index, element) in batch.enumerated() {
+            if index > 0 { line.append(UInt8(ascii: ",")) }
+            line += element
+        }
+        line += Array("]}".utf8)
+        do { try client.sendLine(line) } catch { throw CtlFailure(status: .error, message: "\(error)") }
+        try collect()
+        inFlight = (nextID, sent, batch.count)
+        nextID += 1
+        sent += batch.count
+        batch = []
+        batchSize = 0
+    }
+
+    /// Waits for the answer to the request in flight and adds it up.
+    private mutating func collect() throws {
+        guard let pending = inFlight else { return }
+        inFlight = nil
+        var response: [String: JSONValue]
+        repeat {
+            do { response = try client.readObject() } catch { throw CtlFailure(status: .error, message: "\(error)") }
+        } while response["id"] != .int(pending.id)
+        guard response["ok"] == .bool(true) else {
+            let error = response["error"]?.objectValue
+            let message = error?["message"].map(text) ?? "the agent refused the batch"
+            throw CtlFailure(
+                status: .error,
+                message: "entries \(pending.first)–\(pending.first + pending.count - 1) were not written: \(message)"
+                    + (pending.first > 0 ? " (the \(pending.first) entries before them are written)" : ""),
+                errorObject: response["error"])
+        }
+        if newEdits {
+            if case .int(let count)? = response["written"] { written += count }
+            if case .array(let results)? = response["results"] {
+                for case .object(let row) in results where row["error"] != nil {
+                    conflictCount += 1
+                    if conflicts.count < 20 { conflicts.append("\(text(row["id"])): \(text(row["reason"]))") }
+                }
+            }
+        } else {
+            if case .int(let count)? = response["documents"] { documents += count }
+            if case .int(let count)? = response["revisions_added"] { revisionsAdded += count }
+        }
+    }
+
+    /// Progress at most once a second: a bar on a terminal, JSON lines on stderr with --json.
+    mutating func showProgress(final: Bool) {
+        let now = Date().timeIntervalSince1970
+        guard final || now - lastProgress >= 1 else { return }
+        lastProgress = now
+        let done = sent + batch.count
+        if connection.json {
+            let progress: JSONValue = .object([
+                "progress": .object([
+                    "entries": .int(Int64(done)), "bytes": .int(Int64(bytesRead)),
+                    "total_bytes": totalBytes.map { .int(Int64($0)) } ?? .null,
+                ]),
+            ])
+            FileHandle.standardError.write(Data(CanonicalJSON.encode(progress) + [UInt8(ascii: "\n")]))
+        } else if terminal {
+            let total = totalBytes.map { String(format: " of %.1f", Double($0) / 1_048_576) } ?? ""
+            let line = String(format: "\rread %d entries (%.1f%@ MiB)", done, Double(bytesRead) / 1_048_576, total)
+            FileHandle.standardError.write(Data(line.utf8))
+            if final { FileHandle.standardError.write(Data("\n".utf8)) }
+        }
+    }
+
+    /// Sends what is left, waits for the last answer and prints the summary.
+    mutating func finish() throws {
+        if !batch.isEmpty { try send() }
+        try collect()
+        showProgress(final: true)
+        if newEdits {
+            let summary: [String: JSONValue] = ["written": .int(written), "conflicts": .int(conflictCount)]
+            connection.json ? printJSON(.object(summary)) : print("wrote \(written) documents, \(conflictCount) conflicts")
+            if conflictCount > 0 {
+                for line in conflicts { printError("conflict: \(line)") }
+                throw CtlFailure(
+                    status: .conflict,
+                    message: "\(conflictCount) entr\(conflictCount == 1 ? "y was" : "ies were") stale and not written"
+                        + (conflictCount > 20 ? " (the first 20 are listed)" : ""))
+            }
+        } else {
+            let summary: [String: JSONValue] = ["documents": .int(documents), "revisions_added": .int(revisionsAdded)]
+            connection.json ? printJSON(.object(summary)) : print("imported \(documents) documents, \(revisionsAdded) new revisions")
+        }
+    }
+}
+
+struct Export: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print every document (all leaves, with history) as a CouchDB _bulk_docs body.",
+        discussion: """
+            The body is written as it is read, page by page (at most 4 MiB each, a heavily edited
+            document split across pages by leaf), so an export of any size completes in bounded
+            memory. It starts with "new_edits": false, so `canopyctl export | canopyctl import -`
+            streams. On a terminal, progress goes to stderr.
+            """)
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+        let client = try connection.connect()
+        let total = (try? connection.call(client, "status", [:]))?["update_seq"]
+        let terminal = isatty(2) == 1
+        let output = FileHandle.standardOutput
+        output.write(Data(#"{"new_edits":false,"docs":["#.utf8))
+        var since: Int64 = 0
+        var skip: Int64 = 0
+        var count = 0
+        var lastProgress = 0.0
+        while true {
+            var arguments: [String: JSONValue] = ["since": .int(since), "limit": .int(1000)]
+            if skip > 0 { arguments["skip_leaves"] = .int(skip) }
+            let page = try connection.call(client, "export", arguments)
+            if case .array(let items)? = page["docs"] {
+                var bytes: [UInt8] = []
+                for item in items {
+                    if count > 0 { bytes.append(UInt8(ascii: ",")) }
+                    bytes += CanonicalJSON.encode(item)
+                    count += 1
+                }
+                output.write(Data(bytes))
+            }
+            if case .int(let last)? = page["last_seq"] { since = last }
+            if case .int(let next)? = page["next_leaf"] { skip = next } else { skip = 0 }
+            let now = Date().timeIntervalSince1970
+            if terminal, now - lastProgress >= 1 {
+                lastProgress = now
+                FileHandle.standardError.write(Data("\rexported \(count) revisions (sequence \(since) of \(text(total)))".utf8))
+            }
+            if page["done"] != .bool(false) { break }
+        }
+        output.write(Data("]}\n".utf8))
+        if terminal { FileHandle.standardError.write(Data("\rexported \(count) revisions\n".utf8)) }
+    }
+}
