@@ -12,7 +12,7 @@ typealias AdminReply = @Sendable (Result<[String: JSONValue], AdminFailure>) -> 
 extension Agent: AdminRequestHandler {
     /// Every command name, for `unknown_command` messages and the spec test.
     public static let commandNames: [String] = [
-        "changes", "conflicts", "delete", "events", "export", "get", "import", "peer.accept", "peer.add",
+        "bulk_docs", "changes", "conflicts", "delete", "events", "export", "get", "import", "peer.accept", "peer.add",
         "peer.remove", "peers", "put", "reload", "resolve", "resolver.answer", "resolver.register", "shutdown",
         "stats", "status", "sync",
     ]

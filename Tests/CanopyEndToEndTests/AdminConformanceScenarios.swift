@@ -30,6 +30,8 @@ struct AdminConformanceScenarios {
         try malformedRequests()
         try importExportRoundTrip()
         try resolveByCommand()
+        try exportSplitsALargeDocument()
+        try bulkWrites()
         try replicationWithConflicts()
         try pendingPeer()
         try syncFailsWhenThePeerIsRemoved()
@@ -100,16 +102,52 @@ struct AdminConformanceScenarios {
         #expect(Self.sorted(try exportAll(c)) == Self.sorted(exported))
     }
 
-    /// Every page of an export, two documents a page.
-    func exportAll(_ client: RecordingClient) throws -> [JSONValue] {
+    /// Every page of an export after `since`, two documents a page; a page that ends inside a
+    /// document is followed by one that skips the leaves already received.
+    func exportAll(_ client: RecordingClient, since start: Int64 = 0) throws -> [JSONValue] {
         var docs: [JSONValue] = []
-        var since: JSONValue = .int(0)
+        var arguments: [String: JSONValue] = ["since": .int(start), "limit": .int(2)]
         while true {
-            let page = try client.request("export", ["since": since, "limit": .int(2)])
+            let page = try client.request("export", arguments)
             docs += page["docs"]?.arrayValue ?? []
-            since = try #require(page["last_seq"])
+            arguments["since"] = try #require(page["last_seq"])
+            arguments["skip_leaves"] = page["next_leaf"]
             if page["done"] != .bool(false) { return docs }
         }
+    }
+
+    /// A document whose two open leaves are together larger than an export page is split across
+    /// two pages, and arrives whole (on B, whose manual policy keeps both leaves).
+    func exportSplitsALargeDocument() throws {
+        let b = try client(self.b)
+        guard case .int(let before)? = try b.request("stats")["update_seq"] else {
+            Issue.record("no update_seq")
+            return
+        }
+        let large = String(repeating: "x", count: AgentLimits.exportPageBytesMax * 5 / 8)
+        let leaves = Self.conflictingLeaves("large").map { leaf in
+            JSONValue.object((leaf.objectValue ?? [:]).merging(["text": .string(large)]) { $1 })
+        }
+        #expect(try b.request("import", ["docs": .array(leaves)])["ok"] == .bool(true))
+        let first = try b.request("export", ["since": .int(before), "limit": .int(1)])
+        #expect(first["next_leaf"] == .int(1) && first["docs"]?.arrayValue?.count == 1, "\(first["next_leaf"] ?? .null)")
+        let exported = try exportAll(b, since: before)
+        #expect(Set(exported.compactMap { $0.objectValue?["_rev"] }) == Set(leaves.compactMap { $0.objectValue?["_rev"] }))
+        #expect(try b.request("resolve", ["doc": .string("large"), "delete": .bool(true)])["ok"] == .bool(true))
+    }
+
+    /// bulk_docs writes new revisions; an entry naming a stale revision is refused alone.
+    func bulkWrites() throws {
+        let a = try client(self.a)
+        let first = try a.request("bulk_docs", ["docs": .array([
+            .object(["_id": .string("bulk-1"), "n": .int(1)]), .object(["_id": .string("bulk-2"), "n": .int(2)]),
+        ])])
+        let rev = try #require(first["results"]?.arrayValue?.first?.objectValue?["rev"])
+        let second = try a.request("bulk_docs", ["new_edits": .bool(true), "docs": .array([
+            .object(["_id": .string("bulk-1"), "_rev": rev, "n": .int(3)]),
+            .object(["_id": .string("bulk-2"), "_rev": rev, "n": .int(4)]),
+        ])])
+        #expect(second["written"] == .int(1) && second["conflicts"] == .int(1), "\(second)")
     }
 
     static func sorted(_ docs: [JSONValue]) -> [String] { docs.map { String(decoding: CanonicalJSON.encode($0), as: UTF8.self) }.sorted() }

@@ -45,7 +45,7 @@ struct AdminConformanceTests {
     func limitsMatchTheCode() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let text = try String(contentsOf: root.appendingPathComponent(AdminSpec.path), encoding: .utf8)
-        #expect(text.contains("`adminLineBytesMax` = 1 MiB (\(AgentLimits.adminLineBytesMax) bytes"))
+        #expect(text.contains("`adminLineBytesMax` = \(AgentLimits.adminLineBytesMax >> 20) MiB (\(AgentLimits.adminLineBytesMax) bytes"))
         #expect(text.contains("`eventRingCapacity` (\(AgentLimits.eventRingCapacity))"))
         #expect(text.contains("`adminConnectionsMax` (\(AgentLimits.adminConnectionsMax))"))
     }

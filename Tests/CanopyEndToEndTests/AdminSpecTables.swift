@@ -12,7 +12,7 @@ import Foundation
 ///   `listen`", "with `wait`", "where `address`") do not;
 /// - names starting with `_` (document members) and error codes (§4) are never result members;
 /// - a backticked `{a, b:{c}, d:[{e}]}` lists the members of the objects in the member named just
-///   before it (`peers`: rows `{…}`);
+///   before it (`peers`: rows `{…}`); several such spans (alternative shapes) add up;
 /// - an arguments cell "as `cmd`…" means the same arguments as `cmd`.
 struct AdminSpec {
     /// Member names at one level of a result, each with the members the spec lists inside it.
@@ -135,7 +135,7 @@ struct AdminSpec {
         for index in stride(from: 1, to: parts.count, by: 2) {
             let code = parts[index].trimmingCharacters(in: .whitespaces)
             if code.hasPrefix("{") {
-                if !found.isEmpty { found[found.count - 1].inside = structure(code) }
+                if !found.isEmpty { found[found.count - 1].inside.members.merge(structure(code).members) { $1 } }
                 continue
             }
             let before = parts[index - 1].trimmingCharacters(in: .whitespaces)
