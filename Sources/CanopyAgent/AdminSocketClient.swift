@@ -128,12 +128,15 @@ public final class AdminSocketClient: @unchecked Sendable {
 
     /// Reads the next line (without its newline).
     public func readLine() throws(ClientError) -> [UInt8] {
+        // Only bytes not searched yet are searched: a multi-megabyte line arrives in many reads.
+        var searched = 0
         while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+            if let newline = buffer[searched...].firstIndex(of: UInt8(ascii: "\n")) {
                 let line = Array(buffer[..<newline])
                 buffer.removeSubrange(...newline)
                 return line
             }
+            searched = buffer.count
             guard buffer.count <= Self.lineBytesMax else { throw .badResponse("line over \(Self.lineBytesMax) bytes") }
             var chunk = [UInt8](repeating: 0, count: 64 * 1024)
             let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }

@@ -48,7 +48,8 @@ public enum StoreInputError: Error, Equatable, Sendable, CustomStringConvertible
         case .invalidJSON(let id, let detail): return "\(name(id))invalid JSON: \(detail)"
         case .bodyNotObject(let id): return "\(name(id))body is not a JSON object"
         case .bodyNotCanonical(let id, let detail): return "\(name(id))body is not canonical JSON: \(detail)"
-        case .bodyTooLarge(let id, let bytes, let limit): return "\(name(id))body of \(bytes) bytes exceeds \(limit)"
+        case .bodyTooLarge(let id, let bytes, let limit):
+            return "\(name(id))body is \(bytes) bytes of canonical JSON, over the limit of \(limit) bytes (\(limit >> 20) MiB) that holds on every path (put, import, replication); split the document or keep large content elsewhere"
         case .emptyDocumentID: return "document id is empty"
         case .documentIDTooLong(let bytes, let limit): return "document id of \(bytes) bytes exceeds \(limit)"
         case .documentIDNotUTF8: return "document id is not valid UTF-8"

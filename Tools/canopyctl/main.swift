@@ -4,6 +4,7 @@
 import ArgumentParser
 import CanopyAgent
 import CanopyCore
+import CanopyStore
 import Foundation
 
 /// The documented exit codes.
@@ -113,6 +114,11 @@ func readBody(inline: String?, file: String?) throws -> JSONValue {
     do {
         let value = try JSONValue.parseInput(data)
         guard case .object = value else { throw CtlFailure(status: .usage, message: "the body must be a JSON object") }
+        // The agent would refuse it too; said here before megabytes travel to it.
+        let size = CanonicalJSON.encode(value).count
+        guard size <= StoreLimits.bodyBytesMax else {
+            throw CtlFailure(status: .error, message: StoreInputError.bodyTooLarge(documentID: nil, bytes: size, limit: StoreLimits.bodyBytesMax).description)
+        }
         return value
     } catch let error as JSONError {
         throw CtlFailure(status: .usage, message: "the body is not usable: \(error)")

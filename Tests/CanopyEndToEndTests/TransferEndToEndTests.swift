@@ -1,0 +1,118 @@
+import CanopyAgent
+import CanopyCore
+import CanopyStore
+import Foundation
+import Testing
+
+/// Moving documents in and out of a real agent with `canopyctl import`, `export` and bulk writes:
+/// sizes up to the body limit, heavily edited documents, streams, conflicts.
+@Suite("import, export and bulk writes with real agents", .serialized)
+struct TransferEndToEndTests {
+    /// `canopyctl export`'s documents, each in canonical JSON, sorted.
+    static func exported(_ agent: AgentProcess) throws -> [String] {
+        let result = try agent.ctl(["export"])
+        guard result.status == 0, case .array(let docs)? = try JSONValue.parse(Data(result.stdout.utf8)).objectValue?["docs"] else {
+            Issue.record("export failed (\(result.status)): \(result.stderr)")
+            return []
+        }
+        return docs.map { String(decoding: CanonicalJSON.encode($0), as: UTF8.self) }.sorted()
+    }
+
+    static func write(_ text: String, in agent: AgentProcess, name: String) throws -> String {
+        let path = agent.temporary.path + "/" + name
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test("heavily edited documents export whole, page by page, and import elsewhere as the same documents")
+    func heavilyEditedDocumentsRoundTrip() throws {
+        let a = try AgentProcess()
+        let b = try AgentProcess()
+        try a.start()
+        try b.start()
+        // A document with 201 leaves: a live winner and 200 deleted CouchDB branches that
+        // --couchdb keeps as closed leaves, each with a 25 KB body (5 MB: more than an export page
+        // holds, so the document is split across pages by leaf), and a small document after it.
+        let filler = String(repeating: "x", count: 25_000)
+        let root = String(repeating: "0", count: 32)
+        var entries = [#"{"_id":"heavy","_rev":"2-\#(String(repeating: "f", count: 32))","_revisions":{"start":2,"ids":["\#(String(repeating: "f", count: 32))","\#(root)"]},"n":1}"#]
+        for branch in 0..<200 {
+            let digest = String(format: "%032x", branch + 1)
+            entries.append(#"{"_id":"heavy","_rev":"2-\#(digest)","_deleted":true,"_revisions":{"start":2,"ids":["\#(digest)","\#(root)"]},"filler":"\#(filler)"}"#)
+        }
+        entries.append(#"{"_id":"light","_rev":"1-\#(root)","n":2}"#)
+        let file = try Self.write(#"{"new_edits":false,"docs":["# + entries.joined(separator: ",") + "]}", in: a, name: "heavy.json")
+        let imported = try a.ctl(["import", file, "--couchdb"])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let onA = try Self.exported(a)
+        #expect(onA.count == 202)
+        // export | import - : the stream carries the mode first.
+        let pipe = try a.ctl(["export"])
+        let piped = try b.ctl(["import", "-"], stdin: pipe.stdout)
+        #expect(piped.status == 0, "\(piped.stderr)")
+        #expect(try Self.exported(b) == onA)
+    }
+
+    @Test("a body of several MiB is written, read and exported; one over 16 MiB is refused by size on put and import")
+    func sizeLimit() throws {
+        let a = try AgentProcess()
+        try a.start()
+        let big = String(repeating: "y", count: 3 << 20)
+        let put = try a.ctl(["put", "big", "--file", "-"], stdin: #"{"s":"\#(big)"}"#)
+        #expect(put.status == 0, "\(put.stderr)")
+        #expect(try a.value(of: "big", "s") == .string(big))
+        #expect(try Self.exported(a).count == 1)
+        let huge = String(repeating: "z", count: (16 << 20) + 10)
+        let refused = try a.ctl(["put", "huge", "--file", "-"], stdin: #"{"s":"\#(huge)"}"#)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("over the limit of 16777216 bytes (16 MiB)"), "\(refused.stderr)")
+        let file = try Self.write(#"{"docs":[{"_id":"huge","s":"\#(huge)"}]}"#, in: a, name: "huge.json")
+        let imported = try a.ctl(["import", file])
+        #expect(imported.status != 0)
+        #expect(imported.stderr.contains("bytes"), "\(imported.stderr)")
+        #expect(try a.documentCount() == 1)
+    }
+
+    @Test("a _bulk_docs body without new_edits false writes new revisions; a stale entry is a conflict and the rest are written")
+    func bulkWrites() throws {
+        let a = try AgentProcess()
+        try a.start()
+        let first = try a.put("edited", ["v": .int(1)])
+        let body = #"""
+            {"docs":[{"_id":"new-1","n":1},{"_id":"new-2","n":2},{"_id":"edited","_rev":"\#(first)","v":2},
+            {"_id":"edited","_rev":"\#(first)","v":3},{"_id":"new-1","n":9}]}
+            """#
+        let file = try Self.write(body, in: a, name: "bulk.json")
+        let result = try a.ctl(["import", file])
+        #expect(result.status == 3, "\(result.stdout) \(result.stderr)")
+        #expect(result.stdout.contains("wrote 3 documents, 2 conflicts"), "\(result.stdout)")
+        #expect(result.stderr.contains("conflict: edited"), "\(result.stderr)")
+        #expect(try a.value(of: "new-1", "n") == .int(1))
+        #expect(try a.value(of: "edited", "v") == .int(2))
+        // The same body over the socket, entry by entry.
+        let response = try a.client().request("bulk_docs", ["docs": .array([
+            .object(["_id": .string("new-3"), "n": .int(3)]), .object(["_id": .string("new-2"), "n": .int(4)]),
+        ])])
+        guard case .array(let rows)? = response["results"] else {
+            Issue.record("no results: \(response)")
+            return
+        }
+        #expect(rows.count == 2)
+        #expect(rows[0].objectValue?["rev"] != nil)
+        #expect(rows[1].objectValue?["error"] == .string("conflict"))
+        #expect(response["written"] == .int(1) && response["conflicts"] == .int(1))
+    }
+
+    @Test("import from stdin with the documents first asks for --new-edits instead of guessing")
+    func stdinNeedsMode() throws {
+        let a = try AgentProcess()
+        try a.start()
+        let body = #"{"docs":[{"_id":"s","n":1}]}"#
+        let refused = try a.ctl(["import", "-"], stdin: body)
+        #expect(refused.status == 2)
+        #expect(refused.stderr.contains("--new-edits"), "\(refused.stderr)")
+        let written = try a.ctl(["import", "-", "--new-edits", "true"], stdin: body)
+        #expect(written.status == 0, "\(written.stderr)")
+        #expect(try a.value(of: "s", "n") == .int(1))
+    }
+}
