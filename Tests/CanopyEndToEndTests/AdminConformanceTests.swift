@@ -81,4 +81,38 @@ struct AdminConformanceTests {
         #expect(spec.commands[1].results == AdminSpec.Members(members: ["rows": rows]))
         #expect(spec.commands[2].results == AdminSpec.Members(members: ["doc": .init()]))
     }
+
+    @Test("the coverage comparison names what was not exercised and what the spec does not list")
+    func coverageComparison() throws {
+        let spec = try AdminSpec.parse("""
+            ## 4. Error codes
+
+            | code | meaning |
+            | --- | --- |
+            | `not_found` | no such thing |
+            | `failed` | it did not work |
+
+            ## 5. Streams
+
+            Event types: `agent.started`, `peer.pending`.
+
+            ## 6. Commands
+
+            | cmd | arguments | result members |
+            | --- | --- | --- |
+            | `peers` | `verbose?` | `peers`: rows `{node_id, progress:{total}}`, `count` |
+            | `stats` | — | `doc_count` |
+            """)
+        let coverage = AdminCoverage()
+        coverage.recordResponse(command: "peers", arguments: ["verbose", "extra"], response: [
+            "id": .int(1), "ok": .bool(true), "count": .int(1),
+            "peers": .array([.object(["node_id": .string("n"), "progress": .object(["total": .int(0), "done": .int(0)]), "new": .null])]),
+        ])
+        coverage.recordResponse(command: nil, arguments: [], response: ["ok": .bool(false), "error": .object(["code": .string("busy")])])
+        coverage.recordStreamLine(["event": .object(["type": .string("agent.started")])])
+        coverage.recordStreamLine(["event": .object(["type": .string("document.pushed")])])
+        let (missing, unlisted) = coverage.compare(with: spec)
+        #expect(missing == ["command stats", "error failed", "error not_found", "event peer.pending"])
+        #expect(unlisted == ["argument peers.extra", "error busy", "event document.pushed", "result peers.peers.new", "result peers.peers.progress.done"])
+    }
 }
