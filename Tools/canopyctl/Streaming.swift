@@ -34,13 +34,15 @@ struct Sync: ParsableCommand {
         let peer = try peerRow()
         printError("waiting for \(describe(peer)) to be caught up in both directions"
             + (timeout.map { " (at most \(Self.seconds($0)))" } ?? ""))
-        let showProgress = !connection.json && isatty(2) == 1
+        // Progress on a terminal, or as JSON lines on stderr with --json.
+        let showProgress = connection.json || isatty(2) == 1
         if showProgress {
             // A second connection streams progress events while the first waits for the answer.
             let events = try connection.connect()
             _ = try connection.call(events, "events", [:])
             let target = nodeID
-            Thread.detachNewThread { ProgressBar.follow(events, nodeID: target) }
+            let json = connection.json
+            Thread.detachNewThread { ProgressBar.follow(events, nodeID: target, json: json) }
         }
         let client: AdminSocketClient
         do {
@@ -52,11 +54,11 @@ struct Sync: ParsableCommand {
         do {
             result = try connection.call(client, "sync", ["node_id": .string(nodeID), "wait": .bool(true)])
         } catch let failure as CtlFailure where failure.timedOut {
-            if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
+            if showProgress && !connection.json { FileHandle.standardError.write(Data("\n".utf8)) }
             let now = (try? peerRow()).map(describe) ?? "the peer"
             throw CtlFailure(status: .error, message: "sync with \(nodeID) did not finish within \(Self.seconds(timeout ?? 0)): \(now)")
         }
-        if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
+        if showProgress && !connection.json { FileHandle.standardError.write(Data("\n".utf8)) }
         if connection.json { printJSON(.object(result)) } else {
             print("synced with \(text(result["node_id"])): \(text(result["completed"])) changes checked")
         }
@@ -95,19 +97,25 @@ struct Sync: ParsableCommand {
 }
 
 /// Draws `[#####.....] completed/total` on stderr from `sync.progress` events.
+/// Follows `sync.progress` events on stderr: on a terminal one line rewritten in place, with
+/// `--json` one JSON line per event. A sync's total is not known up front (the peer's feed is
+/// read as it goes), so the line counts the changes checked so far and says how many are known
+/// to be waiting, never a bar whose end moves.
 enum ProgressBar {
-    static let width = 30
-
-    static func follow(_ client: AdminSocketClient, nodeID: String) {
+    static func follow(_ client: AdminSocketClient, nodeID: String, json: Bool) {
         while let line = try? client.readObject() {
             guard case .object(let event)? = line["event"], event["type"] == .string("sync.progress"),
                 case .object(let data)? = event["data"],
                 data["node_id"] == .string(AgentIdentity.normalizeNodeID(nodeID) ?? nodeID),
                 case .int(let completed)? = data["completed"], case .int(let total)? = data["total"]
             else { continue }
-            let filled = total > 0 ? Int(Int64(width) * min(completed, total) / total) : 0
-            let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-            FileHandle.standardError.write(Data("\r[\(bar)] \(completed)/\(total)".utf8))
+            if json {
+                let progress: JSONValue = .object(["progress": .object(["checked": .int(completed), "known": .int(total)])])
+                FileHandle.standardError.write(Data(CanonicalJSON.encode(progress) + [UInt8(ascii: "\n")]))
+            } else {
+                let waiting = max(0, total - completed)
+                FileHandle.standardError.write(Data("\r\(completed) changes checked, \(waiting) more known so far\u{1B}[K".utf8))
+            }
         }
     }
 }
