@@ -12,6 +12,8 @@ final class AdminCoverage: @unchecked Sendable {
     private var arguments: [String: Set<String>] = [:]
     private var errorCodes: Set<String> = []
     private var eventTypes: Set<String> = []
+    /// `data` member names seen, per event type.
+    private var eventData: [String: Set<String>] = [:]
 
     func recordResponse(command: String?, arguments sent: [String], response: [String: JSONValue]) {
         lock.withLock {
@@ -33,7 +35,12 @@ final class AdminCoverage: @unchecked Sendable {
     func recordStreamLine(_ line: [String: JSONValue]) {
         guard case .object(let event)? = line["event"] else { return }
         lock.withLock {
-            if case .string(let type)? = event["type"] { eventTypes.insert(type) } else { eventTypes.insert("(an event without a type)") }
+            guard case .string(let type)? = event["type"] else {
+                eventTypes.insert("(an event without a type)")
+                return
+            }
+            eventTypes.insert(type)
+            eventData[type, default: []].formUnion(event["data"]?.objectValue?.keys ?? [:].keys)
         }
     }
 
@@ -66,6 +73,9 @@ final class AdminCoverage: @unchecked Sendable {
             unlisted += errorCodes.subtracting(spec.errorCodes).sorted().map { "error \($0)" }
             missing += Set(spec.eventTypes).subtracting(eventTypes).sorted().map { "event \($0)" }
             unlisted += eventTypes.subtracting(spec.eventTypes).sorted().map { "event \($0)" }
+            for (type, names) in eventData where spec.eventTypes.contains(type) {
+                unlisted += names.subtracting(spec.eventMentions[type] ?? []).sorted().map { "event data \(type).\($0)" }
+            }
             return (missing.sorted(), unlisted.sorted())
         }
     }

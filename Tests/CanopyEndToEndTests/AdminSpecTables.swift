@@ -13,7 +13,9 @@ import Foundation
 /// - names starting with `_` (document members) and error codes (§4) are never result members;
 /// - a backticked `{a, b:{c}, d:[{e}]}` lists the members of the objects in the member named just
 ///   before it (`peers`: rows `{…}`); several such spans (alternative shapes) add up;
-/// - an arguments cell "as `cmd`…" means the same arguments as `cmd`.
+/// - an arguments cell "as `cmd`…" means the same arguments as `cmd`;
+/// - in §5's "Event types:" paragraph, a backticked dotted name that is not a command is an event
+///   type, and the names after it (up to the next type) are what its `data` may hold.
 struct AdminSpec {
     /// Member names at one level of a result, each with the members the spec lists inside it.
     /// An empty `members` means the spec does not describe the content (it is not checked).
@@ -31,6 +33,9 @@ struct AdminSpec {
     var commands: [Command]
     var errorCodes: [String]
     var eventTypes: [String]
+    /// The names §5 mentions in each event type's description: its `data` members must be among
+    /// them (a data member the spec does not mention is reported; one it mentions need not occur).
+    var eventMentions: [String: Set<String>]
 
     static let path = "Protocol/admin-v1.md"
 
@@ -64,11 +69,21 @@ struct AdminSpec {
         // The paragraph of §5 that starts "Event types:" (up to the next blank line).
         guard let start = text.range(of: "Event types:") else { throw ParseError(description: "no \"Event types:\" paragraph in §5") }
         let paragraph = text[start.upperBound...].components(separatedBy: "\n\n")[0]
-        let eventTypes = backticked(paragraph).filter { type in
-            type.contains(".") && type.allSatisfy { $0.isLowercase || $0 == "." || $0 == "_" }
+        // Every backticked name after a type, up to the next type, is mentioned for it; a command
+        // named there ("the `sync` result members") mentions that command's result members.
+        var eventTypes: [String] = []
+        var eventMentions: [String: Set<String>] = [:]
+        for code in backticked(paragraph) {
+            let dotted = code.contains(".") && code.allSatisfy { $0.isLowercase || $0 == "." || $0 == "_" }
+            if dotted && !commands.contains(where: { $0.name == code }) {
+                eventTypes.append(code)
+            } else if let type = eventTypes.last {
+                eventMentions[type, default: []].insert(code)
+                eventMentions[type, default: []].formUnion(commands.first { $0.name == code }?.results.members.keys ?? [:].keys)
+            }
         }
         guard !errorCodes.isEmpty, !commands.isEmpty, !eventTypes.isEmpty else { throw ParseError(description: "an empty table in \(path)") }
-        return AdminSpec(commands: commands, errorCodes: errorCodes, eventTypes: eventTypes)
+        return AdminSpec(commands: commands, errorCodes: errorCodes, eventTypes: eventTypes, eventMentions: eventMentions)
     }
 
     /// The body rows of the first table after the heading starting with `section`, as cells.
