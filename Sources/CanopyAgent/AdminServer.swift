@@ -112,6 +112,10 @@ final class AdminClient: @unchecked Sendable {
     private var buffer: [UInt8] = []
     private var lines: [[UInt8]] = []
     private var busy = false
+    /// The first of `lines`, already decoded while the request before it ran: decoding a
+    /// multi-megabyte `import` line then overlaps the store's write of the previous one. At most
+    /// one line is decoded ahead, so a client that pipelines many lines holds them as bytes.
+    private var decodedAhead: Result<AdminRequest, AdminDecodeFailure>?
     private var closeHandlers: [@Sendable () -> Void] = []
     private var isClosed = false
     /// The client has ended its stream: no more requests will come.
@@ -160,7 +164,9 @@ final class AdminClient: @unchecked Sendable {
 
     private func received(_ bytes: ArraySlice<UInt8>) {
         var start = bytes.startIndex
-        for index in bytes.indices where bytes[index] == UInt8(ascii: "\n") {
+        // `firstIndex(of:)` on the contiguous slice (memchr-fast), not a loop over every byte:
+        // an import sends megabytes per line.
+        while let index = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) {
             buffer.append(contentsOf: bytes[start..<index])
             start = index + 1
             guard buffer.count <= AgentLimits.adminLineBytesMax else { return lineTooLong() }
@@ -176,6 +182,7 @@ final class AdminClient: @unchecked Sendable {
         let failure = AdminFailure(.lineTooLong, "request line exceeds \(AgentLimits.adminLineBytesMax) bytes; closing the connection")
         // Requests already read are dropped: the connection is going away.
         lines = []
+        decodedAhead = nil
         buffer = []
         connection.send(AdminResponse.failure(id: nil, failure))
         connection.closeWhenFlushed()
@@ -194,23 +201,31 @@ final class AdminClient: @unchecked Sendable {
     private func takeBufferedLine() {
         if !buffer.isEmpty && buffer != [UInt8(ascii: "\r")] { lines.append(buffer) }
         buffer = []
+        if busy { decodeAhead() }
     }
 
     private func handleNext() {
         guard !busy, !connection.isClosed, let handler else { return }
-        guard !lines.isEmpty else {
+        guard !lines.isEmpty || decodedAhead != nil else {
             // A stream goes on after a half-close, not after the client closed its socket (that
             // would hold the connection, and one of `adminConnectionsMax`, until the next event).
             if inputEnded && (!staysOpen || connection.peerHungUp) { connection.closeWhenFlushed() }
             return
         }
-        let line = lines.removeFirst()
-        switch AdminRequest.decode(line) {
+        let decoded: Result<AdminRequest, AdminDecodeFailure>
+        if let ahead = decodedAhead {
+            decodedAhead = nil
+            decoded = ahead
+        } else {
+            decoded = AdminRequest.decode(lines.removeFirst())
+        }
+        switch decoded {
         case .failure(let problem):
             connection.send(AdminResponse.failure(id: problem.id, problem.failure))
             handleNext()
         case .success(let request):
             busy = true
+            defer { queue.async { [weak self] in self?.decodeAhead() } }
             handler.handle(request, client: self) { [weak self] result in
                 guard let self else { return }
                 self.queue.async {
@@ -223,6 +238,12 @@ final class AdminClient: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// While a request runs, decodes the next line, if one is waiting and none is decoded yet.
+    private func decodeAhead() {
+        guard busy, decodedAhead == nil, !lines.isEmpty, !connection.isClosed else { return }
+        decodedAhead = AdminRequest.decode(lines.removeFirst())
     }
 
     private func closed() {

@@ -75,14 +75,13 @@ extension Agent {
         var rows: [JSONValue] = []
         rows.reserveCapacity(results.count)
         var changed: [AgentEvent.Content] = []
+        changed.reserveCapacity(results.count)
         var conflicts: Int64 = 0
         for (write, result) in zip(writes, results) {
             switch result {
             case .written(let revision):
                 rows.append(.object(["id": .string(write.documentID), "rev": .string(revision.description)]))
-                var data: [String: JSONValue] = ["doc": .string(write.documentID), "rev": .string(revision.description), "origin": .string("local")]
-                if write.body == nil { data["deleted"] = .bool(true) }
-                changed.append(.fields(type: "document.changed", data: data))
+                changed.append(.localChange(documentID: write.documentID, revision: revision, deleted: write.body == nil))
             case .conflict(let current):
                 conflicts += 1
                 rows.append(.object([

@@ -14,6 +14,9 @@ public struct AgentEvent: Sendable, Equatable {
         case fields(type: String, data: [String: JSONValue])
         /// A replication document event concerning the peer `nodeID`.
         case document(nodeID: String, event: DocumentEvent)
+        /// A document written through the admin socket (`document.changed`, origin `local`), kept
+        /// unrendered: a bulk write records one per document.
+        case localChange(documentID: String, revision: RevisionID, deleted: Bool)
 
         /// The kind: a replication document event is named as `Protocol/admin-v1.md` §5 lists
         /// it (`document.changed` with origin `peer`, `conflict.resolved`, `resolution.failed`,
@@ -22,6 +25,7 @@ public struct AgentEvent: Sendable, Equatable {
             switch self {
             case .fields(let type, _): type
             case .document(_, let event): Self.documentEventTypes[event.kind]!
+            case .localChange: "document.changed"
             }
         }
 
@@ -29,6 +33,12 @@ public struct AgentEvent: Sendable, Equatable {
         public var data: [String: JSONValue] {
             switch self {
             case .fields(_, let data):
+                return data
+            case .localChange(let documentID, let revision, let deleted):
+                var data: [String: JSONValue] = [
+                    "doc": .string(documentID), "rev": .string(revision.description), "origin": .string("local"),
+                ]
+                if deleted { data["deleted"] = .bool(true) }
                 return data
             case .document(let nodeID, let event):
                 var data: [String: JSONValue] = ["node_id": .string(nodeID), "doc": .string(event.documentID)]

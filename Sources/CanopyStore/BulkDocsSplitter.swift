@@ -61,13 +61,63 @@ public struct BulkDocsSplitter: Sendable {
     /// Scans `bytes`, calling `element` with each complete "docs" element's bytes and `member`
     /// with each other member's name and value bytes.
     public mutating func feed(
-        _ bytes: some Collection<UInt8>, element: ([UInt8]) throws -> Void,
+        _ bytes: [UInt8], element: ([UInt8]) throws -> Void,
         member: (String, [UInt8]) throws -> Void = { _, _ in }
     ) throws {
-        for byte in bytes {
-            try step(byte, element: element, member: member)
-            offset += 1
+        try bytes.withUnsafeBufferPointer { buffer in
+            var index = 0
+            while index < buffer.count {
+                if case .inElement = place {
+                    // The bulk of a body: scan to the element's end in a tight loop and take the
+                    // run of bytes at once (byte-by-byte stepping ran at about 15 MB/s).
+                    let end = try scanElement(buffer, from: index)
+                    offset += end - index
+                    index = end
+                    if depth == 0 {
+                        try element(current)
+                        current = []
+                        place = .afterElement
+                    }
+                    continue
+                }
+                try step(buffer[index], element: element, member: member)
+                offset += 1
+                index += 1
+            }
         }
+    }
+
+    /// Inside an element: consumes bytes from `start` until the element closes (depth 0) or the
+    /// buffer ends, appending them to `current`; returns where it stopped.
+    private mutating func scanElement(_ buffer: UnsafeBufferPointer<UInt8>, from start: Int) throws -> Int {
+        var index = start
+        var depth = self.depth
+        var inString = self.inString
+        var escaped = self.escaped
+        scan: while index < buffer.count {
+            let byte = buffer[index]
+            index += 1
+            if inString {
+                if escaped { escaped = false } else if byte == 0x5C { escaped = true } else if byte == 0x22 { inString = false }
+                continue
+            }
+            switch byte {
+            case 0x22: inString = true
+            case 0x7B, 0x5B: depth += 1
+            case 0x7D, 0x5D:
+                depth -= 1
+                if depth == 0 { break scan }
+            default: break
+            }
+        }
+        guard current.count + (index - start) <= elementBytesMax else {
+            throw problem("a document is larger than \(elementBytesMax) bytes")
+        }
+        current.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[start..<index]))
+        self.depth = depth
+        self.inString = inString
+        self.escaped = escaped
+        return index
     }
 
     /// Checks that the body ended where a body may end.

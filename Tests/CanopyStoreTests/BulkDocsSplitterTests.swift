@@ -15,7 +15,7 @@ struct BulkDocsSplitterTests {
         var index = 0
         while start < bytes.count {
             let size = min(chunks[index % chunks.count], bytes.count - start)
-            try splitter.feed(bytes[start..<start + size], element: { docs.append(String(decoding: $0, as: UTF8.self)) },
+            try splitter.feed(Array(bytes[start..<start + size]), element: { docs.append(String(decoding: $0, as: UTF8.self)) },
                               member: { members[$0] = String(decoding: $1, as: UTF8.self) })
             start += size
             index += 1
