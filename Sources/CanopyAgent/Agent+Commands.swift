@@ -194,6 +194,8 @@ extension Agent: AdminRequestHandler {
         }
         let wait = try request.bool("wait")
         let once = ReplyOnce(reply)
+        // Without `wait` the reply says it started, before the sync can finish and answer first.
+        if !wait { once.reply(.success(["node_id": .string(nodeID), "started": .bool(true)])) }
         let progress: @Sendable (ReplicationProgress) -> Void = { [weak self] progress in
             self?.emit("sync.progress", [
                 "node_id": .string(nodeID), "completed": .int(Int64(progress.completed)), "total": .int(Int64(progress.total)),
@@ -214,8 +216,6 @@ extension Agent: AdminRequestHandler {
                 once.reply(.failure(AdminFailure(code, failure.message)))
             }
         }
-        // Without `wait` the reply says it started, unless the controller already answered.
-        if !wait { once.reply(.success(["node_id": .string(nodeID), "started": .bool(true)])) }
     }
 
     /// `events`: replies with the sequence to expect, then streams every event after `since`

@@ -114,16 +114,23 @@ extension Agent {
     private func resolve(_ request: AdminRequest) throws -> [String: JSONValue] {
         let id = try request.string("doc")
         let decision = try Self.decision(from: request, documentID: id)
+        try checkApplicable(decision, to: id)
+        let current = try store.resolveConflicts(id: id, resolver: ClosureResolver { _ in decision })
+        emit("conflict.resolved", ["doc": .string(id), "rev": .string(current.description), "by": .string("admin")])
+        return ["doc": .string(id), "rev": .string(current.description)]
+    }
+
+    /// Refuses a resolution of a document that is not conflicted (`not_conflicted`) or one that
+    /// picks a revision that is not one of its open leaves (`invalid_argument`); the conflict is
+    /// then kept. Shared by `resolve` and a resolver's answer, which are applied alike.
+    func checkApplicable(_ decision: ResolutionDecision, to id: String) throws {
         let before = try store.get(id: id, options: .conflicts)
         guard !(before.conflicts ?? []).isEmpty else {
             throw AdminFailure(.notConflicted, "document \"\(id.prefix(80))\" is not conflicted: \(before.revision) is its only open leaf; nothing to resolve")
         }
         if case .keep(let revision) = decision, revision != before.revision, !(before.conflicts ?? []).contains(revision) {
-            throw AdminFailure(.invalidArgument, "\(revision) is not one of the conflicting leaves of \"\(id.prefix(80))\"")
+            throw AdminFailure(.invalidArgument, "\(revision) is not one of the conflicting leaves of \"\(id.prefix(80))\"; the conflict is kept")
         }
-        let current = try store.resolveConflicts(id: id, resolver: ClosureResolver { _ in decision })
-        emit("conflict.resolved", ["doc": .string(id), "rev": .string(current.description), "by": .string("admin")])
-        return ["doc": .string(id), "rev": .string(current.description)]
     }
 
     /// Reads the resolution a request or resolver answer carries for `documentID` (nil when the
@@ -169,8 +176,12 @@ extension Agent {
     /// Document, sequence and conflict counts, shared by `status` and `stats`.
     func storeCounts() throws(StoreError) -> [String: JSONValue] {
         dispatchPrecondition(condition: .onQueue(storeQueue))
+        // As CouchDB counts: `doc_count` the documents that exist, `doc_del_count` the deleted
+        // ones (tombstones, which replicate).
+        let deleted = Int64(try store.deletedCount)
         return [
-            "doc_count": .int(Int64(try store.documentCount)),
+            "doc_count": .int(Int64(try store.documentCount) - deleted),
+            "doc_del_count": .int(deleted),
             "update_seq": .int(store.lastSequence),
             "conflicted_count": .int(Int64(try store.conflictedCount)),
         ]

@@ -98,13 +98,19 @@ final class ResolverBroker: @unchecked Sendable {
             throw AdminFailure(.notFound, "ticket \(ticket) is unknown or expired; the conflict will be offered again")
         }
         agent.storeQueue.async { [agent] in
-            do throws(StoreError) {
+            do {
+                try agent.checkApplicable(decision, to: id)
                 let revision = try agent.store.resolveConflicts(id: id, resolver: ClosureResolver { _ in decision })
                 agent.emit("conflict.resolved", ["doc": .string(id), "rev": .string(revision.description), "by": .string("resolver")])
                 reply(.success(["doc": .string(id), "rev": .string(revision.description)]))
-            } catch {
+            } catch let failure as AdminFailure {
+                agent.emit("resolution.failed", ["doc": .string(id), "reason": .string(failure.message)])
+                reply(.failure(failure))
+            } catch let error as StoreError {
                 agent.emit("resolution.failed", ["doc": .string(id), "reason": .string(error.description)])
                 reply(.failure(Agent.failure(for: error)))
+            } catch {
+                reply(.failure(AdminFailure(.failed, "\(error)")))
             }
         }
     }

@@ -220,6 +220,13 @@ public final class DocumentStore: @unchecked Sendable {
         get throws(StoreError) { try read { db in Int(try db.scalarInt("SELECT count(*) FROM documents") ?? 0) } }
     }
 
+    /// Number of documents whose current revision is a deletion (CouchDB's `doc_del_count`).
+    public var deletedCount: Int {
+        get throws(StoreError) {
+            try read { db in Int(try db.scalarInt("SELECT count(*) FROM documents WHERE deleted = 1") ?? 0) }
+        }
+    }
+
     /// Number of documents flagged conflicted.
     public var conflictedCount: Int {
         get throws(StoreError) {

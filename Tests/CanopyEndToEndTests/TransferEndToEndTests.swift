@@ -103,16 +103,24 @@ struct TransferEndToEndTests {
         #expect(response["written"] == .int(1) && response["conflicts"] == .int(1))
     }
 
-    @Test("import from stdin with the documents first asks for --new-edits instead of guessing")
-    func stdinNeedsMode() throws {
+    @Test("import from stdin reads the mode wherever the body says it; --new-edits overrides it")
+    func stdinMode() throws {
         let a = try AgentProcess()
         try a.start()
-        let body = #"{"docs":[{"_id":"s","n":1}]}"#
-        let refused = try a.ctl(["import", "-"], stdin: body)
-        #expect(refused.status == 2)
-        #expect(refused.stderr.contains("--new-edits"), "\(refused.stderr)")
-        let written = try a.ctl(["import", "-", "--new-edits", "true"], stdin: body)
+        let written = try a.ctl(["import", "-"], stdin: #"{"docs":[{"_id":"s","n":1}]}"#)
         #expect(written.status == 0, "\(written.stderr)")
-        #expect(try a.value(of: "s", "n") == .int(1))
+        #expect(written.stdout.contains("wrote 1 documents"), "\(written.stdout)")
+        guard case .string(let rev)? = try a.client().request("get", ["doc": .string("s")])["doc"]?.objectValue?["_rev"] else {
+            Issue.record("s was not written")
+            return
+        }
+        let digest = rev.split(separator: "-")[1]
+        let asIs = #"{"docs":[{"_id":"t","_rev":"\#(rev)","_revisions":{"start":1,"ids":["\#(digest)"]},"n":1}],"new_edits":false}"#
+        let imported = try a.ctl(["import", "-"], stdin: asIs)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdout.contains("imported 1 documents"), "\(imported.stdout)")
+        let forced = try a.ctl(["import", "-", "--new-edits", "true"], stdin: #"{"docs":[{"_id":"u","n":2}],"new_edits":false}"#)
+        #expect(forced.status == 0, "\(forced.stderr)")
+        #expect(try a.value(of: "u", "n") == .int(2))
     }
 }

@@ -56,6 +56,8 @@ final class ImportInput {
     static let chunkBytes = 1 << 20
     /// Bytes read from stdin to look for `new_edits`, handed out again first.
     private var pushedBack: [UInt8]?
+    /// How much of stdin may be held while looking for `new_edits` after the documents.
+    static let stdinLookAheadBytes = 64 << 20
 
     init(path: String) throws {
         if path == "-" {
@@ -94,24 +96,33 @@ final class ImportInput {
         return try Self.flag(found)
     }
 
-    /// On stdin the first bytes tell whether `new_edits` comes before `docs` (`canopyctl export`
-    /// writes it first); they are handed out again by `forEachChunk`. With the documents first,
-    /// the mode would be a guess, so stdin then needs `--new-edits`.
+    /// Stdin cannot be read twice: its bytes are read ahead (and handed out again by
+    /// `forEachChunk`) until `new_edits` is known — at once when the body names it before the
+    /// documents (`canopyctl export` writes it first), or at the end of a body of at most
+    /// `stdinLookAheadBytes`. A larger body whose documents come first needs `--new-edits`.
     private func peekStdin() throws -> Bool? {
-        let first = [UInt8](handle.readData(ofLength: Self.chunkBytes))
-        pushedBack = first
         var splitter = BulkDocsSplitter(elementBytesMax: AgentLimits.adminLineBytesMax)
         var found: JSONValue?
         var sawDocument = false
-        try? splitter.feed(first, element: { _ in sawDocument = true }, member: { name, value in
-            if name == "new_edits" && !sawDocument { found = try? JSONValue.parse(value) }
-        })
-        guard found != nil || (splitter.isComplete && !sawDocument) else {
-            throw CtlFailure(
-                status: .usage,
-                message: "reading stdin, the documents come before \"new_edits\": say --new-edits false (revisions as they are) or true (new revisions)")
+        var held: [UInt8] = []
+        while held.count <= Self.stdinLookAheadBytes {
+            let chunk = [UInt8](handle.readData(ofLength: Self.chunkBytes))
+            held += chunk
+            do {
+                try splitter.feed(chunk, element: { _ in sawDocument = true }, member: { name, value in
+                    if name == "new_edits" { found = try? JSONValue.parse(value) }
+                })
+            } catch let problem as BulkDocsSplitter.Problem {
+                throw CtlFailure(status: .usage, message: "not a _bulk_docs body: \(problem)")
+            }
+            if (found != nil && !sawDocument) || splitter.isComplete || chunk.isEmpty {
+                pushedBack = held
+                return try Self.flag(found)
+            }
         }
-        return try Self.flag(found)
+        throw CtlFailure(
+            status: .usage,
+            message: "reading stdin, more than \(Self.stdinLookAheadBytes >> 20) MiB of documents come before \"new_edits\": say --new-edits false (revisions as they are) or true (new revisions)")
     }
 
     static func flag(_ value: JSONValue?) throws -> Bool? {
