@@ -136,6 +136,8 @@ extension Agent: AdminRequestHandler {
             "last_error": status?.lastError.map(JSONValue.string) ?? .null,
             "rejected": .int(status?.rejected ?? 0),
             "last_rejection": status?.lastRejection.map(JSONValue.string) ?? .null,
+            "refused_by_peer": .int(status?.refusedByPeer ?? 0),
+            "last_refused_by_peer": status?.lastRefusedByPeer.map(JSONValue.string) ?? .null,
         ])
     }
 
@@ -207,6 +209,8 @@ extension Agent: AdminRequestHandler {
                 let result: [String: JSONValue] = [
                     "node_id": .string(nodeID), "completed": .int(Int64(done.completed)), "rejected": .int(done.rejected),
                     "last_rejection": done.lastRejection.map(JSONValue.string) ?? .null,
+                    "refused_by_peer": .int(done.refusedByPeer),
+                    "last_refused_by_peer": done.lastRefusedByPeer.map(JSONValue.string) ?? .null,
                 ]
                 self?.emit("sync.finished", result)
                 once.reply(.success(result))

@@ -34,6 +34,9 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         /// Documents from this peer refused since the agent started, and the last refusal.
         var rejected: Int64 = 0
         var lastRejection: String?
+        /// Documents this node pushed that the peer refused since the agent started, and the last.
+        var refusedByPeer: Int64 = 0
+        var lastRefusedByPeer: String?
     }
 
     private var peers: [String: Peer] = [:]
@@ -155,12 +158,16 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     private func documentEvents(_ id: String, _ batch: [DocumentEvent]) {
         var events = batch
         var refused = 0
+        var refusedThere = 0
         var pushed = false
         for event in batch {
             switch event.kind {
             case .rejected:
                 refused += 1
                 peers[id]?.lastRejection = "\(event.documentID.prefix(200)): \(event.detail ?? "refused")"
+            case .refusedByPeer:
+                refusedThere += 1
+                peers[id]?.lastRefusedByPeer = "\(event.documentID.prefix(200)): \(event.detail ?? "refused")"
             case .pushed:
                 pushed = true
             case .pulled, .conflictResolved, .resolutionFailed:
@@ -168,6 +175,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             }
         }
         if refused > 0 { noteRefusals(id, count: refused) }
+        if refusedThere > 0 { noteRefusedByPeer(id, count: refusedThere) }
         if pushed { events.removeAll { $0.kind == .pushed } }
         guard !events.isEmpty else { return }
         if pendingDocumentEvents.isEmpty { queue.async { [weak self] in self?.flushDocumentEvents() } }
@@ -181,6 +189,16 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         logger.warning("refused documents from a peer", metadata: [
             "peer": "\(id)", "refused": "\(count)", "refused_since_start": "\(peers[id]?.rejected ?? 0)",
             "last": "\(peers[id]?.lastRejection ?? "")", "similar_lines_suppressed": "\(suppressed)",
+        ])
+    }
+
+    /// Counts documents the peer refused and logs them, rate-limited.
+    private func noteRefusedByPeer(_ id: String, count: Int) {
+        peers[id]?.refusedByPeer += Int64(count)
+        guard case .log(let suppressed) = refusalLog.admit("refused-by:\(id)", now: scheduler.now) else { return }
+        logger.warning("a peer refused documents this node pushed", metadata: [
+            "peer": "\(id)", "refused": "\(count)", "refused_since_start": "\(peers[id]?.refusedByPeer ?? 0)",
+            "last": "\(peers[id]?.lastRefusedByPeer ?? "")", "similar_lines_suppressed": "\(suppressed)",
         ])
     }
 
@@ -210,6 +228,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                     pendingCount: pending, progress: Self.combined(status), lastError: status.lastError)
                 row.rejected = peer.rejected
                 row.lastRejection = peer.lastRejection
+                row.refusedByPeer = peer.refusedByPeer
+                row.lastRefusedByPeer = peer.lastRefusedByPeer
                 return row
             })
         }
@@ -225,7 +245,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             }
             // What this sync did: entries handled since it started (a new session starts its
             // progress from zero, a continuous one goes on from where it was) and refusals.
-            let counted = SyncCounter(start: Self.combined(peer.replicator.status), rejectedBefore: peer.rejected)
+            let counted = SyncCounter(
+                start: Self.combined(peer.replicator.status), rejectedBefore: peer.rejected, refusedByPeerBefore: peer.refusedByPeer)
             let watcher = nextWatcher
             nextWatcher += 1
             peers[nodeID]?.progressWatchers[watcher] = { current in
@@ -241,8 +262,12 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 switch result {
                 case .success:
                     let rejected = (now?.rejected ?? counted.rejectedBefore) - counted.rejectedBefore
-                    completion(.success(SyncOutcome(
-                        completed: counted.completed, rejected: rejected, lastRejection: rejected > 0 ? now?.lastRejection : nil)))
+                    let refusedByPeer = (now?.refusedByPeer ?? counted.refusedByPeerBefore) - counted.refusedByPeerBefore
+                    var outcome = SyncOutcome(
+                        completed: counted.completed, rejected: rejected, lastRejection: rejected > 0 ? now?.lastRejection : nil)
+                    outcome.refusedByPeer = refusedByPeer
+                    outcome.lastRefusedByPeer = refusedByPeer > 0 ? now?.lastRefusedByPeer : nil
+                    completion(.success(outcome))
                 case .failure(let error): completion(.failure(ReplicationFailure(code: "failed", message: "\(error)")))
                 }
             }
@@ -289,12 +314,14 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
 /// Used on the engine's queue only.
 private final class SyncCounter: @unchecked Sendable {
     let rejectedBefore: Int64
+    let refusedByPeerBefore: Int64
     private var last: UInt64
     private(set) var completed: UInt64 = 0
 
-    init(start: ReplicationProgress, rejectedBefore: Int64) {
+    init(start: ReplicationProgress, rejectedBefore: Int64, refusedByPeerBefore: Int64) {
         last = start.completed
         self.rejectedBefore = rejectedBefore
+        self.refusedByPeerBefore = refusedByPeerBefore
     }
 
     func observe(_ progress: ReplicationProgress) {

@@ -20,7 +20,7 @@ public struct AgentEvent: Sendable, Equatable {
 
         /// The kind: a replication document event is named as `Protocol/admin-v1.md` §5 lists
         /// it (`document.changed` with origin `peer`, `conflict.resolved`, `resolution.failed`,
-        /// `document.rejected`).
+        /// `document.rejected`, `push.refused`).
         public var type: String {
             switch self {
             case .fields(let type, _): type
@@ -49,7 +49,7 @@ public struct AgentEvent: Sendable, Equatable {
                     if event.deleted { data["deleted"] = .bool(true) }
                 case .conflictResolved:
                     data["by"] = .string("automatic")
-                case .resolutionFailed, .rejected:
+                case .resolutionFailed, .rejected, .refusedByPeer:
                     data["reason"] = .string(event.detail ?? "")
                 case .pushed:
                     if let detail = event.detail { data["detail"] = .string(detail) }
@@ -61,7 +61,7 @@ public struct AgentEvent: Sendable, Equatable {
         /// The event type of each document event kind, fixed by the admin protocol.
         private static let documentEventTypes: [DocumentEventKind: String] = [
             .pulled: "document.changed", .pushed: "document.pushed", .conflictResolved: "conflict.resolved",
-            .resolutionFailed: "resolution.failed", .rejected: "document.rejected",
+            .resolutionFailed: "resolution.failed", .rejected: "document.rejected", .refusedByPeer: "push.refused",
         ]
     }
 

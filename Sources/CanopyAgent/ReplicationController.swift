@@ -24,6 +24,10 @@ public struct PeerReplicationStatus: Sendable, Equatable {
     public var rejected: Int64 = 0
     /// The last refusal: the document and the reason.
     public var lastRejection: String?
+    /// Documents this node pushed that the peer refused (since the agent started).
+    public var refusedByPeer: Int64 = 0
+    /// The last of those: the document and the peer's reason.
+    public var lastRefusedByPeer: String?
 
     /// Creates a status.
     public init(
@@ -51,6 +55,9 @@ public struct SyncOutcome: Sendable, Equatable {
     public var rejected: Int64
     /// The last of those refusals: the document and the reason.
     public var lastRejection: String?
+    /// Documents this node pushed that the peer refused during this sync, and the last of them.
+    public var refusedByPeer: Int64 = 0
+    public var lastRefusedByPeer: String?
 
     /// Creates an outcome.
     public init(completed: UInt64, rejected: Int64 = 0, lastRejection: String? = nil) {

@@ -54,6 +54,8 @@ public final class ReplicationSession: @unchecked Sendable {
     private var peerWindow = 1
     /// The peer's `hello` has the `importedIDs` feature: revisions with imported ids are marked.
     private var peerAcceptsImportedIDs = false
+    /// The peer's `hello` has the `refusals` feature: acks may name refused documents.
+    private var peerAcceptsRefusals = false
     private var sources: [RequestID: SubscriptionSource] = [:]
     private var target: SubscriptionTarget?
     /// Our `checkpointGet` waiting for its answer, with the local checkpoint read before it.
@@ -104,7 +106,8 @@ public final class ReplicationSession: @unchecked Sendable {
         lastReceived = scheduler.now
         lastSent = scheduler.now
         machine = ConnectionStateMachine(localHello: Hello(
-            features: (configuration.direction.pulls ? Hello.subscribesFeature : 0) | Hello.importedIDsFeature, databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
+            features: (configuration.direction.pulls ? Hello.subscribesFeature : 0) | Hello.importedIDsFeature
+                | Hello.refusalsFeature, databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
             window: configuration.window))
         checks = RevisionCheckPipeline(worker: worker) { [unowned self] checked in writeChecked(checked) }
     }
@@ -265,6 +268,7 @@ public final class ReplicationSession: @unchecked Sendable {
         peerDatabaseID = hello.databaseID
         peerWindow = hello.window
         peerAcceptsImportedIDs = hello.features & Hello.importedIDsFeature != 0
+        peerAcceptsRefusals = hello.features & Hello.refusalsFeature != 0
         awaitingPeerSubscription = configuration.direction.pushes && hello.features & Hello.subscribesFeature != 0
         onEvent(.connected(peerDatabaseID: hello.databaseID))
         if configuration.direction.pulls { try beginPull() }
@@ -384,7 +388,15 @@ public final class ReplicationSession: @unchecked Sendable {
         switch result {
         case .success(let events):
             let (acks, completion) = target.finish(write, events: events)
-            for ack in acks { send(.revisionsAck(ack)) }
+            for ack in acks {
+                // A peer that does not take refusals in an ack gets a plain `ok` (it learns nothing
+                // of them, as before the feature).
+                if case .okWithRefusals = ack.status, !peerAcceptsRefusals {
+                    send(.revisionsAck(RevisionsAck(requestID: ack.requestID, status: .ok)))
+                } else {
+                    send(.revisionsAck(ack))
+                }
+            }
             report(completion, target: target)
             writeNext()
         case .failure(let error):

@@ -60,6 +60,8 @@ public enum DocumentEventKind: String, Sendable, Codable, CaseIterable {
     case resolutionFailed
     /// The peer sent something for the document that was rejected (bad id, bad body, lying hash).
     case rejected
+    /// The peer refused what this node pushed for the document (it says why in `detail`).
+    case refusedByPeer
 }
 
 /// A document event.

@@ -180,11 +180,20 @@ final class SubscriptionSource {
         guard let index = inFlight.firstIndex(where: { $0.requestID == ack.requestID }), inFlight[index].unacknowledged > 0 else {
             throw .invalidReference("revisionsAck for unknown request \(ack.requestID)")
         }
-        if case .rejected(let code, let message) = ack.status {
+        var refused: [DocumentEvent] = []
+        switch ack.status {
+        case .ok: break
+        case .rejected(let code, let message):
             throw .peerRejected("the peer rejected revisions: \(code) \(message)")
+        case .okWithRefusals(let refusals):
+            // Those documents are not on the peer: reported, and not `pushed`.
+            let names = Set(refusals.map(\.documentID))
+            inFlight[index].sentDocuments.removeAll { names.contains($0.0) }
+            refused = refusals.map { DocumentEvent(kind: .refusedByPeer, documentID: $0.documentID, detail: $0.reason) }
         }
         inFlight[index].unacknowledged -= 1
-        return completeFinishedBatches()
+        let completed = completeFinishedBatches()
+        return refused.isEmpty ? completed : refused + completed
     }
 
     /// Removes completed batches from the head of the window, returning `pushed` events.

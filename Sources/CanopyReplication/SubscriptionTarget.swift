@@ -25,6 +25,8 @@ final class SubscriptionTarget {
         let caughtUp: Bool
         /// True once `revisions` with `final` arrived, or at once if nothing was wanted.
         var complete: Bool
+        /// Documents of this batch refused so far, for its acknowledgement.
+        var refusals: [RevisionsAck.Refusal] = []
     }
 
     /// What a completed batch changed, for the session to report.
@@ -204,13 +206,45 @@ final class SubscriptionTarget {
 
     /// A write that committed with `events`: the batches it completed are popped and its
     /// checkpoint becomes current; returns the acknowledgement of every message marked final.
+    /// Documents refused in the write are named in their batch's acknowledgement.
     func finish(_ write: Write, events: [DocumentEvent]) -> (acks: [RevisionsAck], completion: Completion) {
+        if events.contains(where: { $0.kind == .rejected }) { noteRefusals(events, in: write) }
+        var acks: [RevisionsAck] = []
         for message in write.messages where message.final {
-            if let index = pending.firstIndex(where: { $0.requestID == message.requestID }) { pending[index].complete = true }
+            guard let index = pending.firstIndex(where: { $0.requestID == message.requestID }) else { continue }
+            pending[index].complete = true
+            let refusals = pending[index].refusals
+            acks.append(RevisionsAck(requestID: message.requestID, status: refusals.isEmpty ? .ok : .okWithRefusals(refusals)))
         }
         var completion = popCompleted(recorded: write.recorded)
         completion.events = events
-        return (write.messages.filter(\.final).map { RevisionsAck(requestID: $0.requestID, status: .ok) }, completion)
+        return (acks, completion)
+    }
+
+    /// Records each refused document with the batch (among the write's) whose entries name it;
+    /// at most `batchRevisionsMax` per batch, reasons cut to the wire's message limit.
+    private func noteRefusals(_ events: [DocumentEvent], in write: Write) {
+        let requests = Set(write.messages.map(\.requestID))
+        for event in events where event.kind == .rejected {
+            guard let index = pending.firstIndex(where: { batch in
+                requests.contains(batch.requestID) && batch.entries.contains { $0.docID == event.documentID }
+            }), pending[index].refusals.count < WireLimits.batchRevisionsMax,
+                !event.documentID.isEmpty, event.documentID.utf8.count <= WireLimits.docIDBytesMax
+            else { continue }
+            let reason = Self.truncated(event.detail ?? "refused", toUTF8Bytes: WireLimits.errorMessageBytesMax)
+            pending[index].refusals.append(RevisionsAck.Refusal(documentID: event.documentID, reason: reason))
+        }
+    }
+
+    /// `text` cut to at most `limit` UTF-8 bytes, on a character boundary.
+    static func truncated(_ text: String, toUTF8Bytes limit: Int) -> String {
+        guard text.utf8.count > limit else { return text }
+        var result = ""
+        for character in text {
+            guard result.utf8.count + character.utf8.count <= limit else { break }
+            result.append(character)
+        }
+        return result
     }
 
     /// A message whose check failed as a whole (a problem that names no document, or a batch

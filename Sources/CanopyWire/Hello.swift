@@ -5,7 +5,7 @@
 /// | field | type | meaning |
 /// | --- | --- | --- |
 /// | version | varint | highest protocol version the sender speaks (≥ 1) |
-/// | features | varint | feature bits; unknown bits are ignored; bit 0 `subscribes`: the sender will subscribe to the receiver's changes (so the receiver can tell when a sync is complete in both directions); bit 1 `importedIDs`: the sender accepts revisions marked as having imported ids |
+/// | features | varint | feature bits; unknown bits are ignored; bit 0 `subscribes`: the sender will subscribe to the receiver's changes (so the receiver can tell when a sync is complete in both directions); bit 1 `importedIDs`: the sender accepts revisions marked as having imported ids; bit 2 `refusals`: the sender accepts `revisionsAck` naming refused documents |
 /// | databaseID | 16 bytes | the sender's database id |
 /// | revsLimit | varint | 1...revsLimitMax: ancestry the sender keeps per leaf (informative: histories up to revsLimitMax are accepted) |
 /// | window | varint | 1...inFlightBatchesMax: `changes` requests the sender accepts in flight |
@@ -16,6 +16,9 @@ public struct Hello: WireMessageBody {
     /// Feature bit: the sender accepts revisions marked `importedID` in `revisions` (§6.6). A
     /// side marks imported ids only towards a peer that set it.
     public static let importedIDsFeature: UInt64 = 1 << 1
+    /// Feature bit: the sender accepts `revisionsAck` with status 2 (documents refused), so a
+    /// node learns which of the documents it pushed the peer refused.
+    public static let refusalsFeature: UInt64 = 1 << 2
     /// Bytes of a database id.
     public static let databaseIDBytes = 16
 

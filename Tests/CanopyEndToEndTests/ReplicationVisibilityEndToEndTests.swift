@@ -100,6 +100,14 @@ struct ReplicationVisibilityEndToEndTests {
         let table = try b.ctl(["peers"])
         #expect(table.stdout.contains("REFUSED"), "\(table.stdout)")
         try poll("the refusal in b's log") { b.log.contains("refused documents from a peer") }
+        // The pushing side hears of it too: counted, with the peer's reason, logged, an event.
+        try poll("a to count the document b refused") { try Self.peerRow(a, for: b)["refused_by_peer"] == .int(1) }
+        guard case .string(let theirReason)? = try Self.peerRow(a, for: b)["last_refused_by_peer"] else {
+            Issue.record("no last_refused_by_peer on a")
+            return
+        }
+        #expect(theirReason.contains("damaged") && theirReason.contains("does not match its content"), "\(theirReason)")
+        try poll("the refusal in a's log") { a.log.contains("a peer refused documents this node pushed") }
         // A second sync refuses nothing new (the document is not asked for again) and succeeds.
         let again = try b.ctl(["sync", a.nodeID, "--wait", "--timeout", "60"])
         #expect(again.status == 0, "\(again.stderr)")

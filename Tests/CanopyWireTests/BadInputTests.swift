@@ -176,8 +176,8 @@ struct BadInputTests {
         #expect(throws: ProtocolError.invalidValue(field: "subscribe.filter", value: 3)) {
             try Message.decode([MessageType.subscribe.rawValue, 1, 1, 9, 0, 0, 3])
         }
-        #expect(throws: ProtocolError.invalidValue(field: "revisionsAck.status", value: 2)) {
-            try Message.decode([MessageType.revisionsAck.rawValue, 1, 2])
+        #expect(throws: ProtocolError.invalidValue(field: "revisionsAck.status", value: 3)) {
+            try Message.decode([MessageType.revisionsAck.rawValue, 1, 3])
         }
         #expect(throws: ProtocolError.invalidValue(field: "checkpointSetAck.requestID", value: 0)) {
             try Message.decode([MessageType.checkpointSetAck.rawValue, 0])

@@ -104,7 +104,13 @@ struct RandomMessages {
         case .revisions:
             return .revisions(Revisions(requestID: requestID(), final: bool(), revisions: (0..<int(0...5)).map { _ in transfer() }))
         case .revisionsAck:
-            return .revisionsAck(RevisionsAck(requestID: requestID(), status: bool() ? .ok : .rejected(code: code(), message: text(1024))))
+            switch random.next() % 3 {
+            case 0: return .revisionsAck(RevisionsAck(requestID: requestID(), status: .ok))
+            case 1: return .revisionsAck(RevisionsAck(requestID: requestID(), status: .rejected(code: code(), message: text(1024))))
+            default:
+                let refusals = (0..<int(1...4)).map { _ in RevisionsAck.Refusal(documentID: docID(), reason: text(200)) }
+                return .revisionsAck(RevisionsAck(requestID: requestID(), status: .okWithRefusals(refusals)))
+            }
         case .checkpointGet: return .checkpointGet(CheckpointGet(requestID: requestID(), replicationID: bytes(1...64)))
         case .checkpoint: return .checkpoint(Checkpoint(requestID: requestID(), value: bool() ? bytes(0...200) : nil))
         case .checkpointSet:

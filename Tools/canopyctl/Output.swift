@@ -36,11 +36,11 @@ func printPeerTable(_ peers: JSONValue?) {
     guard case .array(let rows)? = peers, !rows.isEmpty else { return print("no peers configured") }
     printTable(
         ["NODE ID", "ADDRESS", "CONNECTED", "STATE", "DIRECTION", "MODE", "PUSHED THROUGH", "PULLED THROUGH", "UNCONFIRMED",
-         "REFUSED", "LAST ERROR"],
+         "REFUSED", "REFUSED BY PEER", "LAST ERROR"],
         rows.map { row in
             let peer = row.objectValue ?? [:]
             return ["node_id", "address", "connected", "state", "direction", "mode", "last_pushed_seq", "last_pulled_seq", "pending",
-                    "rejected", "last_error"]
+                    "rejected", "refused_by_peer", "last_error"]
                 .map { text(peer[$0]) }
         })
 }

@@ -62,11 +62,17 @@ struct Sync: ParsableCommand {
         if connection.json { printJSON(.object(result)) } else {
             print("synced with \(text(result["node_id"])): \(text(result["completed"])) changes checked")
         }
+        var refusals: [String] = []
         if case .int(let rejected)? = result["rejected"], rejected > 0 {
-            throw CtlFailure(
-                status: .error,
-                message: "\(rejected) document\(rejected == 1 ? "" : "s") from \(text(result["node_id"])) refused during this sync"
-                    + " (last: \(text(result["last_rejection"]))); `canopyctl peers` shows the count")
+            refusals.append("\(rejected) document\(rejected == 1 ? "" : "s") from \(text(result["node_id"])) refused during this sync"
+                + " (last: \(text(result["last_rejection"])))")
+        }
+        if case .int(let refused)? = result["refused_by_peer"], refused > 0 {
+            refusals.append("\(refused) document\(refused == 1 ? "" : "s") pushed to \(text(result["node_id"])) refused by it"
+                + " (last: \(text(result["last_refused_by_peer"])))")
+        }
+        if !refusals.isEmpty {
+            throw CtlFailure(status: .error, message: refusals.joined(separator: "; ") + "; `canopyctl peers` shows the counts")
         }
     }
 
