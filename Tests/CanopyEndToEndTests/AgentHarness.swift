@@ -120,11 +120,11 @@ final class AgentProcess {
     }
 
     /// Starts the agent again on the same directory after its process has exited.
-    func restart() throws {
+    func restart(extraArguments: [String] = []) throws {
         let environment = process.environment
         process = Process()
         process.environment = environment
-        try start()
+        try start(extraArguments: extraArguments)
     }
 
     /// Starts `canopyd run` and waits until its admin socket answers `status`.

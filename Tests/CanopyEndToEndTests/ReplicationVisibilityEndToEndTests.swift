@@ -113,6 +113,42 @@ struct ReplicationVisibilityEndToEndTests {
         #expect(again.status == 0, "\(again.stderr)")
     }
 
+    @Test("the peer row tells the truth after restarts: the pull checkpoint is known, an old error is gone, a no-op sync checks nothing")
+    func peerRowAfterRestarts() throws {
+        let a = try AgentProcess()
+        let b = try AgentProcess()
+        try a.start()
+        try b.start()
+        try a.allow(b)
+        try b.allow(a)
+        for index in 0..<20 { try a.put("doc-\(index)", ["n": .int(Int64(index))]) }
+        try poll("b to hold a's documents") { try b.documentCount() == 20 }
+        let first = try b.ctl(["sync", a.nodeID, "--wait", "--timeout", "60"])
+        #expect(first.status == 0, "\(first.stderr)")
+        // Nothing changed since: the next sync checks nothing (it used to repeat the session's total).
+        let again = try b.ctl(["sync", a.nodeID, "--wait", "--timeout", "60"])
+        #expect(again.stdout.contains(": 0 changes checked"), "\(again.stdout)")
+        // A dies without a word (its connections end without the channel's final frame), then
+        // comes back: b reconnects, and its row shows no error from the dead connection.
+        try a.killAndRestart()
+        try poll("b to reconnect to a") { try Self.peerRow(b, for: a)["connected"] == .bool(true) }
+        try poll("b's row for a to be healthy") {
+            let row = try Self.peerRow(b, for: a)
+            return row["state"] == .string("idle") && row["last_error"] == .null
+        }
+        // B restarts caught up (on the port a knows): its pull checkpoint is known before
+        // anything new arrives.
+        let address = try b.listenAddress()
+        let stopped = try b.ctl(["shutdown"])
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        try waitForExit(b.process)
+        try b.restart(extraArguments: ["--listen", address])
+        try poll("b's pull checkpoint after its restart") {
+            if case .int(let sequence)? = try Self.peerRow(b, for: a)["last_pulled_seq"] { return sequence >= 20 }
+            return false
+        }
+    }
+
     @Test("sync --wait on a one-shot peer pushes this node's new documents")
     func oneShotSyncPushes() throws {
         let a = try AgentProcess()
