@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -29,9 +30,18 @@ public struct DataDirectory: Sendable {
     public var adminSocketPath: String { path + "/admin.sock" }
     public var lockPath: String { path + "/canopyd.lock" }
 
-    /// Creates the directory with mode 0700 if it is missing; tightens an existing one to 0700
-    /// (it holds the secret key and the admin socket).
+    /// Creates the directory with mode 0700 if it is missing, and its missing parents as `mkdir -p`
+    /// would (mode 0755 less the umask); tightens an existing one to 0700 (it holds the secret
+    /// key and the admin socket).
     public func create() throws(AgentError) {
+        let parent = (path as NSString).deletingLastPathComponent
+        if !parent.isEmpty && parent != path && access(parent, F_OK) != 0 {
+            do {
+                try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+            } catch {
+                throw .system(SystemError("create directory", parent))
+            }
+        }
         if mkdir(path, 0o700) != 0 {
             guard errno == EEXIST else { throw .system(SystemError("create directory", path)) }
             var info = stat()

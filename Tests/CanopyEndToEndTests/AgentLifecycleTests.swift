@@ -40,6 +40,16 @@ struct AgentLifecycleTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/identity.key")) == keyBefore)
     }
 
+    @Test("init creates missing parent directories, as mkdir -p does, and the data directory stays private")
+    func initCreatesParents() throws {
+        let temporary = TemporaryDirectory()
+        let dir = temporary.path + "/not/yet/there/data"
+        let result = try run(Binaries.canopyd, ["init", "--data-dir", dir])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(mode(dir) == 0o700)
+        #expect(FileManager.default.fileExists(atPath: dir + "/identity.key"))
+    }
+
     @Test("a second agent on the same data directory refuses to start with exit code 1")
     func secondAgentRefuses() throws {
         let agent = try AgentProcess()

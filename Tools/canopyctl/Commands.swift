@@ -12,7 +12,8 @@ struct Status: ParsableCommand {
         if connection.json { return printJSON(.object(result)) }
         let rows: [(String, String)] = [
             ("node id", text(result["node_id"])), ("listen", text(result["listen"])),
-            ("documents", text(result["doc_count"])), ("update seq", text(result["update_seq"])),
+            ("documents", text(result["doc_count"])), ("deleted", text(result["doc_del_count"])),
+            ("update seq", text(result["update_seq"])),
             ("conflicted", text(result["conflicted_count"])), ("conflicts", text(result["conflicts"])),
         ]
         for (name, value) in rows { print(name.padding(toLength: 12, withPad: " ", startingAt: 0) + value) }
