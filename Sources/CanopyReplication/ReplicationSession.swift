@@ -124,7 +124,8 @@ public final class ReplicationSession: @unchecked Sendable {
     /// The newest local sequence the peer has completed through its subscriptions (nil when the
     /// peer has not subscribed).
     public var pushAcknowledgedSequence: UInt64? {
-        sources.values.map(\.acknowledgedSequence).max()
+        // Subscriptions that finished count too: a one-shot one is gone once served.
+        (sources.values.map(\.acknowledgedSequence) + [finishedPushAcknowledged].compactMap { $0 }).max()
     }
 
     /// True until the session has exchanged hellos and (when it pulls) caught up with the peer
@@ -133,7 +134,31 @@ public final class ReplicationSession: @unchecked Sendable {
         if isClosed { return false }
         if peerDatabaseID == nil || pendingCheckpointGet != nil { return true }
         if configuration.direction.pulls && !pullRefused && !pullCaughtUpOnce { return true }
+        if confirmationPullDue { return true }
         return awaitingPeerSubscription || !(target?.isDrained ?? true) || sources.values.contains { !$0.isDrained }
+    }
+
+    /// One-shot mode: the revisions this node pushed in this pass are now in the peer's changes
+    /// feed, after the point our pull had reached. Until our pull reads past them, the peer counts
+    /// them among its changes this node has not confirmed (its `pending` for us), although we hold
+    /// them. So a one-shot pass that pushed anything ends with one more pull from our checkpoint:
+    /// the peer offers those documents' leaves and we answer that we have them — a changes round
+    /// trip, no bodies. It only pulls, so it asks nothing of the peer but to serve a subscription.
+    private var pushedInPass = false
+    private var confirmationPullStarted = false
+
+    /// True while the confirmation pull described above is still to be made.
+    private var confirmationPullDue: Bool {
+        !configuration.continuous && configuration.direction.pulls && !pullRefused && pushedInPass && !confirmationPullStarted
+    }
+
+    /// Starts the confirmation pull once our pull has caught up and our push has drained.
+    private func startConfirmationPullIfDue() {
+        guard confirmationPullDue, pullCaughtUpOnce, targetSubscriptionEnded, !(target?.hasBatchesInFlight ?? false),
+            sources.values.allSatisfy(\.isDrained), drainCompletion == nil
+        else { return }
+        confirmationPullStarted = true
+        pullAgain()
     }
 
     /// The newest local sequence acknowledged by a peer subscription that has since finished.
@@ -416,6 +441,7 @@ public final class ReplicationSession: @unchecked Sendable {
         if completion.caughtUp {
             pullCaughtUpOnce = true
             onEvent(.pullCaughtUp)
+            startConfirmationPullIfDue()
         }
         // Once per batch, so observers refresh progress and idleness here and not per document.
         onEvent(.progress)
@@ -506,7 +532,9 @@ public final class ReplicationSession: @unchecked Sendable {
             throw .invalidReference("revisionsAck for unknown request \(ack.requestID)")
         }
         reportDocuments(try source.receive(ack))
+        if case .rejected = ack.status {} else { pushedInPass = true }
         try pump(source)
+        startConfirmationPullIfDue()
         onEvent(.progress)
     }
 

@@ -70,7 +70,7 @@ struct EventRingTests {
     func documentEventTypes() {
         let expected: [DocumentEventKind: String] = [
             .pulled: "document.changed", .pushed: "document.pushed", .conflictResolved: "conflict.resolved",
-            .resolutionFailed: "resolution.failed", .rejected: "document.rejected",
+            .resolutionFailed: "resolution.failed", .rejected: "document.rejected", .refusedByPeer: "push.refused",
         ]
         for kind in DocumentEventKind.allCases {
             let content = AgentEvent.Content.document(nodeID: "N", event: DocumentEvent(kind: kind, documentID: "d"))

@@ -140,6 +140,8 @@ struct ReadmeExamplesTests {
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", line]
         process.environment = environment
+        // Files an example writes (`export > backup.json`) land in the reader's home, not here.
+        if let home = environment["HOME"] { process.currentDirectoryURL = URL(fileURLWithPath: home) }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out

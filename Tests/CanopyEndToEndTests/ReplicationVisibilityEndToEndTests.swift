@@ -165,6 +165,14 @@ struct ReplicationVisibilityEndToEndTests {
         #expect(second.status == 0, "\(second.stderr)")
         #expect(second.stdout.contains("synced with"), "\(second.stdout)")
         #expect(try b.value(of: "late", "n") == .int(7))
+        // b wrote nothing, a wrote one document that b now has: nothing is unconfirmed either way
+        // (a one-shot pass that pushed ends with a confirming pull).
+        try b.put("from-b", ["n": .int(8)])
+        let third = try a.ctl(["sync", b.nodeID, "--wait", "--timeout", "60"])
+        #expect(third.status == 0, "\(third.stderr)")
+        try poll("a and b to confirm each other's documents") {
+            try Self.peerRow(a, for: b)["pending"] == .int(0) && Self.peerRow(b, for: a)["pending"] == .int(0)
+        }
     }
 
     @Test("sync --wait --timeout to a peer that is down exits 1 and says what it waited for")

@@ -160,6 +160,26 @@ struct RepeatedSyncTests {
         #expect(pair.dialing.status.lastPulledSequence == 27)
     }
 
+    @Test("after one-shot syncs both ways, neither side counts the other's documents as unconfirmed")
+    func nothingUnconfirmedAfterOneShot() throws {
+        let harness = try ReplicationHarness(seed: 85)
+        let a = try harness.addNode("a")
+        let b = try harness.addNode("b")
+        try writeDocuments(a.store, prefix: "from-a", count: 30)
+        try writeDocuments(b.store, prefix: "from-b", count: 20)
+        let pair = ReplicatorPair(harness, a, b, configuration: ReplicationConfiguration(continuous: false))
+        pair.syncAndWait()
+        #expect(harness.runUntilQuiescent())
+        #expect(try a.store.documentCount == 50 && b.store.documentCount == 50)
+        #expect(try pair.accepting.pendingDocumentIDs() == [])
+        #expect(try pair.dialing.pendingDocumentIDs() == [])
+        try writeDocuments(b.store, prefix: "later-b", count: 5)
+        pair.syncAndWait()
+        #expect(harness.runUntilQuiescent())
+        #expect(try pair.accepting.pendingDocumentIDs() == [])
+        #expect(try pair.dialing.pendingDocumentIDs() == [])
+    }
+
     @Test("sync on a one-shot peer pushes this node's new documents too, from either side", arguments: [true, false])
     func syncPushes(fromDialingSide: Bool) throws {
         let harness = try ReplicationHarness(seed: 84)
