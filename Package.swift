@@ -119,6 +119,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/canopy-bench",
+            exclude: ["README.md"],
             swiftSettings: staticRuntimeSwiftSettings, linkerSettings: staticRuntimeLinkerSettings),
 
         // The deterministic simulator's command line (Protocol/design.md §7).
