@@ -11,6 +11,7 @@ public enum AgentSetup {
         if access(directory.configPath, F_OK) != 0 {
             try DataDirectory.writeFileAtomically(directory.configPath, Array(ConfigEditor.render(config).utf8), mode: 0o600)
         }
+        try directory.restrictDatabaseFiles()
         do {
             let storeConfiguration = DocumentStore.Configuration(
                 revsLimit: config.revsLimit, conflictPolicy: config.conflicts == .manual ? .manual : .automatic)

@@ -51,6 +51,25 @@ public struct DataDirectory: Sendable {
         guard chmod(path, 0o700) == 0 else { throw .system(SystemError("chmod 0700", path)) }
     }
 
+    /// The database file and SQLite's two companions (write-ahead log, shared-memory index).
+    public var databaseFilePaths: [String] { [databasePath, databasePath + "-wal", databasePath + "-shm"] }
+
+    /// Makes the database files private before the store opens them: creates `canopy.sqlite`
+    /// with mode 0600 when it is missing (SQLite gives its `-wal` and `-shm` the database file's
+    /// mode), and narrows any of the three that exists to 0600 (a file copied or moved keeps its
+    /// mode, whatever the directory's).
+    public func restrictDatabaseFiles() throws(AgentError) {
+        let fd = open(databasePath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            close(fd)
+        } else if errno != EEXIST {
+            throw .system(SystemError("create", databasePath))
+        }
+        for path in databaseFilePaths where access(path, F_OK) == 0 {
+            guard chmod(path, 0o600) == 0 else { throw .system(SystemError("chmod 0600", path)) }
+        }
+    }
+
     /// Throws `notInitialized` unless the identity and config exist.
     public func requireInitialized() throws(AgentError) {
         guard access(identityPath, F_OK) == 0, access(configPath, F_OK) == 0 else {

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CanopyCore
 
 extension RevisionRows {
@@ -59,5 +62,23 @@ extension DocumentStore {
         }
         try read { db in try db.execute("VACUUM") }
         return dropped
+    }
+}
+
+/// Leaving the database file whole.
+extension DocumentStore {
+    /// Copies every committed transaction from the write-ahead log into the database file and
+    /// empties the log (`PRAGMA wal_checkpoint(TRUNCATE)`), so the file alone holds everything:
+    /// a copy of `canopy.sqlite` made after a clean stop is complete. Waits for a checkpoint
+    /// another connection is running, at most `attempts` × 20 ms. Returns false when the log could
+    /// not be emptied (a reader still holds it).
+    @discardableResult
+    public func checkpointAndTruncateLog(attempts: Int = 50) throws(StoreError) -> Bool {
+        for attempt in 0..<max(1, attempts) {
+            let busy = try read { db in try db.queryFirst("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int(0) } ?? 0 }
+            if busy == 0 { return true }
+            if attempt + 1 < attempts { usleep(20_000) }
+        }
+        return false
     }
 }

@@ -1,0 +1,58 @@
+import CanopyAgent
+import CanopyCore
+import CanopyStore
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The agent's files on disk, as an operator backs them up or moves them: modes and what a clean
+/// stop leaves.
+@Suite("the agent's data files, with real processes", .serialized)
+struct DataFilesEndToEndTests {
+    static func mode(_ path: String) -> mode_t? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return info.st_mode & 0o777
+    }
+
+    @Test("the database and its write-ahead log and index are mode 0600, and a file made wider is narrowed at start")
+    func databaseFilesArePrivate() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        try agent.put("a", ["n": .int(1)])
+        for path in [agent.dataDir + "/canopy.sqlite", agent.dataDir + "/canopy.sqlite-wal", agent.dataDir + "/canopy.sqlite-shm"] {
+            #expect(Self.mode(path) == 0o600, "\(path)")
+        }
+        _ = try agent.ctl(["shutdown"])
+        try waitForExit(agent.process)
+        chmod(agent.dataDir + "/canopy.sqlite", 0o644)
+        try agent.restart()
+        #expect(Self.mode(agent.dataDir + "/canopy.sqlite") == 0o600)
+    }
+
+    @Test("a clean stop leaves every transaction in canopy.sqlite: a copy of that file alone holds them all")
+    func cleanStopEmptiesTheLog() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        var docs: [JSONValue] = []
+        for index in 0..<300 { docs.append(.object(["_id": .string("doc-\(index)"), "n": .int(Int64(index))])) }
+        let written = try agent.client().request("bulk_docs", ["docs": .array(docs)])
+        #expect(written["written"] == .int(300))
+        try agent.put("last", ["n": .int(300)])
+        let stopped = try agent.ctl(["shutdown"])
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        try waitForExit(agent.process)
+        let wal = agent.dataDir + "/canopy.sqlite-wal"
+        let walBytes = (try? FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int) ?? 0
+        #expect(walBytes == 0, "the write-ahead log still holds \(walBytes) bytes")
+        // The database file alone, as a backup that forgot the log would have it.
+        let copy = TemporaryDirectory()
+        try FileManager.default.copyItem(atPath: agent.dataDir + "/canopy.sqlite", toPath: copy.path + "/canopy.sqlite")
+        let store = try DocumentStore(path: copy.path + "/canopy.sqlite")
+        #expect(try store.documentCount == 301)
+        #expect(try store.get(id: "last").body == .object(["n": .int(300)]))
+    }
+}
