@@ -81,6 +81,7 @@ public final class Agent: @unchecked Sendable {
         (configText, parsedConfig) = try Self.readConfig(directory.configPath)
         config = parsedConfig.config
         if let listen = options.listen { config.listen = listen }
+        try directory.restrictDatabaseFiles()
         do {
             let storeConfiguration = DocumentStore.Configuration(
                 revsLimit: config.revsLimit, conflictPolicy: config.conflicts == .manual ? .manual : .automatic,
@@ -201,7 +202,17 @@ public final class Agent: @unchecked Sendable {
         peers.stop()
         resolver?.stop()
         admin?.stop()
-        storeQueue.sync {}  // let a store operation in flight commit
+        // Let a store operation in flight commit, then leave everything in canopy.sqlite itself:
+        // a backup of the file alone after a clean stop must not lose the last transactions.
+        storeQueue.sync {
+            do {
+                if try !store.checkpointAndTruncateLog() {
+                    logger.warning("the write-ahead log could not be emptied at shutdown; keep canopy.sqlite-wal with canopy.sqlite")
+                }
+            } catch {
+                logger.warning("checkpointing the write-ahead log at shutdown failed", metadata: ["error": "\(error)"])
+            }
+        }
         let waiters = shutdownWaiters
         shutdownWaiters = []
         for waiter in waiters { waiter() }
