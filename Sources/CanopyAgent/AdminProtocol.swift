@@ -22,6 +22,9 @@ public enum AdminErrorCode: String, Sendable, Equatable, CaseIterable {
     case unavailable
     /// The request was valid but carrying it out failed.
     case failed
+    /// The agent already serves `AgentLimits.adminConnectionsMax` clients: sent once, with a
+    /// null `id`, to a client connecting over the limit, before the connection is closed.
+    case busy
 }
 
 /// An error response's content.

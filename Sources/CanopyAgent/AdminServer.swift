@@ -19,14 +19,17 @@ protocol AdminRequestHandler: AnyObject, Sendable {
 /// hands them to `AdminClient`s.
 ///
 /// Invariants: state is touched only on `queue`; at most `AgentLimits.adminConnectionsMax`
-/// clients are open; the socket file is removed by `stop()` (and only by it: a file we did not
+/// clients are open (one more is told `busy` and closed); the bytes queued for all clients
+/// together stay within `AgentLimits.adminPendingWriteBytesTotalMax` (`writeBudget`); the socket file is removed by `stop()` (and only by it: a file we did not
 /// create is never unlinked).
 final class AdminServer: @unchecked Sendable {
     let path: String
     private let queue = DispatchQueue(label: "canopy.admin.server")
     private let listener: Int32
     private let allowedUID: uid_t
-    private let logger: Logger
+    /// Lines any local client can cause again and again (refusals, over-long lines, cut-offs).
+    private let clientLog: RateLimitedLog
+    private let writeBudget: PendingWriteBudget
     private weak var handler: (any AdminRequestHandler)?
     private var acceptSource: (any DispatchSourceRead)?
     private var clients: [ObjectIdentifier: AdminClient] = [:]
@@ -38,7 +41,13 @@ final class AdminServer: @unchecked Sendable {
         self.listener = try Socket.listenUnix(path)
         self.allowedUID = getuid()
         self.handler = handler
-        self.logger = logger
+        let clientLog = RateLimitedLog(logger: logger)
+        self.clientLog = clientLog
+        writeBudget = PendingWriteBudget(totalMax: AgentLimits.adminPendingWriteBytesTotalMax) { bytes in
+            clientLog.log(
+                .warning, kind: "admin.write_budget",
+                "admin client cut off: \(bytes) bytes queued for it, and all clients together hold over \(AgentLimits.adminPendingWriteBytesTotalMax) bytes")
+        }
     }
 
     /// Starts accepting.
@@ -65,6 +74,7 @@ final class AdminServer: @unchecked Sendable {
             for client in clients.values { client.closeFromServer() }
             clients = [:]
         }
+        clientLog.reportSuppressed()
     }
 
     /// Number of clients connected (for `stats`).
@@ -74,16 +84,16 @@ final class AdminServer: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         while let fd = Socket.accept(listener) {
             guard Socket.peerUID(fd) == allowedUID else {
-                logger.warning("admin connection refused: peer uid is not \(allowedUID)")
+                clientLog.log(.warning, kind: "admin.refused.uid", "admin connection refused: peer uid is not \(allowedUID)")
                 close(fd)
                 continue
             }
             guard clients.count < AgentLimits.adminConnectionsMax, let handler else {
-                logger.warning("admin connection refused: \(AgentLimits.adminConnectionsMax) clients already connected")
-                close(fd)
+                clientLog.log(.warning, kind: "admin.refused.busy", "admin connection refused: \(AgentLimits.adminConnectionsMax) clients already connected")
+                Self.refuseBusy(fd)
                 continue
             }
-            let client = AdminClient(fd: fd, handler: handler, logger: logger)
+            let client = AdminClient(fd: fd, handler: handler, log: clientLog, writeBudget: writeBudget)
             let key = ObjectIdentifier(client)
             clients[key] = client
             client.start { [weak self] in
@@ -91,6 +101,25 @@ final class AdminServer: @unchecked Sendable {
                 self.queue.async { self.clients[key] = nil }
             }
         }
+    }
+
+    /// The one line a client over the connection limit gets before the close, so that it can
+    /// say "busy" rather than "closed".
+    static let busyLine = AdminResponse.failure(
+        id: nil, AdminFailure(.busy, "the agent already serves \(AgentLimits.adminConnectionsMax) admin clients; try again"))
+
+    /// Writes `busyLine` without blocking (it fits any socket buffer; if it does not go out the
+    /// client is no worse off than with a bare close), then closes. What the client already sent
+    /// is read first: closing a Unix socket with unread bytes resets the peer, which could lose
+    /// the line.
+    private static func refuseBusy(_ fd: Int32) {
+        _ = busyLine.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        for _ in 0..<16 {
+            let count = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            guard count > 0 else { break }
+        }
+        close(fd)
     }
 }
 
@@ -108,7 +137,7 @@ final class AdminClient: @unchecked Sendable {
     let queue = DispatchQueue(label: "canopy.admin.client")
     private let connection: StreamConnection
     private weak var handler: (any AdminRequestHandler)?
-    private let logger: Logger
+    private let log: RateLimitedLog
     private var buffer: [UInt8] = []
     private var lines: [[UInt8]] = []
     private var busy = false
@@ -123,10 +152,11 @@ final class AdminClient: @unchecked Sendable {
     /// The connection stays open after the client's input ends (it streams events).
     private var staysOpen = false
 
-    init(fd: Int32, handler: any AdminRequestHandler, logger: Logger) {
-        self.connection = StreamConnection(fd: fd, queue: queue, pendingWriteBytesMax: AgentLimits.adminPendingWriteBytesMax)
+    init(fd: Int32, handler: any AdminRequestHandler, log: RateLimitedLog, writeBudget: PendingWriteBudget) {
+        self.connection = StreamConnection(
+            fd: fd, queue: queue, pendingWriteBytesMax: AgentLimits.adminPendingWriteBytesMax, writeBudget: writeBudget)
         self.handler = handler
-        self.logger = logger
+        self.log = log
     }
 
     func start(onClose: @escaping @Sendable () -> Void) {
@@ -178,7 +208,7 @@ final class AdminClient: @unchecked Sendable {
     }
 
     private func lineTooLong() {
-        logger.warning("admin client sent a line over \(AgentLimits.adminLineBytesMax) bytes; closing it")
+        log.log(.warning, kind: "admin.line_too_long", "admin client sent a line over \(AgentLimits.adminLineBytesMax) bytes; closing it")
         let failure = AdminFailure(.lineTooLong, "request line exceeds \(AgentLimits.adminLineBytesMax) bytes; closing the connection")
         // Requests already read are dropped: the connection is going away.
         lines = []

@@ -68,18 +68,30 @@ public final class AdminSocketClient: @unchecked Sendable {
     deinit { close(fd) }
 
     /// Sends `{"id":N,"cmd":command,…arguments}` and returns the matching response object,
-    /// skipping any event or resolver lines that arrive first.
+    /// skipping any event or resolver lines that arrive first. An agent at its client limit
+    /// answers `busy` (with a null `id`) and closes: that line is returned as the response, also
+    /// when the close came before the request could be sent.
     public func request(_ command: String, _ arguments: [String: JSONValue] = [:]) throws(ClientError) -> [String: JSONValue] {
         let id = nextID
         nextID += 1
         var members = arguments
         members["id"] = .int(id)
         members["cmd"] = .string(command)
-        try sendLine(CanonicalJSON.encode(.object(members)))
+        do {
+            try sendLine(CanonicalJSON.encode(.object(members)))
+        } catch {
+            if let busy = try? readObject(), Self.isBusy(busy) { return busy }
+            throw error
+        }
         while true {
             let response = try readObject()
-            if response["id"] == .int(id) { return response }
+            if response["id"] == .int(id) || Self.isBusy(response) { return response }
         }
+    }
+
+    /// True for the `busy` line an agent at its client limit sends before closing.
+    public static func isBusy(_ response: [String: JSONValue]) -> Bool {
+        response["id"] == .null && response["error"]?.objectValue?["code"] == .string(AdminErrorCode.busy.rawValue)
     }
 
     /// Sends raw bytes followed by a newline (tests use it to send malformed requests).

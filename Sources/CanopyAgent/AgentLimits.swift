@@ -22,6 +22,12 @@ public enum AgentLimits {
     /// history), so a client that reads is never cut off.
     public static let adminPendingWriteBytesMax = 2 * adminLineBytesMax
 
+    /// Bytes queued for all admin clients together. The per-client limit alone let 40 `events`
+    /// subscribers that stopped reading take the agent to 855 MiB; beyond this total the client
+    /// with the most queued (the slowest reader) is disconnected first. Above one client's limit,
+    /// so a single client that reads slowly is bounded by its own limit only.
+    public static let adminPendingWriteBytesTotalMax = 64 << 20
+
     /// Bytes of documents in one `export` page past its first leaf: a page of many small
     /// documents, or a document with many large leaves split across pages.
     public static let exportPageBytesMax = 4 << 20

@@ -39,4 +39,12 @@ struct LogRateLimiter {
         kinds[kind] = (now, 0)
         return .log(suppressed: 0)
     }
+
+    /// The kinds with lines held back and how many, oldest kind first; their counts start again
+    /// at zero. Called when the log is about to end (shutdown), so no held-back count is lost.
+    mutating func drain() -> [(kind: String, suppressed: Int)] {
+        let held = kinds.filter { $0.value.suppressed > 0 }.sorted { ($0.value.lastLogged, $0.key) < ($1.value.lastLogged, $1.key) }
+        for (kind, _) in held { kinds[kind]!.suppressed = 0 }
+        return held.map { ($0.key, $0.value.suppressed) }
+    }
 }

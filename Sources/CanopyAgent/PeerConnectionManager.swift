@@ -32,7 +32,8 @@ final class PeerConnectionManager: @unchecked Sendable {
     let traffic = TrafficCounters()
     private let identity: Identity
     private let deliveryQueue: DispatchQueue
-    private let logger: Logger
+    /// Lines about inbound connections, which anyone who can reach the port can cause.
+    private let connectionLog: RateLimitedLog
     private weak var events: (any PeerEventSink)?
     private var listener: Int32 = -1
     private var acceptSource: (any DispatchSourceRead)?
@@ -43,7 +44,7 @@ final class PeerConnectionManager: @unchecked Sendable {
     init(identity: Identity, deliveryQueue: DispatchQueue, logger: Logger, events: any PeerEventSink) {
         self.identity = identity
         self.deliveryQueue = deliveryQueue
-        self.logger = logger
+        self.connectionLog = RateLimitedLog(logger: logger)
         self.events = events
     }
 
@@ -74,6 +75,7 @@ final class PeerConnectionManager: @unchecked Sendable {
             acceptSource?.cancel()
             acceptSource = nil
         }
+        connectionLog.reportSuppressed()
     }
 
     /// Dials `address`, runs the handshake as initiator and checks that the peer is `expected`.
@@ -117,7 +119,7 @@ final class PeerConnectionManager: @unchecked Sendable {
         while let fd = Socket.accept(listener) {
             let address = Socket.remoteAddress(fd)
             guard handshaking < AgentLimits.pendingInboundConnectionsMax, !stopped else {
-                logger.warning("refusing connection from \(address): too many handshakes in progress")
+                connectionLog.log(.warning, kind: "peer.refused.busy", "refusing connection from \(address): too many handshakes in progress")
                 close(fd)
                 continue
             }
@@ -142,10 +144,12 @@ final class PeerConnectionManager: @unchecked Sendable {
         case .success(let transport):
             events?.peerConnected(nodeID: transport.peer.description, transport: transport)
         case .failure(.peerNotAuthorized(let peer)):
-            logger.notice("refused \(peer) from \(address): not an allowed peer (listed as pending)")
+            // One kind for every unknown node id: generating ids is cheap, so a flood of them must
+            // not get a line each (each is listed as pending all the same).
+            connectionLog.log(.notice, kind: "peer.refused.unknown", "refused \(peer) from \(address): not an allowed peer (listed as pending)")
             events?.peerRefused(nodeID: peer.description, address: address)
         case .failure(let error):
-            logger.info("inbound connection from \(address) failed: \(error)")
+            connectionLog.log(.info, kind: "peer.handshake.failed", "inbound connection from \(address) failed: \(error)")
         }
     }
 }

@@ -27,6 +27,9 @@ final class StreamConnection: @unchecked Sendable {
     let queue: DispatchQueue
     private let pendingWriteBytesMax: Int
     private let traffic: TrafficCounters?
+    /// Shared with the other connections of the same kind (admin clients): bounds their queued
+    /// bytes together.
+    private let writeBudget: PendingWriteBudget?
     private var readSource: (any DispatchSourceRead)?
     private var writeSource: (any DispatchSourceWrite)?
     private var writeSuspended = true
@@ -48,10 +51,11 @@ final class StreamConnection: @unchecked Sendable {
 
     /// Wraps `fd`, which must already be non-blocking. Nothing happens until `start`. Bytes read
     /// and written are added to `traffic` when given. Reads are `readChunkBytes` each, at most
-    /// `readsPerEvent` of them per readiness event.
+    /// `readsPerEvent` of them per readiness event. With `writeBudget`, the bytes queued count
+    /// against it too, and the budget may close the connection.
     init(
         fd: Int32, queue: DispatchQueue, pendingWriteBytesMax: Int, traffic: TrafficCounters? = nil,
-        readChunkBytes: Int = AgentLimits.socketReadChunkBytes, readsPerEvent: Int = AgentLimits.socketReadsPerEvent
+        writeBudget: PendingWriteBudget? = nil, readChunkBytes: Int = AgentLimits.socketReadChunkBytes, readsPerEvent: Int = AgentLimits.socketReadsPerEvent
     ) {
         precondition(readChunkBytes > 0 && readsPerEvent > 0, "a connection must read")
         self.readBuffer = [UInt8](repeating: 0, count: readChunkBytes)
@@ -60,6 +64,7 @@ final class StreamConnection: @unchecked Sendable {
         self.queue = queue
         self.pendingWriteBytesMax = pendingWriteBytesMax
         self.traffic = traffic
+        self.writeBudget = writeBudget
     }
 
     /// Starts reading. Must be called on `queue`. Without `onEnd` the connection closes when the
@@ -122,6 +127,7 @@ final class StreamConnection: @unchecked Sendable {
         if written < bytes.count {
             pending.append(contentsOf: bytes[written...])
             flush()
+            reportPending()
         }
     }
 
@@ -146,6 +152,7 @@ final class StreamConnection: @unchecked Sendable {
         readSource = nil
         writeSource = nil
         pending = []
+        writeBudget?.remove(ObjectIdentifier(self))
         let handler = onClose
         onClose = {}
         onRead = { _ in }
@@ -209,13 +216,26 @@ final class StreamConnection: @unchecked Sendable {
             pendingOffset += count
             if pendingOffset < pending.count {
                 if writeSuspended { writeSuspended = false; writeSource?.resume() }
+                if count > 0 { reportPending() }
                 return
             }
+            reportPending()
         }
         pending.removeAll(keepingCapacity: pending.count <= 64 * 1024)
         pendingOffset = 0
         if !writeSuspended { writeSuspended = true; writeSource?.suspend() }
         if closeAfterFlush { close() }
+    }
+}
+
+extension StreamConnection {
+    /// Tells the write budget how much is queued now (it may cut this connection off).
+    fileprivate func reportPending() {
+        guard let writeBudget, !isClosed else { return }
+        let queue = self.queue
+        writeBudget.update(ObjectIdentifier(self), bytes: pending.count - pendingOffset) { [weak self] in
+            queue.async { [weak self] in self?.close() }
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 // canopyctl: drives a running canopyd through its admin socket (Protocol/admin-v1.md).
 // Human-readable tables by default, exact JSON with --json. Exit codes: 0 ok, 1 error, 2 usage,
-// 3 conflict, 4 not found, 5 agent not reachable.
+// 3 conflict, 4 not found, 5 agent not reachable, 6 agent busy.
 import ArgumentParser
 import CanopyAgent
 import CanopyCore
@@ -10,6 +10,8 @@ import Foundation
 /// The documented exit codes.
 enum ExitStatus: Int32 {
     case ok = 0, error = 1, usage = 2, conflict = 3, notFound = 4, unreachable = 5
+    /// The agent serves as many admin clients as it allows (`busy`); trying again later works.
+    case busy = 6
 }
 
 /// A failure that ends the command with a given exit status and a message on stderr.
@@ -34,7 +36,7 @@ struct Canopyctl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "canopyctl",
         abstract: "Inspect and drive a running canopyd through its admin socket.",
-        discussion: "Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 not found, 5 agent not reachable.",
+        discussion: "Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 not found, 5 agent not reachable, 6 agent busy.",
         subcommands: [
             Status.self, Peers.self, PeerCommand.self, Put.self, Get.self, Delete.self, Conflicts.self, Resolve.self,
             Changes.self, Import.self, Export.self, Sync.self, Events.self, Stats.self, Reload.self, Shutdown.self,
@@ -89,9 +91,15 @@ struct ConnectionOptions: ParsableArguments {
             guard case .object(let error)? = response["error"], case .string(let code)? = error["code"] else {
                 throw CtlFailure(status: .error, message: "malformed error response")
             }
-            let message: String
+            var message: String
             if case .string(let text)? = error["message"] { message = text } else { message = code }
-            let status: ExitStatus = code == "conflict" ? .conflict : code == "not_found" ? .notFound : .error
+            if code == AdminErrorCode.busy.rawValue { message = "agent busy, try again: \(message)" }
+            let status: ExitStatus = switch code {
+            case "conflict": .conflict
+            case "not_found": .notFound
+            case AdminErrorCode.busy.rawValue: .busy
+            default: .error
+            }
             throw CtlFailure(status: status, message: message, errorObject: response["error"])
         }
         return result
