@@ -23,17 +23,32 @@ struct IdentityTests {
         #expect(Identity.generate(random: &system).nodeID != Identity.generate(random: &system).nodeID)
     }
 
-    @Test("the identity file holds the seed as one line of hex and reads back to the same identity")
+    @Test("the identity file holds the seed as hex and the node id it gives, and reads back to the same identity")
     func fileContentsRoundTrip() throws {
         let contents = Fixture.alice.fileContents()
         let text = String(decoding: contents, as: UTF8.self)
-        #expect(text == "canopy-identity-v1 " + String(repeating: "a1", count: 32) + "\n")
+        #expect(text == "canopy-identity-v2 " + String(repeating: "a1", count: 32) + " \(Fixture.alice.nodeID)\n")
         #expect(try Identity(fileContents: contents).nodeID == Fixture.alice.nodeID)
+        // The first format, without the node id, is still read.
+        let first = "canopy-identity-v1 " + String(repeating: "a1", count: 32) + "\n"
+        #expect(try Identity(fileContents: Array(first.utf8)).nodeID == Fixture.alice.nodeID)
+    }
+
+    @Test("an identity file with any one hex digit of its seed changed is refused, not read as another node")
+    func damagedSeedRefused() {
+        let contents = Fixture.alice.fileContents()
+        let seedStart = "canopy-identity-v2 ".utf8.count
+        for offset in 0..<64 {
+            var damaged = contents
+            damaged[seedStart + offset] = damaged[seedStart + offset] == UInt8(ascii: "0") ? UInt8(ascii: "1") : UInt8(ascii: "0")
+            #expect(throws: CryptoError.self) { try Identity(fileContents: damaged) }
+        }
     }
 
     @Test("malformed identity files are refused", arguments: [
         "", "canopy-identity-v1 00\n",
         "canopy-identity-v2 " + String(repeating: "00", count: 32) + "\n",
+        "canopy-identity-v3 " + String(repeating: "00", count: 32) + "\n",
         "canopy-identity-v1 " + String(repeating: "0G", count: 32) + "\n",
         "canopy-identity-v1 " + String(repeating: "AB", count: 32) + "\n",
         "canopy-identity-v1 " + String(repeating: "00", count: 32) + " ",

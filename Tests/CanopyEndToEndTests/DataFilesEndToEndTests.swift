@@ -55,4 +55,21 @@ struct DataFilesEndToEndTests {
         #expect(try store.documentCount == 301)
         #expect(try store.get(id: "last").body == .object(["n": .int(300)]))
     }
+
+    @Test("an identity.key with one digit changed is refused with a message naming the file, not adopted as another node")
+    func damagedIdentityRefused() throws {
+        let agent = try AgentProcess()
+        let path = agent.dataDir + "/identity.key"
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        let digit = "canopy-identity-v2 ".utf8.count + 10
+        bytes[digit] = bytes[digit] == UInt8(ascii: "0") ? UInt8(ascii: "1") : UInt8(ascii: "0")
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        chmod(path, 0o600)
+        let id = try run(Binaries.canopyd, ["id", "--data-dir", agent.dataDir])
+        #expect(id.status == 1)
+        #expect(id.stderr.contains("identity.key") && id.stderr.contains("damaged"), "\(id.stderr)")
+        let started = try run(Binaries.canopyd, ["run", "--data-dir", agent.dataDir])
+        #expect(started.status == 1)
+        #expect(started.stderr.contains("damaged"), "\(started.stderr)")
+    }
 }
