@@ -12,7 +12,7 @@ typealias AdminReply = @Sendable (Result<[String: JSONValue], AdminFailure>) -> 
 extension Agent: AdminRequestHandler {
     /// Every command name, for `unknown_command` messages and the spec test.
     public static let commandNames: [String] = [
-        "bulk_docs", "changes", "conflicts", "delete", "events", "export", "get", "import", "peer.accept", "peer.add",
+        "backup", "bulk_docs", "changes", "conflicts", "delete", "events", "export", "get", "import", "peer.accept", "peer.add",
         "peer.remove", "peers", "put", "reload", "resolve", "resolver.answer", "resolver.register", "shutdown",
         "stats", "status", "sync",
     ]
@@ -20,13 +20,13 @@ extension Agent: AdminRequestHandler {
     /// Commands that change state; each is logged (the socket admits only the agent's own uid, so
     /// the log records what was done, not who).
     static let mutatingCommands: Set<String> = [
-        "bulk_docs", "delete", "import", "peer.accept", "peer.add", "peer.remove", "put", "reload", "resolve", "resolver.register",
+        "backup", "bulk_docs", "delete", "import", "peer.accept", "peer.add", "peer.remove", "put", "reload", "resolve", "resolver.register",
         "shutdown", "sync",
     ]
 
     func handle(_ request: AdminRequest, client: AdminClient, reply: @escaping AdminReply) {
         if Self.mutatingCommands.contains(request.command) {
-            let target = ["doc", "node_id"].compactMap { key -> String? in
+            let target = ["doc", "node_id", "path"].compactMap { key -> String? in
                 if case .string(let value)? = request.arguments[key] { return "\(key)=\(value.prefix(80))" }
                 return nil
             }
@@ -39,6 +39,7 @@ extension Agent: AdminRequestHandler {
         case "put", "get", "delete", "conflicts", "resolve", "changes", "import", "export", "stats", "bulk_docs":
             storeQueue.async { reply(self.documentCommand(request)) }
         case "sync": onQueue(reply) { try self.sync(request, reply) }
+        case "backup": onQueue(reply) { try self.backup(request, reply) }
         case "reload":
             reload { result in
                 reply(result.map { ["restart_required": .array($0.map(JSONValue.string))] }.mapError { AdminFailure(.failed, $0.description) })

@@ -82,3 +82,19 @@ extension DocumentStore {
         return false
     }
 }
+
+/// Backups.
+extension DocumentStore {
+    /// Writes a consistent snapshot of the store to a new file at `path` (`VACUUM INTO`, compact:
+    /// free pages left out), from a connection of its own: a snapshot of the last committed
+    /// transaction, taken while the store keeps writing (WAL readers do not block the writer).
+    /// The file is a complete store (no log beside it). Fails if `path` exists.
+    public func backup(to path: String) throws(StoreError) {
+        do {
+            let reader = try Database(path: db.path)
+            try reader.run("VACUUM INTO ?", .text(path))
+        } catch {
+            throw StoreError.wrap(error)
+        }
+    }
+}

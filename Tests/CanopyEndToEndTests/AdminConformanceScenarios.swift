@@ -32,6 +32,7 @@ struct AdminConformanceScenarios {
         try resolveByCommand()
         try exportSplitsALargeDocument()
         try bulkWrites()
+        try backup()
         try replicationWithConflicts()
         try pendingPeer()
         try syncFailsWhenThePeerIsRemoved()
@@ -134,6 +135,16 @@ struct AdminConformanceScenarios {
         let exported = try exportAll(b, since: before)
         #expect(Set(exported.compactMap { $0.objectValue?["_rev"] }) == Set(leaves.compactMap { $0.objectValue?["_rev"] }))
         #expect(try b.request("resolve", ["doc": .string("large"), "delete": .bool(true)])["ok"] == .bool(true))
+    }
+
+    /// backup writes a snapshot directory; a path that holds something is refused.
+    func backup() throws {
+        let a = try client(self.a)
+        let path = self.a.temporary.path + "/conformance-backup"
+        let done = try a.request("backup", ["path": .string(path), "with_identity": .bool(true)])
+        #expect(done["with_identity"] == .bool(true) && done["path"] == .string(path), "\(done)")
+        #expect(FileManager.default.fileExists(atPath: path + "/identity.key"))
+        #expect(errorCode(of: try a.request("backup", ["path": .string(path)])) == "invalid_argument")
     }
 
     /// bulk_docs writes new revisions; an entry naming a stale revision is refused alone.

@@ -72,4 +72,49 @@ struct DataFilesEndToEndTests {
         #expect(started.status == 1)
         #expect(started.stderr.contains("damaged"), "\(started.stderr)")
     }
+
+    @Test("canopyctl backup during replication restores as the same node, which catches up from its peer")
+    func backupRestoreConverge() throws {
+        let a = try AgentProcess()
+        let b = try AgentProcess()
+        try a.start()
+        try b.start()
+        try a.allow(b)
+        try b.allow(a)
+        var docs: [JSONValue] = []
+        for index in 0..<500 { docs.append(.object(["_id": .string("early-\(index)"), "n": .int(Int64(index))])) }
+        _ = try b.client().request("bulk_docs", ["docs": .array(docs)])
+        // The backup is taken while b's documents are still arriving on a.
+        let backup = a.temporary.path + "/backup"
+        let result = try a.ctl(["backup", backup, "--with-identity"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("backed up"), "\(result.stdout)")
+        #expect(Self.mode(backup) == 0o700 && Self.mode(backup + "/canopy.sqlite") == 0o600 && Self.mode(backup + "/identity.key") == 0o600)
+        try poll("a to hold b's documents") { try a.documentCount() == 500 }
+        for index in 0..<50 { try b.put("late-\(index)", ["n": .int(Int64(index))]) }
+        // a is lost; its backup comes back as the same node, on the address b knows.
+        let address = try a.listenAddress()
+        _ = try a.ctl(["shutdown"])
+        try waitForExit(a.process)
+        let restored = Process()
+        restored.executableURL = URL(fileURLWithPath: Binaries.canopyd)
+        restored.arguments = ["run", "--data-dir", backup, "--listen", address]
+        restored.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try restored.run()
+        defer { if restored.isRunning { kill(restored.processIdentifier, SIGKILL) } }
+        let id = try run(Binaries.canopyd, ["id", "--data-dir", backup])
+        #expect(id.stdout.contains(a.nodeID))
+        try poll("the restored node to catch up from b") {
+            guard let client = try? AdminSocketClient(path: backup + "/admin.sock", receiveTimeoutSeconds: 10),
+                case .int(let count)? = try client.request("stats")["doc_count"] else { return false }
+            return count == 550
+        }
+        kill(restored.processIdentifier, SIGTERM)
+        try waitForExit(restored)
+        #expect(restored.terminationStatus == 0)
+        // Backing up into a directory that holds something is refused, naming it.
+        let refused = try b.ctl(["backup", backup])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("not an empty directory"), "\(refused.stderr)")
+    }
 }

@@ -251,3 +251,26 @@ func writeSummary(_ result: [String: JSONValue]) -> String {
     if result["local"] == .bool(true) { return "\(text(result["doc"])) (local document: stored on this node only, never replicated)" }
     return "\(text(result["doc"])) \(text(result["rev"]))"
 }
+
+struct Backup: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Copy the running node into a new directory that restores as a data directory.",
+        discussion: """
+            PATH gets canopy.sqlite (a consistent snapshot, taken while the agent runs) and canopy.conf,
+            and with --with-identity identity.key too. Restore: canopyd run --data-dir PATH (with the
+            identity: the same node, which catches up from its peers), or canopyd init --data-dir PATH
+            (without it: a new node id with the same documents and peers).
+            """)
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "A new directory (or an empty one).") var path: String
+    @Flag(help: "Copy identity.key too (keep such a backup as private as the key).") var withIdentity = false
+
+    func run() throws {
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        let result = try connection.call("backup", ["path": .string(absolute), "with_identity": .bool(withIdentity)])
+        if connection.json { return printJSON(.object(result)) }
+        let megabytes = Double({ if case .int(let bytes)? = result["bytes"] { return bytes } else { return 0 } }()) / 1_048_576
+        print("backed up \(text(result["documents"])) documents to \(text(result["path"])) (\(String(format: "%.1f", megabytes)) MiB"
+            + (withIdentity ? ", with identity.key)" : "; without identity.key)"))
+    }
+}

@@ -1,0 +1,69 @@
+import CanopyCore
+import CanopyStore
+import Dispatch
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `backup`: a copy of the running node that restores as a data directory.
+///
+/// `path` names a new directory (absolute; it must not exist, or be empty). It gets, mode 0700:
+/// `canopy.sqlite` — a consistent snapshot of the store, taken while the agent keeps running and
+/// replicating (`DocumentStore.backup`), 0600 — and `canopy.conf`; with `with_identity`, also
+/// `identity.key`. Restoring: `canopyd run --data-dir PATH` with the identity (the same node,
+/// which catches up from its peers what it lacks), or `canopyd init --data-dir PATH` without it
+/// (a new node that starts with these documents and keeps the configured peers, who must allow
+/// its new id).
+extension Agent {
+    func backup(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+        let path = try request.string("path")
+        guard path.hasPrefix("/") else {
+            throw AdminFailure(.invalidArgument, "\"path\" must be absolute: the agent's working directory is not the client's")
+        }
+        let withIdentity = try request.bool("with_identity")
+        let target = DataDirectory(path: path)
+        try Self.prepareBackupDirectory(path)
+        let source = options.directory
+        // Off the store's queue: a large store takes seconds to copy, and admin document
+        // commands need not wait for it (the snapshot has its own connection).
+        DispatchQueue.global().async { [store] in
+            do {
+                try store.backup(to: target.databasePath)
+                guard chmod(target.databasePath, 0o600) == 0 else { throw AdminFailure(.failed, "cannot chmod \(target.databasePath)") }
+                try DataDirectory.writeFileAtomically(
+                    target.configPath, [UInt8](try Data(contentsOf: URL(fileURLWithPath: source.configPath))), mode: 0o600)
+                if withIdentity {
+                    try DataDirectory.writeFileAtomically(
+                        target.identityPath, [UInt8](try Data(contentsOf: URL(fileURLWithPath: source.identityPath))), mode: 0o600)
+                }
+                let bytes = (try? FileManager.default.attributesOfItem(atPath: target.databasePath)[.size] as? Int) ?? 0
+                let documents = try DocumentStore(path: target.databasePath).documentCount
+                reply(.success([
+                    "path": .string(path), "bytes": .int(Int64(bytes)), "documents": .int(Int64(documents)),
+                    "with_identity": .bool(withIdentity),
+                ]))
+            } catch let failure as AdminFailure {
+                reply(.failure(failure))
+            } catch {
+                reply(.failure(AdminFailure(.failed, "backup to \(path) failed: \(error)")))
+            }
+        }
+    }
+
+    /// Creates the backup directory (0700), refusing one that exists with anything in it.
+    private static func prepareBackupDirectory(_ path: String) throws(AdminFailure) {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue, (try? FileManager.default.contentsOfDirectory(atPath: path))?.isEmpty == true else {
+                throw AdminFailure(.invalidArgument, "\(path) exists and is not an empty directory; give a new path")
+            }
+        }
+        do {
+            try DataDirectory(path: path).create()
+        } catch {
+            throw AdminFailure(.failed, "cannot create \(path): \(error)")
+        }
+    }
+}
