@@ -67,3 +67,23 @@ extension Agent {
         }
     }
 }
+
+/// `check`: SQLite's full integrity check of the running node's database, on a connection of its
+/// own (the agent keeps serving meanwhile).
+extension Agent {
+    func check(_ reply: @escaping AdminReply) {
+        DispatchQueue.global().async { [store] in
+            let started = DispatchTime.now().uptimeNanoseconds
+            do throws(StoreError) {
+                let problems = try store.checkIntegrity(full: true)
+                let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+                reply(.success([
+                    "sound": .bool(problems.isEmpty), "problems": .array(problems.map(JSONValue.string)),
+                    "seconds": .double((seconds * 1000).rounded() / 1000),
+                ]))
+            } catch {
+                reply(.failure(AdminFailure(.failed, "the check could not run: \(error)")))
+            }
+        }
+    }
+}

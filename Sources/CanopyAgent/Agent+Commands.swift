@@ -12,7 +12,7 @@ typealias AdminReply = @Sendable (Result<[String: JSONValue], AdminFailure>) -> 
 extension Agent: AdminRequestHandler {
     /// Every command name, for `unknown_command` messages and the spec test.
     public static let commandNames: [String] = [
-        "backup", "bulk_docs", "changes", "conflicts", "delete", "events", "export", "get", "import", "peer.accept", "peer.add",
+        "backup", "bulk_docs", "changes", "check", "conflicts", "delete", "events", "export", "get", "import", "peer.accept", "peer.add",
         "peer.remove", "peers", "put", "reload", "resolve", "resolver.answer", "resolver.register", "shutdown",
         "stats", "status", "sync",
     ]
@@ -40,6 +40,7 @@ extension Agent: AdminRequestHandler {
             storeQueue.async { reply(self.documentCommand(request)) }
         case "sync": onQueue(reply) { try self.sync(request, reply) }
         case "backup": onQueue(reply) { try self.backup(request, reply) }
+        case "check": check(reply)
         case "reload":
             reload { result in
                 reply(result.map { ["restart_required": .array($0.map(JSONValue.string))] }.mapError { AdminFailure(.failed, $0.description) })

@@ -90,6 +90,14 @@ public final class Agent: @unchecked Sendable {
         } catch {
             throw .store(error.description)
         }
+        // A damaged file is not served: what it would send peers is wrong, and they would keep it.
+        // quick_check reads every page once (O(file size); README, Limits) but skips matching
+        // each index to its table, which `canopyctl check` does.
+        let problems: [String]
+        do { problems = try store.checkIntegrity(full: false) } catch { throw .store(error.description) }
+        if !problems.isEmpty {
+            throw .damagedDatabase(path: directory.databasePath, report: problems.joined(separator: "; "))
+        }
         notifier = SystemdNotifier(environment: environment)
         startedAt = Self.wallClock()
         peers = PeerConnectionManager(identity: identity.identity, deliveryQueue: replicationQueue, logger: logger, events: self)

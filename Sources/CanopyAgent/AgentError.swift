@@ -50,6 +50,8 @@ public enum AgentError: Error, CustomStringConvertible {
     case system(SystemError)
     /// The document store failed to open.
     case store(String)
+    /// The database file is damaged (its start-up check found problems).
+    case damagedDatabase(path: String, report: String)
 
     public var description: String {
         switch self {
@@ -58,6 +60,10 @@ public enum AgentError: Error, CustomStringConvertible {
         case .identityExists(let path): return "an identity already exists at \(path); refusing to overwrite it"
         case .notInitialized(let dir): return "\(dir) is not a Canopy data directory; run `canopyd init --data-dir \(dir)` first"
         case .badIdentity(let path, let detail): return "cannot use identity \(path): \(detail)"
+        case .damagedDatabase(let path, let report):
+            return "\(path) is damaged (SQLite's quick_check: \(report.prefix(400))); the agent will not serve it. "
+                + "Restore it from a backup (canopyctl backup), or move it aside and start from an empty database "
+                + "(canopyd init --data-dir with a new directory), which gets the documents back from its peers"
         case .config(let error): return error.description
         case .adminSocketInUse(let path): return "an agent is already answering on \(path); not replacing it"
         case .socketPathTooLong(let path):

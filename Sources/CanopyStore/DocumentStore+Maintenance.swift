@@ -98,3 +98,20 @@ extension DocumentStore {
         }
     }
 }
+
+/// Integrity checks.
+extension DocumentStore {
+    /// SQLite's `PRAGMA quick_check` (or, `full`, `integrity_check`, which also checks that every
+    /// index matches its table), on a connection of its own so the store keeps writing meanwhile.
+    /// Returns the problems found, at most `problemsMax`; empty when the file is sound.
+    public func checkIntegrity(full: Bool, problemsMax: Int = 100) throws(StoreError) -> [String] {
+        do {
+            let reader = try Database(path: db.path)
+            let pragma = full ? "integrity_check" : "quick_check"
+            let lines = try reader.query("PRAGMA \(pragma)(\(max(1, problemsMax)))") { $0.text(0) }
+            return lines == ["ok"] ? [] : lines
+        } catch {
+            throw StoreError.wrap(error)
+        }
+    }
+}

@@ -145,6 +145,8 @@ struct AdminConformanceScenarios {
         #expect(done["with_identity"] == .bool(true) && done["path"] == .string(path), "\(done)")
         #expect(FileManager.default.fileExists(atPath: path + "/identity.key"))
         #expect(errorCode(of: try a.request("backup", ["path": .string(path)])) == "invalid_argument")
+        let check = try a.request("check")
+        #expect(check["sound"] == .bool(true) && check["problems"] == .array([]) && check["seconds"] != nil, "\(check)")
     }
 
     /// bulk_docs writes new revisions; an entry naming a stale revision is refused alone.

@@ -117,4 +117,29 @@ struct DataFilesEndToEndTests {
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("not an empty directory"), "\(refused.stderr)")
     }
+
+    @Test("a damaged database is refused at start with a message naming the file and what to do; canopyctl check says a sound one is sound")
+    func damagedDatabaseRefused() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        var docs: [JSONValue] = []
+        for index in 0..<200 {
+            docs.append(.object(["_id": .string("doc-\(index)"), "text": .string(String(repeating: "x", count: 1000))]))
+        }
+        _ = try agent.client().request("bulk_docs", ["docs": .array(docs)])
+        let checked = try agent.ctl(["check"])
+        #expect(checked.status == 0, "\(checked.stderr)")
+        #expect(checked.stdout.contains("the database is sound"), "\(checked.stdout)")
+        _ = try agent.ctl(["shutdown"])
+        try waitForExit(agent.process)
+        // Bytes flipped inside a page of the table, as a failing disk would leave them.
+        let path = agent.dataDir + "/canopy.sqlite"
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        #expect(bytes.count > 20 * 4096)
+        for offset in (10 * 4096)..<(10 * 4096 + 64) { bytes[offset] ^= 0x5A }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let started = try run(Binaries.canopyd, ["run", "--data-dir", agent.dataDir])
+        #expect(started.status == 1)
+        #expect(started.stderr.contains("canopy.sqlite is damaged") && started.stderr.contains("backup"), "\(started.stderr)")
+    }
 }

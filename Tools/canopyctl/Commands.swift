@@ -274,3 +274,23 @@ struct Backup: ParsableCommand {
             + (withIdentity ? ", with identity.key)" : "; without identity.key)"))
     }
 }
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run SQLite's full integrity check on the running node's database; exits 1 if it is damaged.")
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() throws {
+        let result = try connection.call("check")
+        if connection.json { printJSON(.object(result)) }
+        guard result["sound"] == .bool(true) else {
+            if !connection.json, case .array(let problems)? = result["problems"] {
+                for problem in problems { print(text(problem)) }
+            }
+            throw CtlFailure(
+                status: .error,
+                message: "the database is damaged; restore it from a backup (canopyctl backup) or move it aside and let the node resync from its peers")
+        }
+        if !connection.json { print("the database is sound (integrity check, \(text(result["seconds"])) s)") }
+    }
+}
