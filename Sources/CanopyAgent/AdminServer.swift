@@ -184,7 +184,10 @@ final class AdminClient: @unchecked Sendable {
     /// Keeps the connection open after the client ends its input (an `events` subscription).
     /// Called before the request's reply, so it takes effect before that reply is sent.
     func staysOpenAfterInput() {
-        queue.async { [self] in staysOpen = true }
+        queue.async { [self] in
+            staysOpen = true
+            connection.isStream = true
+        }
     }
 
     /// Closes from the server side (agent shutdown).

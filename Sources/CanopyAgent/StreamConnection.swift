@@ -30,6 +30,9 @@ final class StreamConnection: @unchecked Sendable {
     /// Shared with the other connections of the same kind (admin clients): bounds their queued
     /// bytes together.
     private let writeBudget: PendingWriteBudget?
+    /// The connection streams (an `events` subscriber): the write budget cuts streams first.
+    /// Must be set on `queue`.
+    var isStream = false
     private var readSource: (any DispatchSourceRead)?
     private var writeSource: (any DispatchSourceWrite)?
     private var writeSuspended = true
@@ -233,7 +236,7 @@ extension StreamConnection {
     fileprivate func reportPending() {
         guard let writeBudget, !isClosed else { return }
         let queue = self.queue
-        writeBudget.update(ObjectIdentifier(self), bytes: pending.count - pendingOffset) { [weak self] in
+        writeBudget.update(ObjectIdentifier(self), bytes: pending.count - pendingOffset, streaming: isStream) { [weak self] in
             queue.async { [weak self] in self?.close() }
         }
     }

@@ -83,6 +83,21 @@ struct PendingWriteBudgetTests {
         #expect(budget.totalBytes == 10)
     }
 
+    @Test("streams are cut before connections that only get replies, even ones holding more")
+    func streamsAreCutFirst() {
+        let cut = CutOffs()
+        let owners = (0..<3).map { _ in CutOffs() }
+        let budget = PendingWriteBudget(totalMax: 100)
+        budget.update(ObjectIdentifier(owners[0]), bytes: 60) { cut.names.append("reply") }
+        budget.update(ObjectIdentifier(owners[1]), bytes: 20, streaming: true) { cut.names.append("small stream") }
+        budget.update(ObjectIdentifier(owners[2]), bytes: 30, streaming: true) { cut.names.append("large stream") }
+        #expect(cut.names == ["large stream"])
+        budget.update(ObjectIdentifier(owners[0]), bytes: 90) { cut.names.append("reply") }
+        #expect(cut.names == ["large stream", "small stream"])
+        budget.update(ObjectIdentifier(owners[0]), bytes: 101) { cut.names.append("reply") }
+        #expect(cut.names == ["large stream", "small stream", "reply"])
+    }
+
     @Test("one connection alone over the total is cut off")
     func singleConnectionOverTheTotal() {
         let cut = CutOffs()

@@ -37,6 +37,7 @@ struct AdminConformanceScenarios {
         try pendingPeer()
         try syncFailsWhenThePeerIsRemoved()
         try reload()
+        try busyAtTheConnectionLimit()
         try eventsAndShutdown()
     }
 
@@ -84,6 +85,24 @@ struct AdminConformanceScenarios {
         let huge = #"{"id":7,"cmd":"put","doc":"x","body":{"s":""# + String(repeating: "a", count: AgentLimits.adminLineBytesMax) + #""}}"#
         #expect(errorCode(of: try long.raw(huge)) == "line_too_long")
         #expect(long.readUntilClosed(), "the connection stays open after line_too_long")
+    }
+
+    /// C with every admin connection slot taken: one more client is told `busy` and closed; once
+    /// a slot is free C serves again.
+    func busyAtTheConnectionLimit() throws {
+        var held: [RecordingClient] = []
+        for _ in 0..<AgentLimits.adminConnectionsMax {
+            let client = try client(self.c)
+            #expect(try client.request("status")["ok"] == .bool(true))
+            held.append(client)
+        }
+        let over = try client(self.c)
+        let busy = try over.request("status")
+        #expect(errorCode(of: busy) == "busy", "\(busy)")
+        #expect(busy["id"] == .null)
+        #expect(over.readUntilClosed(), "the connection is closed after busy")
+        held.removeAll()
+        try poll("C to serve again") { try client(self.c).request("status")["ok"] == .bool(true) }
     }
 
     /// export in pages from A, import into C, and C exports the same documents.

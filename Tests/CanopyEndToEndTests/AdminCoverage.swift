@@ -125,7 +125,8 @@ final class RecordingClient {
         try self.init(socketPath: agent.socketPath, coverage)
     }
 
-    /// Sends `{"id":N,"cmd":command,…arguments}` and returns its response.
+    /// Sends `{"id":N,"cmd":command,…arguments}` and returns its response, or the `busy` line
+    /// of an agent at its client limit (which may close before the request is sent).
     @discardableResult
     func request(_ command: String, _ arguments: [String: JSONValue] = [:]) throws -> [String: JSONValue] {
         let id = nextID
@@ -133,10 +134,16 @@ final class RecordingClient {
         var members = arguments
         members["id"] = .int(id)
         members["cmd"] = .string(command)
-        try client.sendLine(CanonicalJSON.encode(.object(members)))
+        do {
+            try client.sendLine(CanonicalJSON.encode(.object(members)))
+        } catch {
+            guard let line = try? read(), AdminSocketClient.isBusy(line) else { throw error }
+            coverage.recordResponse(command: command, arguments: Array(arguments.keys), response: line)
+            return line
+        }
         while true {
             let line = try read()
-            if line["id"] == .int(id) {
+            if line["id"] == .int(id) || AdminSocketClient.isBusy(line) {
                 coverage.recordResponse(command: command, arguments: Array(arguments.keys), response: line)
                 return line
             }
