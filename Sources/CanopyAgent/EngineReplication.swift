@@ -182,23 +182,26 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         pendingDocumentEvents.append((id, events))
     }
 
-    /// Counts refused documents for the peer and logs them, rate-limited.
+    /// Counts documents from the peer this node refused, and logs them (rate-limited).
     private func noteRefusals(_ id: String, count: Int) {
         peers[id]?.rejected += Int64(count)
-        guard case .log(let suppressed) = refusalLog.admit("rejected:\(id)", now: scheduler.now) else { return }
-        logger.warning("refused documents from a peer", metadata: [
-            "peer": "\(id)", "refused": "\(count)", "refused_since_start": "\(peers[id]?.rejected ?? 0)",
-            "last": "\(peers[id]?.lastRejection ?? "")", "similar_lines_suppressed": "\(suppressed)",
-        ])
+        logRefusals(id, kind: "rejected", message: "refused documents from a peer", count: count,
+                    total: peers[id]?.rejected, last: peers[id]?.lastRejection)
     }
 
-    /// Counts documents the peer refused and logs them, rate-limited.
+    /// Counts documents this node pushed that the peer refused, and logs them (rate-limited).
     private func noteRefusedByPeer(_ id: String, count: Int) {
         peers[id]?.refusedByPeer += Int64(count)
-        guard case .log(let suppressed) = refusalLog.admit("refused-by:\(id)", now: scheduler.now) else { return }
-        logger.warning("a peer refused documents this node pushed", metadata: [
-            "peer": "\(id)", "refused": "\(count)", "refused_since_start": "\(peers[id]?.refusedByPeer ?? 0)",
-            "last": "\(peers[id]?.lastRefusedByPeer ?? "")", "similar_lines_suppressed": "\(suppressed)",
+        logRefusals(id, kind: "refused-by", message: "a peer refused documents this node pushed", count: count,
+                    total: peers[id]?.refusedByPeer, last: peers[id]?.lastRefusedByPeer)
+    }
+
+    /// One warning per peer and kind per interval, with the count of lines held back since.
+    private func logRefusals(_ id: String, kind: String, message: Logger.Message, count: Int, total: Int64?, last: String?) {
+        guard case .log(let suppressed) = refusalLog.admit("\(kind):\(id)", now: scheduler.now) else { return }
+        logger.warning(message, metadata: [
+            "peer": "\(id)", "refused": "\(count)", "refused_since_start": "\(total ?? 0)", "last": "\(last ?? "")",
+            "similar_lines_suppressed": "\(suppressed)",
         ])
     }
 
