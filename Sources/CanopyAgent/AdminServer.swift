@@ -138,6 +138,7 @@ final class AdminClient: @unchecked Sendable {
     private let connection: StreamConnection
     private weak var handler: (any AdminRequestHandler)?
     private let log: RateLimitedLog
+    private let writeBudget: PendingWriteBudget
     private var buffer: [UInt8] = []
     private var lines: [[UInt8]] = []
     private var busy = false
@@ -157,6 +158,7 @@ final class AdminClient: @unchecked Sendable {
             fd: fd, queue: queue, pendingWriteBytesMax: AgentLimits.adminPendingWriteBytesMax, writeBudget: writeBudget)
         self.handler = handler
         self.log = log
+        self.writeBudget = writeBudget
     }
 
     func start(onClose: @escaping @Sendable () -> Void) {
@@ -168,10 +170,17 @@ final class AdminClient: @unchecked Sendable {
         }
     }
 
-    /// Sends a line that is not a response (a streamed event or a resolver question).
+    /// Sends a line that is not a response (a streamed event or a resolver question). The line
+    /// counts against the write budget from now on, not only once this client's queue has run.
     func sendLine(_ value: JSONValue) {
         let bytes = AdminResponse.line(value)
-        queue.async { [self] in connection.send(bytes) }
+        let owner = ObjectIdentifier(connection)
+        let cutOff: @Sendable () -> Void = { [weak self] in self?.queue.async { [weak self] in self?.connection.close() } }
+        writeBudget.addInFlight(owner, bytes.count, streaming: true, cutOff: cutOff)
+        queue.async { [self] in
+            writeBudget.addInFlight(owner, -bytes.count, streaming: true, cutOff: cutOff)
+            connection.send(bytes)
+        }
     }
 
     /// Registers a handler run once when the connection closes (immediately if already closed).

@@ -19,9 +19,14 @@ final class PendingWriteBudget: @unchecked Sendable {
     private let onCutOff: @Sendable (Int) -> Void
 
     private struct Entry {
-        var bytes: Int
+        /// Queued in the connection.
+        var queued: Int
+        /// Handed to the connection's queue and not yet taken by it (an event line for a
+        /// subscriber whose queue runs behind is memory all the same).
+        var inFlight: Int
         var streaming: Bool
         var cutOff: @Sendable () -> Void
+        var bytes: Int { queued + inFlight }
     }
 
     init(totalMax: Int, onCutOff: @escaping @Sendable (Int) -> Void = { _ in }) {
@@ -36,10 +41,25 @@ final class PendingWriteBudget: @unchecked Sendable {
     /// Records that `owner` has `bytes` queued now (0 forgets it); `streaming` says it is a
     /// stream (cut before the others); `cutOff` closes it if the budget must shed it.
     func update(_ owner: ObjectIdentifier, bytes: Int, streaming: Bool = false, cutOff: @escaping @Sendable () -> Void) {
+        change(owner, streaming: streaming, cutOff: cutOff) { $0.queued = max(bytes, 0) }
+    }
+
+    /// Adds `delta` bytes handed to `owner`'s queue (positive when handed over, negative when the
+    /// connection took them: `update` then counts them). Lines handed over are counted at once,
+    /// so a connection whose queue runs behind cannot hold unbounded bytes in waiting blocks.
+    func addInFlight(_ owner: ObjectIdentifier, _ delta: Int, streaming: Bool = false, cutOff: @escaping @Sendable () -> Void) {
+        change(owner, streaming: streaming, cutOff: cutOff) { $0.inFlight = max($0.inFlight + delta, 0) }
+    }
+
+    private func change(_ owner: ObjectIdentifier, streaming: Bool, cutOff: @escaping @Sendable () -> Void, _ apply: (inout Entry) -> Void) {
         let shed: [Entry] = lock.withLock {
-            total -= queued[owner]?.bytes ?? 0
-            queued[owner] = bytes > 0 ? Entry(bytes: bytes, streaming: streaming, cutOff: cutOff) : nil
-            total += max(bytes, 0)
+            var entry = queued[owner] ?? Entry(queued: 0, inFlight: 0, streaming: streaming, cutOff: cutOff)
+            total -= entry.bytes
+            apply(&entry)
+            entry.streaming = streaming
+            entry.cutOff = cutOff
+            queued[owner] = entry.bytes > 0 ? entry : nil
+            total += entry.bytes
             var shed: [Entry] = []
             while total > totalMax, let largest = queued.max(by: { ($0.value.streaming ? 1 : 0, $0.value.bytes) < ($1.value.streaming ? 1 : 0, $1.value.bytes) }) {
                 queued[largest.key] = nil

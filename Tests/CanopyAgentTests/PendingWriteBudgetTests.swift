@@ -47,6 +47,24 @@ struct PendingWriteBudgetTests {
         #expect(cut.names == ["large stream", "small stream", "reply"])
     }
 
+    @Test("bytes handed to a connection's queue count until the connection takes them")
+    func inFlightBytesCount() {
+        let cut = CutOffs()
+        let owners = (0..<2).map { _ in CutOffs() }
+        let budget = PendingWriteBudget(totalMax: 100)
+        budget.addInFlight(ObjectIdentifier(owners[0]), 40, streaming: true) { cut.names.append("a") }
+        budget.update(ObjectIdentifier(owners[0]), bytes: 30, streaming: true) { cut.names.append("a") }
+        #expect(budget.totalBytes == 70)
+        budget.addInFlight(ObjectIdentifier(owners[0]), -40, streaming: true) { cut.names.append("a") }
+        #expect(budget.totalBytes == 30)
+        budget.addInFlight(ObjectIdentifier(owners[1]), 50, streaming: true) { cut.names.append("b") }
+        budget.addInFlight(ObjectIdentifier(owners[1]), 30, streaming: true) { cut.names.append("b") }
+        #expect(cut.names == ["b"])
+        // What the cut connection's queue still takes afterwards is not counted twice.
+        budget.addInFlight(ObjectIdentifier(owners[1]), -50, streaming: true) { cut.names.append("b") }
+        #expect(budget.totalBytes == 30)
+    }
+
     @Test("one connection alone over the total is cut off")
     func singleConnectionOverTheTotal() {
         let cut = CutOffs()

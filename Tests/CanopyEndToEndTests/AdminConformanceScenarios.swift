@@ -90,6 +90,8 @@ struct AdminConformanceScenarios {
     /// C with every admin connection slot taken: one more client is told `busy` and closed; once
     /// a slot is free C serves again.
     func busyAtTheConnectionLimit() throws {
+        // Clients of earlier scenarios close asynchronously: wait until C counts only the asking one.
+        try poll("C to count one admin client") { try client(self.c).request("stats")["admin_clients"] == .int(1) }
         var held: [RecordingClient] = []
         for _ in 0..<AgentLimits.adminConnectionsMax {
             let client = try client(self.c)
