@@ -57,7 +57,7 @@ public struct DataDirectory: Sendable {
     /// Makes the database files private before the store opens them: creates `canopy.sqlite`
     /// with mode 0600 when it is missing (SQLite gives its `-wal` and `-shm` the database file's
     /// mode), and narrows any of the three that exists to 0600 (a file copied or moved keeps its
-    /// mode, whatever the directory's).
+    /// mode, whatever the directory's) where the file may be changed.
     public func restrictDatabaseFiles() throws(AgentError) {
         let fd = open(databasePath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         if fd >= 0 {
@@ -66,7 +66,11 @@ public struct DataDirectory: Sendable {
             throw .system(SystemError("create", databasePath))
         }
         for path in databaseFilePaths where access(path, F_OK) == 0 {
-            guard chmod(path, 0o600) == 0 else { throw .system(SystemError("chmod 0600", path)) }
+            // A file that may not be changed at all (immutable, or on a read-only file system) is
+            // left as it is: opening it then reports that it is read-only, in words that say so.
+            guard chmod(path, 0o600) == 0 || errno == EPERM || errno == EROFS else {
+                throw .system(SystemError("chmod 0600", path))
+            }
         }
     }
 
