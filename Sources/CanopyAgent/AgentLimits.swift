@@ -74,6 +74,9 @@ public enum AgentLimits {
 
     /// Concurrent inbound TCP connections that have not finished their handshake.
     public static let pendingInboundConnectionsMax = 32
+    /// Of those, the most one source address may hold: a client holding silent connections takes
+    /// at most this many slots, and the rest stay free for allowed peers (`HandshakeSlots`).
+    public static let pendingInboundPerSourceMax = 8
 
     /// Pending (refused, unknown) peers remembered for `peer accept`; further unknown peers are
     /// still refused but not listed, so a scan of node ids cannot grow the agent's memory.

@@ -90,6 +90,12 @@ final class HandshakeDriver: @unchecked Sendable {
         if case .initiator(let initiator) = machine { perform(initiator.start()) }
     }
 
+    /// Gives up the handshake as if the peer had closed (its slot went to another connection):
+    /// the connection closes and `completion` reports the failure.
+    func abandon() {
+        connection.queue.async { [self] in perform(machine.receiveEnd()) }
+    }
+
     private func perform(_ actions: [HandshakeAction]) {
         for action in actions {
             guard completion != nil else { return }

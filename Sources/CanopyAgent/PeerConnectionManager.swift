@@ -24,7 +24,8 @@ protocol PeerEventSink: AnyObject, Sendable {
 /// `deliveryQueue`, the replication engine's serial context.
 ///
 /// Invariants (on `queue`): the allow-list is the configured peers; inbound connections still
-/// handshaking are at most `AgentLimits.pendingInboundConnectionsMax`; each connection's own work
+/// handshaking are at most `AgentLimits.pendingInboundConnectionsMax`, shared between sources by
+/// `HandshakeSlots`; each connection's own work
 /// runs on its own serial queue.
 final class PeerConnectionManager: @unchecked Sendable {
     let queue = DispatchQueue(label: "canopy.peers")
@@ -38,7 +39,12 @@ final class PeerConnectionManager: @unchecked Sendable {
     private var listener: Int32 = -1
     private var acceptSource: (any DispatchSourceRead)?
     private var allowed = AllowList([])
-    private var handshaking = 0
+    /// Inbound handshakes in progress, by source (fair shares of the slots).
+    private var slots = HandshakeSlots(
+        totalMax: AgentLimits.pendingInboundConnectionsMax, perSourceMax: AgentLimits.pendingInboundPerSourceMax)
+    /// Their drivers, by token, so an evicted one can be abandoned.
+    private var inboundDrivers: [Int: HandshakeDriver] = [:]
+    private var nextToken = 0
     private var stopped = false
 
     init(identity: Identity, deliveryQueue: DispatchQueue, logger: Logger, events: any PeerEventSink) {
@@ -118,12 +124,17 @@ final class PeerConnectionManager: @unchecked Sendable {
     private func acceptReady() {
         while let fd = Socket.accept(listener) {
             let address = Socket.remoteAddress(fd)
-            guard handshaking < AgentLimits.pendingInboundConnectionsMax, !stopped else {
+            let token = nextToken
+            nextToken += 1
+            guard !stopped, case .admit(let evicting) = slots.admit(token, from: HandshakeSlots.source(of: address)) else {
                 connectionLog.log(.warning, kind: "peer.refused.busy", "refusing connection from \(address): too many handshakes in progress")
                 close(fd)
                 continue
             }
-            handshaking += 1
+            if let evicting, let driver = inboundDrivers.removeValue(forKey: evicting) {
+                connectionLog.log(.info, kind: "peer.handshake.evicted", "a handshake from a source holding many slots gave its place to \(address)")
+                driver.abandon()
+            }
             let connectionQueue = DispatchQueue(label: "canopy.peer.connection")
             Socket.setNoDelay(fd)
             let connection = StreamConnection(fd: fd, queue: connectionQueue, pendingWriteBytesMax: AgentLimits.peerPendingWriteBytesMax, traffic: traffic)
@@ -132,14 +143,16 @@ final class PeerConnectionManager: @unchecked Sendable {
                 deliveryQueue: deliveryQueue
             ) { [weak self] outcome in
                 guard let self else { return }
-                self.queue.async { self.inboundFinished(outcome, address: address) }
+                self.queue.async { self.inboundFinished(outcome, address: address, token: token) }
             }
+            inboundDrivers[token] = driver
             connectionQueue.async { driver.start() }
         }
     }
 
-    private func inboundFinished(_ outcome: Result<ChannelTransport, CryptoError>, address: String) {
-        handshaking -= 1
+    private func inboundFinished(_ outcome: Result<ChannelTransport, CryptoError>, address: String, token: Int) {
+        slots.finished(token)
+        inboundDrivers[token] = nil
         switch outcome {
         case .success(let transport):
             events?.peerConnected(nodeID: transport.peer.description, transport: transport)
