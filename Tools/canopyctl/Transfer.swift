@@ -76,38 +76,19 @@ final class ImportInput {
         seekable = regular
     }
 
-    /// The body's `new_edits`, read ahead: a regular file is scanned once for its members (the
-    /// member may follow the documents); from stdin only a member before `docs` can be known, so
-    /// stdin needs `--new-edits` unless the body names it first (as `canopyctl export` writes it).
+    /// The body's `new_edits`, read ahead until it is known: at once when the body names it
+    /// before the documents (`canopyctl export` writes it first), else at the end of the body.
+    /// A regular file is then read again from the start; stdin cannot be, so its bytes are held
+    /// (and handed out again by `forEachChunk`), at most `stdinLookAheadBytes`: a larger body
+    /// whose documents come first needs `--new-edits`.
     func newEditsMember() throws -> Bool? {
-        var found: JSONValue?
-        var splitter = BulkDocsSplitter(elementBytesMax: AgentLimits.adminLineBytesMax)
-        guard seekable else { return try peekStdin() }
-        do {
-            try forEachChunk { chunk in
-                try splitter.feed(chunk, element: { _ in }, member: { name, value in
-                    if name == "new_edits" { found = try? JSONValue.parse(value) }
-                })
-            }
-        } catch let problem as BulkDocsSplitter.Problem {
-            throw CtlFailure(status: .usage, message: "not a _bulk_docs body: \(problem)")
-        }
-        try handle.seek(toOffset: 0)
-        return try Self.flag(found)
-    }
-
-    /// Stdin cannot be read twice: its bytes are read ahead (and handed out again by
-    /// `forEachChunk`) until `new_edits` is known — at once when the body names it before the
-    /// documents (`canopyctl export` writes it first), or at the end of a body of at most
-    /// `stdinLookAheadBytes`. A larger body whose documents come first needs `--new-edits`.
-    private func peekStdin() throws -> Bool? {
         var splitter = BulkDocsSplitter(elementBytesMax: AgentLimits.adminLineBytesMax)
         var found: JSONValue?
         var sawDocument = false
         var held: [UInt8] = []
-        while held.count <= Self.stdinLookAheadBytes {
+        while true {
             let chunk = [UInt8](handle.readData(ofLength: Self.chunkBytes))
-            held += chunk
+            if !seekable { held += chunk }
             do {
                 try splitter.feed(chunk, element: { _ in sawDocument = true }, member: { name, value in
                     if name == "new_edits" { found = try? JSONValue.parse(value) }
@@ -115,14 +96,15 @@ final class ImportInput {
             } catch let problem as BulkDocsSplitter.Problem {
                 throw CtlFailure(status: .usage, message: "not a _bulk_docs body: \(problem)")
             }
-            if (found != nil && !sawDocument) || splitter.isComplete || chunk.isEmpty {
-                pushedBack = held
-                return try Self.flag(found)
+            if (found != nil && !sawDocument) || splitter.isComplete || chunk.isEmpty { break }
+            guard held.count <= Self.stdinLookAheadBytes else {
+                throw CtlFailure(
+                    status: .usage,
+                    message: "reading stdin, more than \(Self.stdinLookAheadBytes >> 20) MiB of documents come before \"new_edits\": say --new-edits false (revisions as they are) or true (new revisions)")
             }
         }
-        throw CtlFailure(
-            status: .usage,
-            message: "reading stdin, more than \(Self.stdinLookAheadBytes >> 20) MiB of documents come before \"new_edits\": say --new-edits false (revisions as they are) or true (new revisions)")
+        if seekable { try handle.seek(toOffset: 0) } else { pushedBack = held }
+        return try Self.flag(found)
     }
 
     static func flag(_ value: JSONValue?) throws -> Bool? {
