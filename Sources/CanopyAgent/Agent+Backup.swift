@@ -30,7 +30,7 @@ extension Agent {
         // commands need not wait for it (the snapshot has its own connection).
         DispatchQueue.global().async { [store] in
             do {
-                try store.backup(to: target.databasePath)
+                let documents = try store.backup(to: target.databasePath)
                 guard chmod(target.databasePath, 0o600) == 0 else { throw AdminFailure(.failed, "cannot chmod \(target.databasePath)") }
                 try DataDirectory.writeFileAtomically(
                     target.configPath, [UInt8](try Data(contentsOf: URL(fileURLWithPath: source.configPath))), mode: 0o600)
@@ -39,7 +39,6 @@ extension Agent {
                         target.identityPath, [UInt8](try Data(contentsOf: URL(fileURLWithPath: source.identityPath))), mode: 0o600)
                 }
                 let bytes = (try? FileManager.default.attributesOfItem(atPath: target.databasePath)[.size] as? Int) ?? 0
-                let documents = try DocumentStore(path: target.databasePath).documentCount
                 reply(.success([
                     "path": .string(path), "bytes": .int(Int64(bytes)), "documents": .int(Int64(documents)),
                     "with_identity": .bool(withIdentity),

@@ -88,11 +88,18 @@ extension DocumentStore {
     /// Writes a consistent snapshot of the store to a new file at `path` (`VACUUM INTO`, compact:
     /// free pages left out), from a connection of its own: a snapshot of the last committed
     /// transaction, taken while the store keeps writing (WAL readers do not block the writer).
-    /// The file is a complete store (no log beside it). Fails if `path` exists.
-    public func backup(to path: String) throws(StoreError) {
+    /// The file is a complete store (no log beside it). Fails if `path` exists. Returns how many
+    /// documents the snapshot holds that are not deleted (as `documentCount - deletedCount`),
+    /// read from the written file.
+    @discardableResult
+    public func backup(to path: String) throws(StoreError) -> Int {
         do {
             let reader = try Database(path: db.path)
             try reader.run("VACUUM INTO ?", .text(path))
+            try reader.run("ATTACH DATABASE ? AS snapshot", .text(path))
+            let documents = try reader.scalarInt("SELECT count(*) FROM snapshot.documents WHERE deleted = 0") ?? 0
+            try reader.execute("DETACH DATABASE snapshot")
+            return Int(documents)
         } catch {
             throw StoreError.wrap(error)
         }
