@@ -231,20 +231,9 @@ final class SubscriptionTarget {
             }), pending[index].refusals.count < WireLimits.batchRevisionsMax,
                 !event.documentID.isEmpty, event.documentID.utf8.count <= WireLimits.docIDBytesMax
             else { continue }
-            let reason = Self.truncated(event.detail ?? "refused", toUTF8Bytes: WireLimits.errorMessageBytesMax)
+            let reason = (event.detail ?? "refused").truncatedToUTF8(bytes: WireLimits.errorMessageBytesMax)
             pending[index].refusals.append(RevisionsAck.Refusal(documentID: event.documentID, reason: reason))
         }
-    }
-
-    /// `text` cut to at most `limit` UTF-8 bytes, on a character boundary.
-    static func truncated(_ text: String, toUTF8Bytes limit: Int) -> String {
-        guard text.utf8.count > limit else { return text }
-        var result = ""
-        for character in text {
-            guard result.utf8.count + character.utf8.count <= limit else { break }
-            result.append(character)
-        }
-        return result
     }
 
     /// A message whose check failed as a whole (a problem that names no document, or a batch

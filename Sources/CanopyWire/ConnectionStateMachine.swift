@@ -171,7 +171,7 @@ public struct ConnectionStateMachine: Sendable {
 extension String {
     /// The longest prefix of the string whose UTF-8 form fits in `bytes`, cut at a character
     /// boundary (so human-readable texts always fit their wire limit).
-    func truncatedToUTF8(bytes: Int) -> String {
+    package func truncatedToUTF8(bytes: Int) -> String {
         if utf8.count <= bytes { return self }
         var result = ""
         var used = 0
