@@ -77,6 +77,12 @@ struct ReplicationVisibilityEndToEndTests {
         // B pulls from A one pass at a time: nothing reaches B but through `sync`.
         let added = try b.ctl(["peer", "add", a.nodeID, try a.listenAddress(), "--direction", "pull", "--mode", "once"])
         #expect(added.status == 0, "\(added.stderr)")
+        // b's first one-shot pass (a has nothing yet) ends before the documents exist, so the
+        // refusal below happens during the sync, not in that pass.
+        try poll("b's first pass from a to end") {
+            let row = try Self.peerRow(b, for: a)
+            return row["connected"] == .bool(true) && row["state"] == .string("stopped")
+        }
         try a.put("fine", ["n": .int(1)])
         try a.put("damaged", ["n": .int(2)])
         // The stored body of `damaged` changes under A (as a flipped byte would): its revision id
