@@ -344,7 +344,7 @@ public final class ReplicationSession: @unchecked Sendable {
                                   continuous: configuration.continuous, filter: filter)))
         target = SubscriptionTarget(subscriptionID: requestID, replicationID: pending.replicationID,
                                     filter: configuration.pullFilter, store: store, session: random.nextHexID(),
-                                    since: since, localCheckpoint: pending.local)
+                                    since: since, localCheckpoint: pending.local, namesRefusals: peerAcceptsRefusals)
     }
 
     private func receiveChanges(_ changes: Changes) throws(ReplicationError) {
@@ -413,15 +413,7 @@ public final class ReplicationSession: @unchecked Sendable {
         switch result {
         case .success(let events):
             let (acks, completion) = target.finish(write, events: events)
-            for ack in acks {
-                // A peer that does not take refusals in an ack gets a plain `ok` (it learns nothing
-                // of them, as before the feature).
-                if case .okWithRefusals = ack.status, !peerAcceptsRefusals {
-                    send(.revisionsAck(RevisionsAck(requestID: ack.requestID, status: .ok)))
-                } else {
-                    send(.revisionsAck(ack))
-                }
-            }
+            for ack in acks { send(.revisionsAck(ack)) }
             report(completion, target: target)
             writeNext()
         case .failure(let error):
@@ -532,7 +524,8 @@ public final class ReplicationSession: @unchecked Sendable {
             throw .invalidReference("revisionsAck for unknown request \(ack.requestID)")
         }
         reportDocuments(try source.receive(ack))
-        if case .rejected = ack.status {} else { pushedInPass = true }
+        // `receive` threw for a rejected batch: this one was stored.
+        pushedInPass = true
         try pump(source)
         startConfirmationPullIfDue()
         onEvent(.progress)

@@ -45,11 +45,15 @@ final class SubscriptionTarget {
     private let session: String
     private var checkpoint: ReplicationCheckpoint?
     private var pending: Deque<Batch> = []
+    /// The peer accepts acknowledgements that name refused documents (its `hello`'s `refusals`);
+    /// without it, refused documents are acknowledged with a plain `ok`, as before the feature.
+    private let namesRefusals: Bool
     private(set) var progress = ReplicationProgress()
     private(set) var lastSequence: UInt64
 
     init(subscriptionID: RequestID, replicationID: [UInt8], filter: ReplicationFilter, store: DocumentStore,
-         session: String, since: UInt64, localCheckpoint: ReplicationCheckpoint?) {
+         session: String, since: UInt64, localCheckpoint: ReplicationCheckpoint?, namesRefusals: Bool = true) {
+        self.namesRefusals = namesRefusals
         self.subscriptionID = subscriptionID
         self.replicationID = replicationID
         self.filter = filter
@@ -208,7 +212,7 @@ final class SubscriptionTarget {
     /// checkpoint becomes current; returns the acknowledgement of every message marked final.
     /// Documents refused in the write are named in their batch's acknowledgement.
     func finish(_ write: Write, events: [DocumentEvent]) -> (acks: [RevisionsAck], completion: Completion) {
-        if events.contains(where: { $0.kind == .rejected }) { noteRefusals(events, in: write) }
+        if namesRefusals && events.contains(where: { $0.kind == .rejected }) { noteRefusals(events, in: write) }
         var acks: [RevisionsAck] = []
         for message in write.messages where message.final {
             guard let index = pending.firstIndex(where: { $0.requestID == message.requestID }) else { continue }
