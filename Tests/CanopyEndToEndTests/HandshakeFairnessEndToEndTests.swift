@@ -32,7 +32,7 @@ struct HandshakeFairnessEndToEndTests {
         return fd
     }
 
-    @Test("an allowed peer gets in at once while another address holds 60 silent connections")
+    @Test("an allowed peer gets in while another address holds 60 silent connections, without waiting for them to time out")
     func allowedPeerGetsIn() throws {
         let a = try AgentProcess()
         let b = try AgentProcess()
@@ -53,9 +53,18 @@ struct HandshakeFairnessEndToEndTests {
         #expect(accepted.status == 0, "\(accepted.stderr)")
         try b.allow(a)
         try b.put("through", ["n": .int(1)])
-        let started = Date()
-        // The handshake timeout is 10 s: without fair slots b would wait for the silent ones to expire.
-        try poll("b's document on a", limitSeconds: 5) { try a.value(of: "through", "n") == .int(1) }
-        #expect(Date().timeIntervalSince(started) < 5)
+        try poll("b's document on a") { try a.value(of: "through", "n") == .int(1) }
+        // b got in while silent connections still held their slots: the agent made room by
+        // dropping that address's oldest ones, not by waiting for every one to time out (without
+        // fair slots, b's document arrives only after all of them were dropped).
+        let open = silent.filter(Self.isOpen)
+        #expect(!open.isEmpty && open.count <= AgentLimits.pendingInboundPerSourceMax, "\(open.count) silent connections still open")
+    }
+
+    /// True when the agent has not closed the connection (nothing to read, no end of stream).
+    static func isOpen(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        let count = recv(fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK))
+        return count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
     }
 }

@@ -188,10 +188,8 @@ struct ReplicationVisibilityEndToEndTests {
         let absent = testNodeID(77)
         let added = try a.ctl(["peer", "add", absent, "127.0.0.1:9"])
         #expect(added.status == 0, "\(added.stderr)")
-        let started = Date()
         let sync = try a.ctl(["sync", absent, "--wait", "--timeout", "2"])
         #expect(sync.status == 1)
-        #expect(Date().timeIntervalSince(started) < 20)
         #expect(sync.stderr.contains("waiting for \(absent) at 127.0.0.1:9"), "\(sync.stderr)")
         #expect(sync.stderr.contains("did not finish within 2 s"), "\(sync.stderr)")
     }
