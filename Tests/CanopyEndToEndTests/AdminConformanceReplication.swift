@@ -117,6 +117,9 @@ extension AdminConformanceScenarios {
             _ = try a.request("peer.add", ["node_id": .string(absent), "address": .string("127.0.0.1:9")])
             // Without `wait` the reply comes at once: a sync to a peer that is down cannot finish first.
             #expect(try a.request("sync", ["node_id": .string(absent)])["started"] == .bool(true))
+            let agent = self.a
+            let syncsLogged = { agent.log.components(separatedBy: "admin sync node_id=\(absent)").count }
+            let before = syncsLogged()
             let outcome = Shared<[String: JSONValue]?>(nil)
             let finished = DispatchSemaphore(value: 0)
             let socketPath = self.a.socketPath
@@ -126,7 +129,9 @@ extension AdminConformanceScenarios {
                     "sync", ["node_id": .string(absent), "wait": .bool(true)])
                 finished.signal()
             }
-            usleep(200_000)  // how long to let the sync start; too short only costs a retry
+            // The agent logs a command as it takes it and runs `sync` and `peer.remove` in order on
+            // one queue: once the line is there, the removal cannot overtake the sync.
+            try poll("the waiting sync to reach the agent") { syncsLogged() > before }
             _ = try a.request("peer.remove", ["node_id": .string(absent)])
             #expect(finished.wait(timeout: .now() + waitLimitSeconds) == .success)
             let code = outcome.current.flatMap { errorCode(of: $0) }
