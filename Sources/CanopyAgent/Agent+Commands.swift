@@ -80,7 +80,7 @@ extension Agent: AdminRequestHandler {
             "data_dir": .string(options.directory.path),
             "conflicts": .string(config.conflicts.rawValue),
             "uptime_seconds": .double((Self.wallClock() - startedAt).rounded()),
-        ]
+        ].merging(damageStatus) { first, _ in first }
         peerRows { rows in
             self.storeQueue.async {
                 do throws(StoreError) {

@@ -150,8 +150,8 @@ extension Agent {
     private func changes(_ request: AdminRequest) throws -> [String: JSONValue] {
         let since = try request.optionalInt("since", in: 0...Int64.max) ?? 0
         let limit = try request.optionalInt("limit", in: 1...Int64(AgentLimits.changesLimitMax)) ?? Int64(AgentLimits.changesDefaultLimit)
-        let changes = try store.changes(since: since, limit: Int(limit))
-        let rows = changes.map { change -> JSONValue in
+        let page = try store.changesPage(since: since, limit: Int(limit))
+        let rows = page.changes.map { change -> JSONValue in
             var row: [String: JSONValue] = [
                 "seq": .int(change.sequence), "doc": .string(change.documentID),
                 "changes": .array(change.leaves.filter { !$0.kind.isClosed }.map { .object(["rev": .string($0.revision.description)]) }),
@@ -159,7 +159,7 @@ extension Agent {
             if change.deleted { row["deleted"] = .bool(true) }
             return .object(row)
         }
-        return ["results": .array(rows), "last_seq": .int(changes.last?.sequence ?? since)]
+        return ["results": .array(rows), "last_seq": .int(page.lastSequence ?? since)]
     }
 
     private func stats() throws(StoreError) -> [String: JSONValue] {

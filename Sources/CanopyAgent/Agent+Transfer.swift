@@ -128,11 +128,11 @@ extension Agent {
         let since = try request.optionalInt("since", in: 0...Int64.max) ?? 0
         let limit = try request.optionalInt("limit", in: 1...Int64(AgentLimits.changesLimitMax)) ?? Int64(AgentLimits.changesDefaultLimit)
         var skip = Int(try request.optionalInt("skip_leaves", in: 0...Int64(Int32.max)) ?? 0)
-        let changes = try store.changes(since: since, limit: Int(limit))
+        let page = try store.changesPage(since: since, limit: Int(limit))
         var docs: [JSONValue] = []
         var bytes = 0
         var lastWhole = since
-        for change in changes {
+        for change in page.changes {
             for (index, leaf) in change.leaves.enumerated() where index >= skip {
                 guard let document = try exportedRevision(change.documentID, leaf.revision) else { continue }
                 let exported = try Self.couchDocument(document)
@@ -149,16 +149,22 @@ extension Agent {
             skip = 0
             lastWhole = change.sequence
         }
-        return ["docs": .array(docs), "last_seq": .int(lastWhole), "done": .bool(changes.count < Int(limit))]
+        // Damaged rows the page passed over (reported by the store) count as exported.
+        return ["docs": .array(docs), "last_seq": .int(page.lastSequence ?? lastWhole), "done": .bool(page.reachedEnd)]
     }
 
-    /// One leaf with its history, or nil when its body was compacted away (nothing to export).
+    /// One leaf with its history, or nil when its body was compacted away or is damaged (nothing to
+    /// export).
     private func exportedRevision(_ id: String, _ revision: RevisionID) throws(StoreError) -> Document? {
         do throws(StoreError) {
             return try store.get(id: id, rev: revision, options: .revisions)
         } catch {
-            if case .bodyUnavailable = error { return nil }
-            throw error
+            switch error {
+            case .bodyUnavailable: return nil
+            // Reported by the store (event, status, log); the export goes on with the rest.
+            case .damaged: return nil
+            default: throw error
+            }
         }
     }
 }

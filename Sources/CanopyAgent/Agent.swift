@@ -60,6 +60,9 @@ public final class Agent: @unchecked Sendable {
     var peers: PeerConnectionManager!
     var admin: AdminServer?
     var boundListen: HostPort?
+    var damageFound = DamageFound()
+    /// Error lines for damaged documents: a damaged file can hold many.
+    let damageLog: RateLimitedLog
     var shuttingDown = false
     private var stopped = false
     private var shutdownWaiters: [@Sendable () -> Void] = []
@@ -98,10 +101,12 @@ public final class Agent: @unchecked Sendable {
         if !problems.isEmpty {
             throw .damagedDatabase(path: directory.databasePath, report: problems.joined(separator: "; "))
         }
+        damageLog = RateLimitedLog(logger: options.logger)
         notifier = SystemdNotifier(environment: environment)
         startedAt = Self.wallClock()
         peers = PeerConnectionManager(identity: identity.identity, deliveryQueue: replicationQueue, logger: logger, events: self)
         replication = EngineReplication(queue: replicationQueue, store: store, manager: peers, logger: logger, sink: self)
+        store.setDamageHandler { [weak self] damage in self?.storeFoundDamage(damage) }
     }
 
     /// The node id.

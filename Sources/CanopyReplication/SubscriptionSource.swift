@@ -82,14 +82,15 @@ final class SubscriptionSource {
     /// `nextRequestID` allocates request ids; `send` queues messages.
     func pump(nextRequestID: () -> RequestID, send: (Message) -> Void) throws(StoreError) {
         while inFlight.count < window && !finishedSending {
-            let changes = try store.changes(since: cursor, limit: batchSize)
-            let reachedEnd = changes.count < batchSize
-            if let last = changes.last { cursor = last.sequence }
+            // A damaged row is left out of the page (the store reports it) and passed over.
+            let page = try store.changesPage(since: cursor, limit: batchSize)
+            let reachedEnd = page.reachedEnd
+            if let last = page.lastSequence { cursor = last }
             var entries: [ChangesEntry] = []
             var documentKeys: [Int64] = []
-            entries.reserveCapacity(changes.count)
-            documentKeys.reserveCapacity(changes.count)
-            for change in changes {
+            entries.reserveCapacity(page.changes.count)
+            documentKeys.reserveCapacity(page.changes.count)
+            for change in page.changes {
                 if let entry = try entry(for: change) {
                     entries.append(entry)
                     documentKeys.append(change.documentKey)

@@ -24,22 +24,65 @@ public struct ChangeLeaf: Sendable, Equatable {
     public let kind: RevisionKind
 }
 
+/// One page of the changes feed.
+public struct ChangesPage: Sendable {
+    /// The readable documents of the page, in sequence order.
+    public let changes: [Change]
+    /// The sequence of the last row the page read, damaged rows included: where the next page
+    /// starts. Nil when the feed had nothing after `since`.
+    public let lastSequence: Int64?
+    /// True when the feed had fewer rows after `since` than the page's limit.
+    public let reachedEnd: Bool
+    /// Rows that could not be read (also reported through the store's damage handler): they are
+    /// left out of `changes`, not read with substitutions.
+    public let damaged: [StoredDamage]
+}
+
 /// The changes feed.
 extension DocumentStore {
     /// Documents changed after `since`, in sequence order, each once at its latest sequence,
     /// at most `limit` (capped at `StoreLimits.changesLimitMax`). Local documents never appear.
-    public func changes(since: Int64, limit: Int = StoreLimits.changesLimitMax) throws(StoreError) -> [Change] {
+    /// A damaged row (an id that is not valid UTF-8, a leaf list this build did not write) is
+    /// left out and reported (`StoredDamage`); the rest of the page is read.
+    public func changesPage(since: Int64, limit: Int = StoreLimits.changesLimitMax) throws(StoreError) -> ChangesPage {
         let count = max(0, min(limit, StoreLimits.changesLimitMax))
-        return try readSnapshot { db in
+        var damaged: [StoredDamage] = []
+        var rows = 0
+        var lastSequence: Int64?
+        let changes = try readSnapshot { db in
             try db.query(
                 "SELECT sequence, doc_id, leaves, deleted, doc_key FROM documents WHERE sequence > ? ORDER BY sequence LIMIT ?",
                 [.integer(since), .integer(Int64(count))]
-            ) { row in
-                let id = row.text(1)
-                let leaves = try LeafList.decode(row.borrowedBlob(2), documentID: id) { ChangeLeaf(revision: $0, kind: $1) }
-                guard !leaves.isEmpty else { throw StoreError.corrupt(detail: "document \"\(id.prefix(80))\" has no leaves") }
-                return Change(sequence: row.int64(0), documentID: id, leaves: leaves, deleted: row.int(3) != 0, documentKey: row.int64(4))
+            ) { row -> Change? in
+                rows += 1
+                let sequence = row.int64(0)
+                lastSequence = sequence
+                guard let id = row.validText(1) else {
+                    damaged.append(.invalidID(row.textBytes(1)))
+                    return nil
+                }
+                let leaves: [ChangeLeaf]
+                do {
+                    leaves = try LeafList.decode(row.borrowedBlob(2), documentID: id) { ChangeLeaf(revision: $0, kind: $1) }
+                } catch {
+                    damaged.append(StoredDamage(documentID: id, revision: nil, reason: "its leaf list is damaged"))
+                    return nil
+                }
+                guard !leaves.isEmpty else {
+                    damaged.append(StoredDamage(documentID: id, revision: nil, reason: "it has no leaves"))
+                    return nil
+                }
+                return Change(sequence: sequence, documentID: id, leaves: leaves, deleted: row.int(3) != 0, documentKey: row.int64(4))
             }
         }
+        for report in damaged { damage.report(report) }
+        return ChangesPage(
+            changes: changes.compactMap { $0 }, lastSequence: lastSequence, reachedEnd: rows < count, damaged: damaged)
+    }
+
+    /// The readable documents changed after `since` (`changesPage(since:limit:)` without the
+    /// page's bounds: fewer than `limit` does not mean the feed's end when rows were damaged).
+    public func changes(since: Int64, limit: Int = StoreLimits.changesLimitMax) throws(StoreError) -> [Change] {
+        try changesPage(since: since, limit: limit).changes
     }
 }

@@ -205,12 +205,12 @@ extension DocumentStore {
         guard let node = document.tree.node(revision) else {
             throw StoreError.notFound(documentID: document.id, revision: revision)
         }
-        guard let bytes = try RevisionRows.body(db, of: document, revision: revision) else {
+        guard let bytes = try RevisionRows.verifiedBody(db, of: document, node: node) else {
             throw StoreError.bodyUnavailable(documentID: document.id, revision: revision)
         }
         let body: JSONValue
         do { body = try InputValidation.storedBody(bytes, documentID: document.id) } catch {
-            throw StoreError.corrupt(detail: "stored body of \"\(document.id.prefix(80))\" \(revision): \(error)")
+            throw StoreError.damaged(StoredDamage(documentID: document.id, revision: revision, reason: "its stored body does not parse: \(error)"))
         }
         var result = Document(id: document.id, revision: revision, kind: node.kind, body: body)
         if options.contains(.revisions) { result.history = document.tree.ancestry(of: revision) }

@@ -121,6 +121,7 @@ extension DocumentStore {
         guard let body = document.body(revision) else {
             throw StoreError.bodyUnavailable(documentID: documentID, revision: revision)
         }
+        try verify(body, of: leaf, documentID: documentID, importedID: document.isImported(revision))
         if case .single = document {
             // The document holds this one revision (every document of a first sync of new
             // documents): the path is the leaf alone, with the link to its parent as the rest
@@ -150,6 +151,22 @@ extension DocumentStore {
         return try foreign(
             documentID: documentID, leaf: leaf, ancestors: Array(history.dropFirst()), rootParent: rootParent, body: body,
             importedID: document.isImported(revision))
+    }
+
+    /// Checks a body about to be sent against what the store knows of it: a revision's id is the
+    /// hash of its parent, kind and body, so a body that no longer hashes to it was damaged in
+    /// the file (an imported id is not a hash: its body is checked for canonical form). A
+    /// damaged revision is never sent: `StoreError.damaged`, which the read reports.
+    private static func verify(_ body: [UInt8], of leaf: RevTree.Node, documentID: String, importedID: Bool) throws(StoreError) {
+        let problem: String?
+        if importedID || (leaf.parent == nil && leaf.id.generation > 1) {
+            problem = CanonicalJSONCheck.problem(in: body).map { "its stored body is not canonical JSON: \($0)" }
+        } else if RevisionHasher.revisionID(parent: leaf.parent, kind: leaf.kind, canonicalBody: body) != leaf.id {
+            problem = "its stored body no longer matches the revision id (a damaged file)"
+        } else {
+            problem = nil
+        }
+        if let problem { throw .damaged(StoredDamage(documentID: documentID, revision: leaf.id, reason: problem)) }
     }
 
     /// The foreign revision of `leaf` with its ancestry; a history the store holds that does not

@@ -50,6 +50,8 @@ public final class DocumentStore: @unchecked Sendable {
     let lock = NSLock()
     /// Commit observers, under their own lock so they can be called without the store's.
     let observers = CommitObservers()
+    /// Damage reads found in the file (`StoredDamage`).
+    let damage = DamageLedger()
     let db: Database
     let configuration: Configuration
     var logger: Logger { configuration.logger }
@@ -122,7 +124,13 @@ public final class DocumentStore: @unchecked Sendable {
     func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         lock.lock()
         defer { lock.unlock() }
-        do { return try body(db) } catch { throw StoreError.wrap(error) }
+        do { return try body(db) } catch { throw reported(StoreError.wrap(error)) }
+    }
+
+    /// `error`, after reporting the damage it names (`StoredDamage`) through the damage handler.
+    func reported(_ error: StoreError) -> StoreError {
+        if case .damaged(let damage) = error { self.damage.report(damage) }
+        return error
     }
 
     /// `read` for batches (many documents per call): `body` runs in one read transaction, so its
@@ -146,7 +154,7 @@ public final class DocumentStore: @unchecked Sendable {
         do {
             return try snapshotConnection.readTransaction(body)
         } catch {
-            throw StoreError.wrap(error)
+            throw reported(StoreError.wrap(error))
         }
     }
 
@@ -183,7 +191,7 @@ public final class DocumentStore: @unchecked Sendable {
             }
             return (value, context.lastSequence != before)
         } catch {
-            throw StoreError.wrap(error)
+            throw reported(StoreError.wrap(error))
         }
     }
 

@@ -100,6 +100,27 @@ enum RevisionRows {
         return try statement.step() ? statement.blob(0) : nil
     }
 
+    /// The stored body of `revision` checked against its id, for reads that hand a body to the
+    /// application: a revision's id is the hash of its parent, kind and body, so a body that no
+    /// longer hashes to it (or, for an imported id, does not parse) was damaged in the file and
+    /// is `StoreError.damaged`, never returned. Nil when the body was dropped.
+    static func verifiedBody(_ db: Database, of document: StoredDocument, node: RevTree.Node) throws -> [UInt8]? {
+        if let body = document.newBodies[node.id] { return body }
+        guard let key = document.key else { return nil }
+        let statement = try db.statement("SELECT body, kind FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?")
+        defer { statement.reset() }
+        try statement.bind(key, at: 1)
+        try statement.bind(node.id.generation, at: 2)
+        try statement.bind(digestOf: node.id, at: 3)
+        guard try statement.step(), let body = statement.blob(0) else { return nil }
+        let imported = statement.int(1) & importedKindFlag != 0 || (node.parent == nil && node.id.generation > 1)
+        if !imported && RevisionHasher.revisionID(parent: node.parent, kind: node.kind, canonicalBody: body) != node.id {
+            throw StoreError.damaged(StoredDamage(
+                documentID: document.id, revision: node.id, reason: "its stored body no longer matches the revision id (a damaged file)"))
+        }
+        return body
+    }
+
     /// The body of `revision`, from this transaction's new bodies or the file.
     static func body(_ db: Database, of document: StoredDocument, revision: RevisionID) throws -> [UInt8]? {
         if let body = document.newBodies[revision] { return body }

@@ -233,6 +233,20 @@ public final class Statement {
         return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
     }
 
+    /// Column `index` of the current row as text, or nil when its bytes are not valid UTF-8 (a
+    /// damaged file): a stored id is never read with characters substituted.
+    public func validText(_ index: Int32) -> String? {
+        guard let pointer = sqlite3_column_text(handle, index) else { return "" }
+        let count = Int(sqlite3_column_bytes(handle, index))
+        return String(validating: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
+    }
+
+    /// Column `index` of the current row as raw bytes of its text (for reporting damage).
+    public func textBytes(_ index: Int32) -> [UInt8] {
+        guard let pointer = sqlite3_column_text(handle, index) else { return [] }
+        return Array(UnsafeBufferPointer(start: pointer, count: Int(sqlite3_column_bytes(handle, index))))
+    }
+
     /// Column `index` of the current row read as the digest of a revision of `generation`; nil
     /// unless it is exactly 16 bytes and the generation is valid. Reads in place, no array.
     public func revisionID(generation: Int, digestColumn index: Int32) -> RevisionID? {

@@ -78,6 +78,9 @@ public enum StoreError: Error, CustomStringConvertible {
     case schemaTooNew(path: String, found: Int, supported: Int)
     /// The file holds data this build cannot read (a bug or outside tampering).
     case corrupt(detail: String)
+    /// One document or revision in the file is damaged (`StoredDamage`); the rest is readable.
+    /// The store reported it through its damage handler.
+    case damaged(StoredDamage)
     /// SQLite failed (disk full, I/O error, busy, …).
     case sqlite(SQLiteError)
     /// A conflict handler or resolver passed by the caller threw.
@@ -94,6 +97,8 @@ public enum StoreError: Error, CustomStringConvertible {
         case .schemaTooNew(let path, let found, let supported):
             return "\(path) has schema version \(found), newer than this build's \(supported); upgrade Canopy to open it"
         case .corrupt(let detail): return "database corrupt: \(detail)"
+        case .damaged(let damage):
+            return "stored document \"\(damage.documentID.prefix(80))\"\(damage.revision.map { " revision \($0)" } ?? "") is damaged: \(damage.reason)"
         case .sqlite(let error): return error.description
         case .handlerFailed(let id, let underlying): return "handler for \"\(id.prefix(80))\" failed: \(underlying)"
         }

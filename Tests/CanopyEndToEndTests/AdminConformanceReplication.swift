@@ -24,9 +24,9 @@ final class Shared<Value: Sendable>: @unchecked Sendable {
 /// The scenarios that need peers: replication with refusals and conflicts, a resolver client, a
 /// pending peer, a sync that fails, reload, the event log and shutdown.
 extension AdminConformanceScenarios {
-    /// B pulls from A once (refusing a damaged document and keeping conflicts, as its policy is
-    /// manual), a resolver client settles some of them, then both replicate continuously and A's
-    /// automatic policy settles the rest.
+    /// B pulls from A once (A keeps back a damaged document, B refuses one it cannot take, and
+    /// keeps conflicts, as its policy is manual), a resolver client settles some of them, then both
+    /// replicate continuously and A's automatic policy settles the rest.
     func replicationWithConflicts() throws {
         let a = try client(self.a)
         let b = try client(self.b)
@@ -34,10 +34,14 @@ extension AdminConformanceScenarios {
             #expect(try a.request("put", ["doc": .string(id), "body": .object(["side": .string("a")])])["ok"] == .bool(true))
             #expect(try b.request("put", ["doc": .string(id), "body": .object(["side": .string("b")])])["ok"] == .bool(true))
         }
+        // `damaged`'s stored body changes under A, as a flipped byte would: A must never send it
+        // (it reports the damage). `refused` is stored as another build might have written it
+        // (not canonical, under an id that is its hash): A sends it and B must refuse it.
         try self.a.put("damaged", ["state": .string("before")])
-        // The stored body changes under A, as a flipped byte would: B must refuse the revision.
-        let database = try Database(path: self.a.dataDir + "/canopy.sqlite")
-        try database.execute(#"UPDATE revisions SET body = CAST('{"state":"after"}' AS BLOB) WHERE body = CAST('{"state":"before"}' AS BLOB)"#)
+        try StoredRevisionEdits.damageBody(in: self.a.dataDir + "/canopy.sqlite", from: #"{"state":"before"}"#, to: #"{"state":"after"}"#)
+        try self.a.put("refused", ["state": .string("sent")])
+        try StoredRevisionEdits.plantNonCanonicalBody(
+            in: self.a.dataDir + "/canopy.sqlite", documentID: "refused", body: #"{"state": "sent"}"#)
 
         let serve = try a.request("peer.add", [
             "node_id": .string(self.b.nodeID), "address": .string("-"), "direction": .string("push"), "mode": .string("continuous"),
@@ -52,6 +56,9 @@ extension AdminConformanceScenarios {
         #expect(synced["ok"] == .bool(true), "\(synced)")
         let row = try #require(b.request("peers")["peers"]?.arrayValue?.first?.objectValue)
         #expect(row["rejected"] == .int(1), "\(row)")
+        let damage = try a.request("status")
+        #expect(damage["damaged"] == .int(1), "\(damage)")
+        #expect(damage["last_damage"]?.objectValue?["doc"] == .string("damaged"), "\(damage)")
         #expect(try b.request("conflicts")["conflicts"]?.arrayValue?.count == 5)
 
         try resolverClient(b)

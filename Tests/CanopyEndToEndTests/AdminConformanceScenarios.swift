@@ -212,4 +212,9 @@ extension JSONValue {
         if case .array(let elements) = self { return elements }
         return nil
     }
+
+    var stringValue: String? {
+        if case .string(let text) = self { return text }
+        return nil
+    }
 }

@@ -84,25 +84,24 @@ struct ReplicationVisibilityEndToEndTests {
             return row["connected"] == .bool(true) && row["state"] == .string("stopped")
         }
         try a.put("fine", ["n": .int(1)])
-        try a.put("damaged", ["n": .int(2)])
-        // The stored body of `damaged` changes under A (as a flipped byte would): its revision id
-        // no longer matches its content, and B must refuse it rather than store it.
-        let database = try Database(path: a.dataDir + "/canopy.sqlite")
-        try database.execute(#"UPDATE revisions SET body = CAST('{"n":3}' AS BLOB) WHERE body = CAST('{"n":2}' AS BLOB)"#)
+        try a.put("refused", ["n": .int(2)])
+        // A holds `refused` as another build might have written it: a body that is not canonical
+        // JSON under an id that is its hash. A sends it; B must refuse it rather than store it.
+        try StoredRevisionEdits.plantNonCanonicalBody(in: a.dataDir + "/canopy.sqlite", documentID: "refused", body: #"{"n": 2}"#)
         let sync = try b.ctl(["sync", a.nodeID, "--wait", "--timeout", "60"])
         let rowAfterSync = try Self.peerRow(b, for: a)
         #expect(sync.status == 1, "\(sync.stdout) \(sync.stderr) \(rowAfterSync) \(b.log.suffix(3000))")
         #expect(sync.stderr.contains("1 document from \(a.nodeID) refused during this sync"), "\(sync.stderr)")
-        #expect(sync.stderr.contains("damaged"), "\(sync.stderr)")
+        #expect(sync.stderr.contains("not canonical"), "\(sync.stderr)")
         #expect(try b.value(of: "fine", "n") == .int(1))
-        #expect(try b.value(of: "damaged", "n") == nil)
+        #expect(try b.value(of: "refused", "n") == nil)
         let row = try Self.peerRow(b, for: a)
         #expect(row["rejected"] == .int(1))
         guard case .string(let reason)? = row["last_rejection"] else {
             Issue.record("no last_rejection in \(row)")
             return
         }
-        #expect(reason.contains("damaged") && reason.contains("does not match its content"), "\(reason)")
+        #expect(reason.contains("refused") && reason.contains("not canonical"), "\(reason)")
         let table = try b.ctl(["peers"])
         #expect(table.stdout.contains("REFUSED"), "\(table.stdout)")
         try poll("the refusal in b's log") { b.log.contains("refused documents from a peer") }
@@ -112,7 +111,7 @@ struct ReplicationVisibilityEndToEndTests {
             Issue.record("no last_refused_by_peer on a")
             return
         }
-        #expect(theirReason.contains("damaged") && theirReason.contains("does not match its content"), "\(theirReason)")
+        #expect(theirReason.contains("refused") && theirReason.contains("not canonical"), "\(theirReason)")
         try poll("the refusal in a's log") { a.log.contains("a peer refused documents this node pushed") }
         // A second sync refuses nothing new (the document is not asked for again) and succeeds.
         let again = try b.ctl(["sync", a.nodeID, "--wait", "--timeout", "60"])

@@ -35,19 +35,19 @@ struct ChangesTests {
         #expect(last.deleted && last.current == tombstone)
     }
 
-    @Test("a leaf list the store did not write is reported as corruption, not misread", arguments: [
+    @Test("a leaf list the store did not write is reported as damage and passed over, not misread", arguments: [
         "x'00'", "x'00000000000102030405060708090a0b0c0d0e0f00'", "x'00000001000102030405060708090a0b0c0d0e0f09'",
     ])
     func corruptLeafList(leaves: String) throws {
         let test = try TestStore()
         try test.store.put(id: "d", body: body(1), replacing: nil)
-        try Database(path: test.path).execute("UPDATE documents SET leaves = \(leaves)")
-        #expect {
-            try test.store.changes(since: 0)
-        } throws: { error in
-            guard case StoreError.corrupt(let detail) = error else { return false }
-            return detail.contains("leaf list")
-        }
+        try test.store.put(id: "e", body: body(2), replacing: nil)
+        try Database(path: test.path).execute("UPDATE documents SET leaves = \(leaves) WHERE doc_id = 'd'")
+        let page = try test.store.changesPage(since: 0)
+        #expect(page.changes.map(\.documentID) == ["e"])
+        #expect(page.damaged.map(\.documentID) == ["d"] && page.damaged.allSatisfy { $0.reason.contains("leaf list") })
+        #expect(page.lastSequence == 2 && page.reachedEnd)
+        #expect(test.store.damagedCount == 1)
     }
 
     @Test("local documents never appear in the changes feed")

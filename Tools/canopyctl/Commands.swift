@@ -17,6 +17,12 @@ struct Status: ParsableCommand {
             ("conflicted", text(result["conflicted_count"])), ("conflicts", text(result["conflicts"])),
         ]
         for (name, value) in rows { print(name.padding(toLength: 12, withPad: " ", startingAt: 0) + value) }
+        if case .int(let damaged)? = result["damaged"], damaged > 0 {
+            // Never quiet: the operator has a damaged file to restore.
+            let last = result["last_damage"]?.objectValue
+            print("damaged".padding(toLength: 12, withPad: " ", startingAt: 0)
+                + "\(damaged) (last: \(text(last?["doc"])): \(text(last?["reason"]))); run `canopyctl check`, restore from a backup")
+        }
         print("")
         printPeerTable(result["peers"])
     }

@@ -1,0 +1,45 @@
+import CanopyCore
+import CanopyStore
+import Dispatch
+import Logging
+
+/// Damage found in the store's file while the agent runs (`StoredDamage`): a document whose id
+/// is not valid UTF-8, or a revision whose stored body no longer matches its id. The store leaves
+/// it out of what it reads, so it is never sent to a peer; the agent makes it visible: the
+/// `document.damaged` event, `damaged`/`last_damage` in `status`, and a rate-limited error line
+/// in the log. The repair is the operator's (README, *Backups*): restore from a backup, after
+/// which peers send back what the backup lacks.
+extension Agent {
+    /// Called by the store on the reading thread, the first time it finds each damaged
+    /// document or revision.
+    func storeFoundDamage(_ damage: StoredDamage) {
+        queue.async { [self] in
+            damageFound.count += 1
+            damageFound.last = damage
+            damageLog.log(
+                .error, kind: "damaged document",
+                "\(options.directory.databasePath): \(StoreError.damaged(damage).description); it is not sent to peers. Run `canopyctl check` and restore the data directory from a backup (README, Backups)")
+        }
+        var data: [String: JSONValue] = ["doc": .string(damage.documentID), "reason": .string(damage.reason)]
+        if let revision = damage.revision { data["rev"] = .string(revision.description) }
+        emit("document.damaged", data)
+    }
+
+    /// `status` members: damaged documents and revisions found since the agent started, and the last.
+    var damageStatus: [String: JSONValue] {
+        dispatchPrecondition(condition: .onQueue(queue))
+        var last = JSONValue.null
+        if let damage = damageFound.last {
+            var members: [String: JSONValue] = ["doc": .string(damage.documentID), "reason": .string(damage.reason)]
+            if let revision = damage.revision { members["rev"] = .string(revision.description) }
+            last = .object(members)
+        }
+        return ["damaged": .int(Int64(damageFound.count)), "last_damage": last]
+    }
+}
+
+/// What the agent has seen of damage in its store, on its queue.
+struct DamageFound {
+    var count = 0
+    var last: StoredDamage?
+}

@@ -1,0 +1,68 @@
+import CanopyAgent
+import CanopyCore
+import Foundation
+import Testing
+
+/// Damage in an agent's database file stays there: a document whose stored id is not valid UTF-8
+/// or whose stored body no longer matches its revision id is never sent to a peer, never read with
+/// characters substituted, and is reported (status, event, log) while the rest replicates.
+@Suite("stored damage, end to end", .serialized)
+struct StoredDamageEndToEndTests {
+    @Test("damaged documents are reported by their node and never reach a peer; the rest does")
+    func damageStaysHome() throws {
+        let a = try AgentProcess()
+        let b = try AgentProcess()
+        try a.start()
+        try b.start()
+        for index in 0..<5 { try a.put("fine-\(index)", ["n": .int(Int64(index))]) }
+        try a.put("bad-body", ["n": .int(100)])
+        try a.put("bad-id", ["n": .int(200)])
+        let path = a.dataDir + "/canopy.sqlite"
+        try StoredRevisionEdits.damageBody(in: path, from: #"{"n":100}"#, to: #"{"n":101}"#)
+        try StoredRevisionEdits.damageID(in: path, documentID: "bad-id", to: Array("bad-".utf8) + [0xFF] + Array("-id".utf8))
+
+        try a.allow(b)
+        let added = try b.ctl(["peer", "add", a.nodeID, try a.listenAddress(), "--direction", "pull", "--mode", "once"])
+        #expect(added.status == 0, "\(added.stderr)")
+        let sync = try b.ctl(["sync", a.nodeID, "--wait", "--timeout", "60"])
+        #expect(sync.status == 0, "\(sync.stdout) \(sync.stderr)")
+
+        // B has every sound document and nothing else: no damaged body, no id with U+FFFD.
+        let exported = try b.client().request("export", ["limit": .int(100)])
+        let ids = (exported["docs"]?.arrayValue ?? []).compactMap { $0.objectValue?["_id"]?.stringValue }
+        #expect(ids.sorted() == (0..<5).map { "fine-\($0)" }, "\(ids)")
+        #expect(try b.value(of: "bad-body", "n") == nil)
+
+        // A says so: counted in status, an event per damaged document, an error line in its log.
+        let status = try a.client().request("status")
+        #expect(status["damaged"] == .int(2), "\(status)")
+        let shown = try a.ctl(["status"])
+        #expect(shown.stdout.contains("damaged") && shown.stdout.contains("canopyctl check"), "\(shown.stdout)")
+        let events = try a.client()
+        let subscribed = try events.request("events", ["since": .int(0)])
+        guard case .int(let last)? = subscribed["last_seq"] else {
+            Issue.record("no last_seq in \(subscribed)")
+            return
+        }
+        var damaged: [[String: JSONValue]] = []
+        for _ in 0..<last {
+            let event = try events.readObject()["event"]?.objectValue
+            if event?["type"] == .string("document.damaged"), let data = event?["data"]?.objectValue { damaged.append(data) }
+        }
+        #expect(damaged.count == 2, "\(damaged)")
+        let body = damaged.first { $0["doc"] == .string("bad-body") }
+        #expect(body?["rev"] != nil && body?["reason"]?.stringValue?.contains("no longer matches") == true, "\(damaged)")
+        let id = damaged.first { $0["doc"]?.stringValue?.hasPrefix("bad-") == true && $0["doc"] != .string("bad-body") }
+        #expect(id?["reason"]?.stringValue?.contains("not valid UTF-8") == true, "\(damaged)")
+        try poll("the damage in a's log") { a.log.contains("is damaged") && a.log.contains("not sent to peers") }
+
+        // Reading the damaged document is an error naming the damage, never a substituted body.
+        let get = try a.ctl(["get", "bad-body"])
+        #expect(get.status != 0 && get.stderr.contains("damaged"), "\(get.status) \(get.stdout) \(get.stderr)")
+        // A's own export goes on with the rest.
+        let own = try a.client().request("export", ["limit": .int(100)])
+        let ownIDs = (own["docs"]?.arrayValue ?? []).compactMap { $0.objectValue?["_id"]?.stringValue }
+        #expect(ownIDs.sorted() == (0..<5).map { "fine-\($0)" }, "\(ownIDs)")
+        #expect(own["done"] == .bool(true))
+    }
+}
