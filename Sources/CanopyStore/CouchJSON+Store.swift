@@ -26,7 +26,7 @@ extension DocumentStore {
     public func exportBulkDocs() throws(StoreError) -> [UInt8] {
         let limit = revsLimit
         let docs = try read { db -> [JSONValue] in
-            let ids = try db.query("SELECT doc_id FROM documents ORDER BY sequence") { $0.text(0) }
+            let ids = try readableIDs(db, "SELECT doc_id FROM documents ORDER BY sequence")
             var docs: [JSONValue] = []
             for id in ids {
                 guard let document = try RevisionRows.load(db, documentID: id) else { continue }

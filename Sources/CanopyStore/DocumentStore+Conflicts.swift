@@ -2,10 +2,11 @@ import CanopyCore
 
 /// Conflicts kept in the store: listing them, resolving one by hand, and the retry pass.
 extension DocumentStore {
-    /// Ids of documents flagged conflicted, sorted by UTF-8 bytes (SQLite's text order).
+    /// Ids of documents flagged conflicted, sorted by UTF-8 bytes (SQLite's text order); a damaged
+    /// id is left out and reported (`StoredDamage`).
     public func conflictedDocumentIDs() throws(StoreError) -> [String] {
         try read { db in
-            try db.query("SELECT doc_id FROM documents WHERE conflicted = 1 ORDER BY doc_id") { $0.text(0) }
+            try readableIDs(db, "SELECT doc_id FROM documents WHERE conflicted = 1 ORDER BY doc_id")
         }
     }
 
@@ -42,7 +43,7 @@ extension DocumentStore {
     public func retryConflictResolution() throws(StoreError) -> [ForeignDocumentResult] {
         let policy = configuration.conflictPolicy
         return try write { context in
-            let ids = try context.db.query("SELECT doc_id FROM documents WHERE conflicted = 1 ORDER BY doc_id") { $0.text(0) }
+            let ids = try readableIDs(context.db, "SELECT doc_id FROM documents WHERE conflicted = 1 ORDER BY doc_id")
             return try ids.map { id in
                 var document = try RevisionRows.loadForWrite(context.db, documentID: id)
                 let (resolution, added) = try PolicyRunner.run(policy, context.db, &document, localRevision: nil)

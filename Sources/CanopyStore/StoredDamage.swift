@@ -72,3 +72,18 @@ extension DocumentStore {
     /// Damaged documents and revisions reads have found since the store was opened.
     public var damagedCount: Int { damage.count }
 }
+
+extension DocumentStore {
+    /// The document ids `sql` selects (its one column), leaving out and reporting those whose
+    /// stored bytes are not valid UTF-8.
+    func readableIDs(_ db: Database, _ sql: String) throws -> [String] {
+        var damaged: [StoredDamage] = []
+        let ids = try db.query(sql) { row -> String? in
+            if let id = row.validText(0) { return id }
+            damaged.append(.invalidID(row.textBytes(0)))
+            return nil
+        }
+        for report in damaged { damage.report(report) }
+        return ids.compactMap { $0 }
+    }
+}

@@ -57,4 +57,19 @@ struct StoredDamageTests {
         #expect(heard.all.first?.revision == bad)
         #expect(heard.all.first?.reason.contains("no longer matches") == true)
     }
+
+    @Test("a conflicted document whose id is damaged is left out of the conflicts list and the retry pass")
+    func conflictListPassesOverDamagedIDs() throws {
+        let test = try TestStore(.init(conflictPolicy: .manual))
+        let heard = Heard()
+        test.store.setDamageHandler { heard.add($0) }
+        for id in ["c1", "c2"] {
+            _ = try test.store.put(id: id, body: body(1), replacing: nil)
+            _ = try test.store.bulkInsertForeign([try foreign(id, body: body(2))])
+        }
+        try Database(path: test.path).run("UPDATE documents SET doc_id = CAST(? AS TEXT) WHERE doc_id = 'c1'", .blob([0x63, 0xFF]))
+        #expect(try test.store.conflictedDocumentIDs() == ["c2"])
+        #expect(try test.store.retryConflictResolution().map(\.documentID) == ["c2"])
+        #expect(heard.all.count == 1 && heard.all.first?.reason.contains("63ff") == true)
+    }
 }
