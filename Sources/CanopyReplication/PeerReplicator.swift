@@ -36,7 +36,7 @@ public struct PeerStatus: Sendable, Equatable {
 /// All methods must be called on the scheduler's serial context.
 public final class PeerReplicator: @unchecked Sendable {
     public let peerName: String
-    private let store: DocumentStore
+    private let store: any ReplicationStore
     private let dialer: (any PeerDialer)?
     private let scheduler: any ReplicationScheduler
     /// Where each session checks and writes received revisions (inline unless the host injects a
@@ -63,8 +63,22 @@ public final class PeerReplicator: @unchecked Sendable {
     public private(set) var status = PeerStatus(state: .stopped, connected: false, pull: .init(), push: .init())
 
     /// Creates a replicator; call `start()` to begin.
-    public init(
+    public convenience init(
         peerName: String, store: DocumentStore, dialer: (any PeerDialer)?, scheduler: any ReplicationScheduler,
+        random: any RandomSource, configuration: ReplicationConfiguration, backoff: Backoff = Backoff(),
+        logger: Logger, worker: any ReplicationWorker = InlineReplicationWorker(),
+        onStatus: @escaping @Sendable (PeerStatus) -> Void = { _ in },
+        onDocumentEvents: @escaping @Sendable ([DocumentEvent]) -> Void = { _ in }
+    ) {
+        self.init(
+            peerName: peerName, replicating: store, dialer: dialer, scheduler: scheduler, random: random,
+            configuration: configuration, backoff: backoff, logger: logger, worker: worker, onStatus: onStatus,
+            onDocumentEvents: onDocumentEvents)
+    }
+
+    /// Creates a replicator of any `ReplicationStore`; call `start()` to begin.
+    package init(
+        peerName: String, replicating store: any ReplicationStore, dialer: (any PeerDialer)?, scheduler: any ReplicationScheduler,
         random: any RandomSource, configuration: ReplicationConfiguration, backoff: Backoff = Backoff(),
         logger: Logger, worker: any ReplicationWorker = InlineReplicationWorker(),
         onStatus: @escaping @Sendable (PeerStatus) -> Void = { _ in },
@@ -196,7 +210,7 @@ public final class PeerReplicator: @unchecked Sendable {
     /// when it never acknowledged anything), at most `limit`.
     public func pendingDocumentIDs(limit: Int = 1000) throws(StoreError) -> [String] {
         let since = Int64(clamping: session?.pushAcknowledgedSequence ?? status.lastPushedSequence ?? 0)
-        return try store.changes(since: since, limit: limit).map(\.documentID)
+        return try store.changesPage(since: since, limit: limit).changes.map(\.documentID)
     }
 
     // MARK: Connections
@@ -227,7 +241,7 @@ public final class PeerReplicator: @unchecked Sendable {
 
     private func open(_ transport: any MessageTransport) {
         let session = ReplicationSession(
-            store: store, transport: transport, scheduler: scheduler, random: random,
+            replicating: store, transport: transport, scheduler: scheduler, random: random,
             configuration: configuration, logger: logger, worker: worker, writer: worker
         ) { [weak self] event in self?.handle(event) }
         self.session = session

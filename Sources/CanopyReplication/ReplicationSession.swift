@@ -39,7 +39,7 @@ public enum SessionEvent: Sendable {
 /// The session runs entirely on its scheduler's serial context: the transport delivers there,
 /// timers fire there, and store commit notifications hop there. It holds no lock.
 public final class ReplicationSession: @unchecked Sendable {
-    private let store: DocumentStore
+    private let store: any ReplicationStore
     private let transport: any MessageTransport
     private let scheduler: any ReplicationScheduler
     private let random: any RandomSource
@@ -60,13 +60,8 @@ public final class ReplicationSession: @unchecked Sendable {
     private var target: SubscriptionTarget?
     /// Our `checkpointGet` waiting for its answer, with the local checkpoint read before it.
     private var pendingCheckpointGet: (requestID: RequestID, replicationID: [UInt8], local: ReplicationCheckpoint?)?
-    private var batchesSinceRemoteCheckpoint = 0
-    /// True while our `checkpointSet` awaits its ack. At most one is in flight: each supersedes
-    /// the last, and the peer accepts only `WireLimits.inFlightRequestsMax` requests, so a target
-    /// completing batches faster than acks return would otherwise overrun the peer's window.
-    private var checkpointSetInFlight: RequestID?
-    /// A newer checkpoint to send once the one in flight is acknowledged.
-    private var checkpointSetDeferred = false
+    /// The peer's copy of our pull checkpoint (`checkpointSet`): when to send, what is in flight.
+    private var remoteCheckpoint: RemoteCheckpointer
     private var lastReceived: Double
     private var lastSent: Double
     private var heartbeatTimer: (any Cancellable)?
@@ -77,19 +72,29 @@ public final class ReplicationSession: @unchecked Sendable {
     /// context in the agent, so that the session keeps answering `changes` (read from the
     /// store's snapshot connection) while a transaction runs.
     private let writer: any ReplicationWorker
-    /// Checked messages waiting for the writer, oldest first.
-    private var unwritten: Deque<RevisionCheckPipeline.Checked> = []
-    /// True while a write is with the writer. One at a time: the checkpoint a write records
-    /// depends on which batches the write before it completed.
-    private var writing = false
+    /// Checked messages waiting for the writer, and the one write in flight.
+    private var incoming = IncomingWrites()
     public private(set) var isClosed = false
     /// Bytes are counted by transports; messages by the session, for stats.
     public private(set) var messagesSent = 0
     public private(set) var messagesReceived = 0
 
     /// Creates a session over a connected transport. Call `start()` to begin.
-    public init(
+    public convenience init(
         store: DocumentStore, transport: any MessageTransport, scheduler: any ReplicationScheduler,
+        random: any RandomSource, configuration: ReplicationConfiguration, logger: Logger,
+        worker: any ReplicationWorker = InlineReplicationWorker(),
+        writer: any ReplicationWorker = InlineReplicationWorker(),
+        onEvent: @escaping @Sendable (SessionEvent) -> Void
+    ) {
+        self.init(
+            replicating: store, transport: transport, scheduler: scheduler, random: random, configuration: configuration,
+            logger: logger, worker: worker, writer: writer, onEvent: onEvent)
+    }
+
+    /// Creates a session over a connected transport, replicating any `ReplicationStore`.
+    package init(
+        replicating store: any ReplicationStore, transport: any MessageTransport, scheduler: any ReplicationScheduler,
         random: any RandomSource, configuration: ReplicationConfiguration, logger: Logger,
         worker: any ReplicationWorker = InlineReplicationWorker(),
         writer: any ReplicationWorker = InlineReplicationWorker(),
@@ -103,6 +108,7 @@ public final class ReplicationSession: @unchecked Sendable {
         self.logger = logger
         self.onEvent = onEvent
         self.writer = writer
+        remoteCheckpoint = RemoteCheckpointer(everyBatches: configuration.remoteCheckpointEveryBatches)
         lastReceived = scheduler.now
         lastSent = scheduler.now
         machine = ConnectionStateMachine(localHello: Hello(
@@ -217,7 +223,7 @@ public final class ReplicationSession: @unchecked Sendable {
         // The peer's copy of our checkpoint must be current too, or the next session resumes from
         // the older of the two: wait for the last `checkpointSet` (and the one it deferred).
         let inFlight = (target?.hasBatchesInFlight ?? false) || sources.values.contains { $0.hasBatchesInFlight }
-            || checkpointSetInFlight != nil || checkpointSetDeferred
+            || !remoteCheckpoint.isSettled
         guard !inFlight else { return }
         drainCompletion = nil
         drainTimer?.cancel()
@@ -366,32 +372,27 @@ public final class ReplicationSession: @unchecked Sendable {
 
     /// Checked messages, in arrival order: they wait for the writer.
     private func writeChecked(_ group: [RevisionCheckPipeline.Checked]) {
-        unwritten.append(contentsOf: group)
+        incoming.append(group)
         writeNext()
     }
 
-    /// Unless a write is in flight, hands the writer the next transaction: the checked messages
-    /// at the head of `unwritten` (those that queued up while the writer was busy go together,
-    /// up to `SubscriptionTarget.writeGroupRevisionsMax` revisions), with the checkpoint they
-    /// reach — or the checkpoint alone, when batches that needed nothing completed. A message
-    /// whose check failed as a whole is a protocol violation once the messages before it were
-    /// written. A batch's last message is acknowledged after its transaction committed.
+    /// Unless a write is in flight, hands the writer the next transaction (`IncomingWrites`), with
+    /// the checkpoint it reaches — or the checkpoint alone, when batches that needed nothing
+    /// completed. A message whose check failed as a whole is a protocol violation once the
+    /// messages before it were written. A batch's last message is acknowledged after its
+    /// transaction committed.
     private func writeNext() {
-        guard !writing, !isClosed, let target else { return }
+        guard !isClosed, let target else { return }
         do throws(ReplicationError) {
-            if let head = unwritten.first, case .failure(let problem) = head.result {
-                try target.refuse(requestID: head.requestID, problem: problem)
-            }
-            var messages: [SubscriptionTarget.CheckedMessage] = []
-            var revisions = 0
-            while let head = unwritten.first, case .success(let batch) = head.result,
-                messages.isEmpty || revisions + batch.count <= SubscriptionTarget.writeGroupRevisionsMax {
-                unwritten.removeFirst()
-                messages.append(.init(requestID: head.requestID, final: head.final, batch: batch))
-                revisions += batch.count
+            let messages: [SubscriptionTarget.CheckedMessage]
+            switch incoming.nextWrite() {
+            case .none: return
+            case .failed(let requestID, let problem): try target.refuse(requestID: requestID, problem: problem)
+            case .checkpointOnly: messages = []
+            case .write(let group): messages = group
             }
             guard let write = try target.prepareWrite(messages) else { return }
-            writing = true
+            incoming.writeStarted()
             let writtenTarget = ObjectIdentifier(target)
             writer.run({ write.perform() }) { [weak self] result in
                 self?.written(write, result: result, for: writtenTarget)
@@ -405,7 +406,7 @@ public final class ReplicationSession: @unchecked Sendable {
     private func written(
         _ write: SubscriptionTarget.Write, result: Result<[DocumentEvent], ReplicationError>, for writtenTarget: ObjectIdentifier
     ) {
-        writing = false
+        incoming.writeFinished()
         // A session closed meanwhile sends nothing more; what committed stays (the checkpoint
         // with it), and the peer sends the unacknowledged batches again next time. (The target
         // is not replaced while its batches are pending, so it is the one written for.)
@@ -425,10 +426,7 @@ public final class ReplicationSession: @unchecked Sendable {
         reportDocuments(completion.events)
         if let sequence = completion.checkpoint {
             onEvent(.pullCheckpoint(sequence))
-            batchesSinceRemoteCheckpoint += 1
-            if batchesSinceRemoteCheckpoint >= configuration.remoteCheckpointEveryBatches || completion.caughtUp {
-                sendRemoteCheckpoint(target)
-            }
+            if remoteCheckpoint.batchCompleted(caughtUp: completion.caughtUp) { sendRemoteCheckpoint(target) }
         }
         if completion.caughtUp {
             pullCaughtUpOnce = true
@@ -446,25 +444,17 @@ public final class ReplicationSession: @unchecked Sendable {
         if !events.isEmpty { onEvent(.documents(events)) }
     }
 
+    /// Sends the peer a copy of the target's checkpoint (`RemoteCheckpointer` said it is due).
     private func sendRemoteCheckpoint(_ target: SubscriptionTarget) {
         guard let checkpoint = target.currentCheckpoint else { return }
-        batchesSinceRemoteCheckpoint = 0
-        guard checkpointSetInFlight == nil else {
-            checkpointSetDeferred = true
-            return
-        }
         let requestID = allocateRequestID()
-        checkpointSetInFlight = requestID
+        remoteCheckpoint.sent(requestID)
         send(.checkpointSet(CheckpointSet(requestID: requestID, replicationID: target.replicationID, value: checkpoint.encoded())))
     }
 
     /// The peer stored our checkpoint: send the newest one if batches completed meanwhile.
     private func receiveCheckpointSetAck() {
-        checkpointSetInFlight = nil
-        if checkpointSetDeferred, let target {
-            checkpointSetDeferred = false
-            sendRemoteCheckpoint(target)
-        }
+        if remoteCheckpoint.acknowledged(), let target { sendRemoteCheckpoint(target) }
         if drainCompletion != nil { finishDrainIfIdle() }
     }
 
@@ -583,9 +573,8 @@ public final class ReplicationSession: @unchecked Sendable {
             if drainCompletion != nil { finishDrainIfIdle() }
             return
         }
-        if error.requestID == checkpointSetInFlight {
+        if remoteCheckpoint.refused(error.requestID) {
             // The peer refused to store our checkpoint: the next completed batch tries again.
-            checkpointSetInFlight = nil
             if drainCompletion != nil { finishDrainIfIdle() }
         }
         logger.warning("peer reported an error", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
@@ -660,7 +649,7 @@ public final class ReplicationSession: @unchecked Sendable {
         guard !isClosed else { return }
         isClosed = true
         checks.cancel()
-        unwritten.removeAll()
+        incoming.removeAll()
         heartbeatTimer?.cancel()
         commitObserver?.cancel()
         commitObserver = nil

@@ -33,7 +33,7 @@ final class SubscriptionSource {
     let subscriptionID: RequestID
     let continuous: Bool
     private let filter: ReplicationFilter
-    private let store: DocumentStore
+    private let store: any ReplicationStore
     private let batchSize: Int
     private let window: Int
     /// The peer accepts revisions marked as having imported ids (its `hello`'s `importedIDs`).
@@ -49,7 +49,7 @@ final class SubscriptionSource {
     private(set) var acknowledgedSequence: UInt64
 
     init(
-        subscribe: Subscribe, serving pushFilter: ReplicationFilter, store: DocumentStore, batchSize: Int, window: Int,
+        subscribe: Subscribe, serving pushFilter: ReplicationFilter, store: any ReplicationStore, batchSize: Int, window: Int,
         marksImportedIDs: Bool = true
     ) {
         subscriptionID = subscribe.requestID
@@ -219,7 +219,7 @@ final class SubscriptionSource {
     private func entry(for change: Change) throws(StoreError) -> ChangesEntry? {
         let accepted: Bool
         if filter.needsBody && !change.deleted {
-            let body: JSONValue? = (try? store.get(id: change.documentID))?.body
+            let body: JSONValue? = (try? store.get(id: change.documentID, options: []))?.body
             accepted = filter.accepts(documentID: change.documentID, body: body)
         } else {
             accepted = filter.accepts(documentID: change.documentID, body: nil)

@@ -41,7 +41,7 @@ final class SubscriptionTarget {
     let subscriptionID: RequestID
     let replicationID: [UInt8]
     private let filter: ReplicationFilter
-    private let store: DocumentStore
+    private let store: any ReplicationStore
     private let session: String
     private var checkpoint: ReplicationCheckpoint?
     private var pending: Deque<Batch> = []
@@ -51,7 +51,7 @@ final class SubscriptionTarget {
     private(set) var progress = ReplicationProgress()
     private(set) var lastSequence: UInt64
 
-    init(subscriptionID: RequestID, replicationID: [UInt8], filter: ReplicationFilter, store: DocumentStore,
+    init(subscriptionID: RequestID, replicationID: [UInt8], filter: ReplicationFilter, store: any ReplicationStore,
          session: String, since: UInt64, localCheckpoint: ReplicationCheckpoint?, namesRefusals: Bool = true) {
         self.namesRefusals = namesRefusals
         self.subscriptionID = subscriptionID
@@ -168,7 +168,7 @@ final class SubscriptionTarget {
         let messages: [CheckedMessage]
         let local: LocalDocument?
         let recorded: RecordedCheckpoint?
-        fileprivate let store: DocumentStore
+        fileprivate let store: any ReplicationStore
 
         /// Writes the group in one transaction with its checkpoint; returns its document events.
         func perform() -> Result<[DocumentEvent], ReplicationError> {
@@ -266,7 +266,7 @@ final class SubscriptionTarget {
     /// `local` (the checkpoint) is written in the same transaction, also when every document was
     /// rejected.
     private static func insert(
-        _ batch: CheckedForeignBatch, local: LocalDocument?, into store: DocumentStore
+        _ batch: CheckedForeignBatch, local: LocalDocument?, into store: any ReplicationStore
     ) throws(ReplicationError) -> [DocumentEvent] {
         var events = batch.rejected.map { problem in
             DocumentEvent(kind: .rejected, documentID: problem.documentID ?? "", detail: "\(problem)")

@@ -7,13 +7,13 @@ import CanopyCore
 /// Invariant: only `DocumentStore.checkForeign` makes one (its stored properties and initialiser
 /// are internal to the store), so every revision in it was checked and nothing unchecked can be
 /// written through it. Removing documents keeps that true.
-public struct CheckedForeignBatch: Sendable {
+package struct CheckedForeignBatch: Sendable {
     /// The revisions that passed, in input order, with their canonical bodies.
     let revisions: [DocumentStore.CheckedRevision]
     /// One problem per rejected document, in the order of each document's first failing revision
     /// (the order in which `bulkInsertForeign(_:)` would report them one call at a time). Every
     /// one names its document; none of that document's revisions is in the batch.
-    public let rejected: [StoreInputError]
+    package let rejected: [StoreInputError]
 
     init(revisions: [DocumentStore.CheckedRevision], rejected: [StoreInputError]) {
         self.revisions = revisions
@@ -21,20 +21,20 @@ public struct CheckedForeignBatch: Sendable {
     }
 
     /// True when no revision passed.
-    public var isEmpty: Bool { revisions.isEmpty }
+    package var isEmpty: Bool { revisions.isEmpty }
 
     /// How many revisions passed.
-    public var count: Int { revisions.count }
+    package var count: Int { revisions.count }
 
     /// The batches one after the other, as one batch (written in one transaction). Still checked:
     /// each part was.
-    public static func concatenating(_ batches: [CheckedForeignBatch]) -> CheckedForeignBatch {
+    package static func concatenating(_ batches: [CheckedForeignBatch]) -> CheckedForeignBatch {
         guard batches.count > 1 else { return batches.first ?? CheckedForeignBatch(revisions: [], rejected: []) }
         return CheckedForeignBatch(revisions: batches.flatMap(\.revisions), rejected: batches.flatMap(\.rejected))
     }
 
     /// The batch without `documentID`'s revisions (after the write reported it invalid).
-    public func removing(documentID: String) -> CheckedForeignBatch {
+    package func removing(documentID: String) -> CheckedForeignBatch {
         CheckedForeignBatch(revisions: revisions.filter { $0.documentID != documentID }, rejected: rejected)
     }
 }
@@ -45,7 +45,7 @@ extension DocumentStore {
     /// failing revision is left out whole and listed in `rejected`; a problem that names no
     /// document (too many revisions, a malformed document id) is thrown, since the batch as a
     /// whole cannot be trusted.
-    public static func checkForeign(
+    package static func checkForeign(
         _ revisions: [ForeignRevision], idCheck: RevisionIDCheck = .contentHash
     ) throws(StoreInputError) -> CheckedForeignBatch {
         guard revisions.count <= StoreLimits.foreignBatchCountMax else {

@@ -17,7 +17,7 @@ extension Database {
     /// took effect; false, changing nothing, once SQLite is initialised (a connection was opened
     /// or someone else called `sqlite3_initialize`).
     @discardableResult
-    public static func disableMemoryStatistics() -> Bool {
+    package static func disableMemoryStatistics() -> Bool {
         canopy_sqlite3_config_memstatus(0) == SQLITE_OK
     }
 }

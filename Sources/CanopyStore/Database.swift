@@ -6,10 +6,10 @@ import CSQLite
 /// runs in WAL mode with `synchronous=NORMAL` (a commit survives a process crash; the last commits
 /// may be lost on power failure) or, with `durable: true`, `synchronous=FULL` (a commit survives
 /// power failure too). Prepared statements are cached by SQL text.
-public final class Database {
+package final class Database {
     let connection: OpaquePointer
     /// The file this connection opened.
-    public let path: String
+    package let path: String
     private var statements: [String: Statement] = [:]
     /// Statements of the hot paths, keyed by the address of their static SQL text: looking one
     /// up costs no string hashing (hashing a few hundred bytes of SQL per call showed up as 8% of
@@ -22,7 +22,7 @@ public final class Database {
     var walObserver: (any WALCommitObserver)?
 
     /// Opens (creating if needed) the database at `path` and applies the connection settings.
-    public init(path: String, durable: Bool = false) throws(SQLiteError) {
+    package init(path: String, durable: Bool = false) throws(SQLiteError) {
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let result = sqlite3_open_v2(path, &handle, flags, nil)
@@ -61,13 +61,13 @@ public final class Database {
     }
 
     /// Runs one or more SQL statements that take no parameters (schema, pragmas).
-    public func execute(_ sql: String) throws(SQLiteError) {
+    package func execute(_ sql: String) throws(SQLiteError) {
         let result = sqlite3_exec(connection, sql, nil, nil, nil)
         guard result == SQLITE_OK else { throw SQLiteError(result: result, connection: connection, sql: sql) }
     }
 
     /// The cached prepared statement for `sql`, reset with its bindings cleared.
-    public func cached(_ sql: String) throws(SQLiteError) -> Statement {
+    package func cached(_ sql: String) throws(SQLiteError) -> Statement {
         if let statement = statements[sql] {
             statement.reset()
             return statement
@@ -79,7 +79,7 @@ public final class Database {
     }
 
     /// The cached prepared statement for a static SQL text, reset with its bindings cleared.
-    public func statement(_ sql: StaticString) throws(SQLiteError) -> Statement {
+    package func statement(_ sql: StaticString) throws(SQLiteError) -> Statement {
         let key = UnsafeRawPointer(sql.utf8Start)
         if let statement = staticStatements[key] {
             statement.reset()
@@ -93,7 +93,7 @@ public final class Database {
     /// The cached prepared statement named `name`, prepared from `sql()` on first use, reset with
     /// its bindings cleared. A name must always stand for the same SQL; the set of names is fixed
     /// by the code (never derived from input), so this cache needs no bound.
-    public func statement(named name: String, sql: () -> String) throws(SQLiteError) -> Statement {
+    package func statement(named name: String, sql: () -> String) throws(SQLiteError) -> Statement {
         if let statement = namedStatements[name] {
             statement.reset()
             return statement
@@ -104,14 +104,14 @@ public final class Database {
     }
 
     /// Runs `sql` with `values` bound, discarding any rows.
-    public func run(_ sql: String, _ values: SQLiteValue...) throws(SQLiteError) {
+    package func run(_ sql: String, _ values: SQLiteValue...) throws(SQLiteError) {
         let statement = try cached(sql)
         try statement.bind(values)
         try statement.run()
     }
 
     /// Runs `sql` with `values` bound and maps every row with `row`.
-    public func query<T>(
+    package func query<T>(
         _ sql: String, _ values: [SQLiteValue] = [], row: (Statement) throws -> T
     ) throws -> [T] {
         let statement = try cached(sql)
@@ -123,7 +123,7 @@ public final class Database {
     }
 
     /// The first row of `sql` mapped with `row`, or nil when there is none.
-    public func queryFirst<T>(
+    package func queryFirst<T>(
         _ sql: String, _ values: [SQLiteValue] = [], row: (Statement) throws -> T
     ) throws -> T? {
         let statement = try cached(sql)
@@ -133,16 +133,16 @@ public final class Database {
     }
 
     /// The integer in the first column of the first row of `sql`, or nil.
-    public func scalarInt(_ sql: String, _ values: SQLiteValue...) throws -> Int64? {
+    package func scalarInt(_ sql: String, _ values: SQLiteValue...) throws -> Int64? {
         try queryFirst(sql, values) { $0.isNull(0) ? nil : $0.int64(0) } ?? nil
     }
 
     /// Whether a transaction is open on this connection.
-    public var inTransaction: Bool { sqlite3_get_autocommit(connection) == 0 }
+    package var inTransaction: Bool { sqlite3_get_autocommit(connection) == 0 }
 
     /// Runs `body` in an immediate transaction: commits when it returns, rolls back when it throws
     /// and rethrows that first error (a failing rollback never hides it). Not reentrant.
-    public func transaction<T>(_ body: (Database) throws -> T) throws -> T {
+    package func transaction<T>(_ body: (Database) throws -> T) throws -> T {
         precondition(!inTransaction, "Database.transaction is not reentrant")
         try execute("BEGIN IMMEDIATE")
         let value: T
@@ -165,7 +165,7 @@ public final class Database {
     /// and one WAL read lock instead of taking and dropping it (two `fcntl` calls) per statement,
     /// which dominated batch reads of many documents. Ends with COMMIT, or ROLLBACK when `body`
     /// throws (rethrowing that error). Not reentrant.
-    public func readTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+    package func readTransaction<T>(_ body: (Database) throws -> T) throws -> T {
         precondition(!inTransaction, "Database.readTransaction is not reentrant")
         try cached("BEGIN DEFERRED").run()
         let value: T
@@ -191,13 +191,13 @@ public final class Database {
     }
 
     /// The value of an integer pragma, e.g. `synchronous` or `user_version`.
-    public func pragmaInt(_ name: String) throws -> Int64 {
+    package func pragmaInt(_ name: String) throws -> Int64 {
         try scalarInt("PRAGMA \(name)") ?? 0
     }
 
     /// Rows changed by the last INSERT, UPDATE or DELETE.
-    public var changes: Int { Int(sqlite3_changes(connection)) }
+    package var changes: Int { Int(sqlite3_changes(connection)) }
 
     /// The rowid of the last successful INSERT.
-    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(connection) }
+    package var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(connection) }
 }

@@ -35,7 +35,7 @@ extension DocumentStore {
     /// with the batch that reaches it, so the checkpoint is never ahead of the data and costs no
     /// commit of its own.
     @discardableResult
-    public func bulkInsertForeign(checked batch: CheckedForeignBatch, local: LocalDocument? = nil) throws(StoreError) -> [ForeignDocumentResult] {
+    package func bulkInsertForeign(checked batch: CheckedForeignBatch, local: LocalDocument? = nil) throws(StoreError) -> [ForeignDocumentResult] {
         try insertChecked(batch.revisions, local: local)
     }
 

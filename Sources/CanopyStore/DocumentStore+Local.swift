@@ -45,13 +45,13 @@ extension DocumentStore {
 
 /// A local document checked and encoded, to be written inside a transaction: by `localPut`, or
 /// together with a batch of foreign revisions (`bulkInsertForeign(checked:local:)`).
-public struct LocalDocument: Sendable {
+package struct LocalDocument: Sendable {
     let id: String
     let bytes: [UInt8]
 
     /// Checks the id (the document id rule with the local limit) and the body (a JSON object
     /// within `StoreLimits.localBodyBytesMax`), and encodes it.
-    public init(_ id: String, body: JSONValue) throws(StoreError) {
+    package init(_ id: String, body: JSONValue) throws(StoreError) {
         try DocumentStore.checkLocalID(id)
         guard case .object = body else { throw .invalidInput(.bodyNotObject(documentID: id)) }
         let bytes = CanonicalJSON.encode(body)

@@ -2,14 +2,14 @@
 /// it durably (it said so in a replication checkpoint). Stemming uses the lowest horizon to keep
 /// what a peer may still hold as a leaf (`Protocol/design.md` §2.7: stemming never removes what a
 /// peer may still hold).
-public struct PeerHorizon: Sendable, Equatable {
+package struct PeerHorizon: Sendable, Equatable {
     /// Who holds the changes: any stable name the caller chooses (replication uses the replication
     /// id of the peer's pull, in hex).
-    public let peer: String
+    package let peer: String
     /// The newest sequence of this store the peer holds, with everything before it.
-    public let sequence: Int64
+    package let sequence: Int64
 
-    public init(peer: String, sequence: Int64) {
+    package init(peer: String, sequence: Int64) {
         self.peer = peer
         self.sequence = sequence
     }
@@ -58,7 +58,7 @@ extension DocumentStore {
     /// Records that `peer` durably holds every change through `sequence` (clamped to the last
     /// sequence assigned). A horizon only moves forward: an older `sequence` is ignored, since a
     /// peer that lost data comes back as a new database with a new replication id.
-    public func recordPeerHorizon(peer: String, sequence: Int64) throws(StoreError) {
+    package func recordPeerHorizon(peer: String, sequence: Int64) throws(StoreError) {
         precondition(!peer.isEmpty, "a peer horizon needs a peer name")
         try write { context in
             let clamped = min(max(0, sequence), context.lastSequence)
@@ -69,7 +69,7 @@ extension DocumentStore {
     }
 
     /// Forgets `peer`'s horizon (a peer removed for good), so it no longer holds history back.
-    public func forgetPeerHorizon(peer: String) throws(StoreError) {
+    package func forgetPeerHorizon(peer: String) throws(StoreError) {
         try write { context in
             try PeerHorizons.delete(context.db, peer: peer)
             context.horizonChanges[peer] = .some(nil)

@@ -1,40 +1,40 @@
 import CanopyCore
 
 /// What a store lacks of the revisions a peer offered for one document (`revsDiff`).
-public struct RevsDiffEntry: Sendable, Equatable {
+package struct RevsDiffEntry: Sendable, Equatable {
     /// The document.
-    public let documentID: String
+    package let documentID: String
     /// Offered revisions this store does not hold, sorted (oldest first).
-    public let missing: [RevisionID]
+    package let missing: [RevisionID]
     /// Open leaves this store holds with a lower generation than some missing revision: the
     /// sender can stop each revision's history there (CouchDB's `possible_ancestors`), newest first.
-    public let possibleAncestors: [RevisionID]
+    package let possibleAncestors: [RevisionID]
 }
 
 /// The revisions a peer offers for one document (a `changes` entry's leaves), for `revsDiff`.
-public struct RevisionOffer: Sendable, Equatable {
-    public let documentID: String
-    public let revisions: [RevisionID]
+package struct RevisionOffer: Sendable, Equatable {
+    package let documentID: String
+    package let revisions: [RevisionID]
 
-    public init(documentID: String, revisions: [RevisionID]) {
+    package init(documentID: String, revisions: [RevisionID]) {
         self.documentID = documentID
         self.revisions = revisions
     }
 }
 
 /// A request for the revisions to send a peer for one document.
-public struct RevisionRequest: Sendable, Equatable {
-    public let documentID: String
+package struct RevisionRequest: Sendable, Equatable {
+    package let documentID: String
     /// The revisions the peer lacks.
-    public let revisions: [RevisionID]
+    package let revisions: [RevisionID]
     /// Revisions the peer said it has; each history stops at the first one it meets.
-    public let knownAncestors: [RevisionID]
+    package let knownAncestors: [RevisionID]
     /// The document's `Change.documentKey`, when the request answers this store's changes feed:
     /// its revisions are then read by key, without the lookup by id. A key that finds nothing
     /// (the document was purged since) falls back to the id.
-    public let documentKey: Int64?
+    package let documentKey: Int64?
 
-    public init(documentID: String, revisions: [RevisionID], knownAncestors: [RevisionID], documentKey: Int64? = nil) {
+    package init(documentID: String, revisions: [RevisionID], knownAncestors: [RevisionID], documentKey: Int64? = nil) {
         self.documentID = documentID
         self.revisions = revisions
         self.knownAncestors = knownAncestors
@@ -46,7 +46,7 @@ public struct RevisionRequest: Sendable, Equatable {
 extension DocumentStore {
     /// For each document, which of `offered` revisions this store lacks and which of its leaves
     /// could be their ancestors. Documents lacking nothing are left out. Sorted by document id.
-    public func revsDiff(_ offered: [String: [RevisionID]]) throws(StoreError) -> [RevsDiffEntry] {
+    package func revsDiff(_ offered: [String: [RevisionID]]) throws(StoreError) -> [RevsDiffEntry] {
         let sorted = offered.keys.sorted().map { RevisionOffer(documentID: $0, revisions: offered[$0]!) }
         return try revsDiff(inOrder: sorted).compactMap { $0 }
     }
@@ -55,7 +55,7 @@ extension DocumentStore {
     /// deterministic): one answer per offer, at its position, nil where this store lacks nothing.
     /// No dictionary is built and no id sorted — per batch of a pull, hashing and sorting the ids
     /// cost more than the absent-document lookups themselves. An id offered twice is answered twice.
-    public func revsDiff(inOrder offers: [RevisionOffer]) throws(StoreError) -> [RevsDiffEntry?] {
+    package func revsDiff(inOrder offers: [RevisionOffer]) throws(StoreError) -> [RevsDiffEntry?] {
         try readSnapshot { db in
             let trees = try RevisionRows.loadTrees(db, documentIDs: offers.map(\.documentID))
             return zip(trees, offers).map { Self.revsDiff($0, $1) }
@@ -85,7 +85,7 @@ extension DocumentStore {
     /// Replication passes the wire's maximum for both, so a peer gets every link this store holds
     /// and stems to its own limit. Throws `notFound` for a revision this store lacks and
     /// `bodyUnavailable` for one whose body was compacted away.
-    public func revisionsToSend(
+    package func revisionsToSend(
         _ requests: [RevisionRequest], revsLimit historyLimit: Int? = nil,
         knownAncestorReach: Int = StoreLimits.revsLimitMax
     ) throws(StoreError) -> [ForeignRevision] {

@@ -196,12 +196,12 @@ public final class DocumentStore: @unchecked Sendable {
     }
 
     /// The database id as its 16 raw bytes (the form replication uses).
-    public var databaseIDBytes: [UInt8] {
+    package var databaseIDBytes: [UInt8] {
         withUnsafeBytes(of: databaseID.uuid) { Array($0) }
     }
 
     /// Every peer horizon, sorted by peer.
-    public var peerHorizons: [PeerHorizon] {
+    package var peerHorizons: [PeerHorizon] {
         lock.lock()
         defer { lock.unlock() }
         return storedHorizons.sorted { $0.key < $1.key }.map { PeerHorizon(peer: $0.key, sequence: $0.value) }

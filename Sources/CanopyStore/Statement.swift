@@ -2,7 +2,7 @@ import CSQLite
 import CanopyCore
 
 /// A value to bind to a statement parameter.
-public enum SQLiteValue: Sendable, Equatable {
+package enum SQLiteValue: Sendable, Equatable {
     case null
     case integer(Int64)
     case text(String)
@@ -17,10 +17,10 @@ private let transientDestructor = unsafeBitCast(-1, to: sqlite3_destructor_type.
 /// Invariant: between uses a statement is reset with its bindings cleared, so a cached statement
 /// never carries a previous caller's values or holds a read lock open. `Database.cached` resets it
 /// before handing it out.
-public final class Statement {
+package final class Statement {
     let handle: OpaquePointer
     /// The SQL text, reported in errors (bound values never are).
-    public let sql: String
+    package let sql: String
     private let connection: OpaquePointer
 
     init(connection: OpaquePointer, sql: String) throws(SQLiteError) {
@@ -37,13 +37,13 @@ public final class Statement {
     deinit { sqlite3_finalize(handle) }
 
     /// Resets the statement and clears its bindings.
-    public func reset() {
+    package func reset() {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
     }
 
     /// Binds `values` to parameters 1, 2, … of a reset statement.
-    public func bound(_ values: SQLiteValue...) throws(SQLiteError) -> Statement {
+    package func bound(_ values: SQLiteValue...) throws(SQLiteError) -> Statement {
         try bind(values)
         return self
     }
@@ -53,7 +53,7 @@ public final class Statement {
     }
 
     /// Binds `value` to the 1-based parameter `index`.
-    public func bind(_ value: SQLiteValue, at index: Int32) throws(SQLiteError) {
+    package func bind(_ value: SQLiteValue, at index: Int32) throws(SQLiteError) {
         switch value {
         case .null: try check(sqlite3_bind_null(handle, index))
         case .integer(let number): try bind(number, at: index)
@@ -63,17 +63,17 @@ public final class Statement {
     }
 
     /// Binds an integer.
-    public func bind(_ value: Int64, at index: Int32) throws(SQLiteError) {
+    package func bind(_ value: Int64, at index: Int32) throws(SQLiteError) {
         try check(sqlite3_bind_int64(handle, index, value))
     }
 
     /// Binds an integer.
-    public func bind(_ value: Int, at index: Int32) throws(SQLiteError) {
+    package func bind(_ value: Int, at index: Int32) throws(SQLiteError) {
         try bind(Int64(value), at: index)
     }
 
     /// Binds UTF-8 text.
-    public func bind(_ value: String, at index: Int32) throws(SQLiteError) {
+    package func bind(_ value: String, at index: Int32) throws(SQLiteError) {
         var text = value
         let result = text.withUTF8 { utf8 -> Int32 in
             let start = UnsafeRawPointer(utf8.baseAddress ?? UnsafePointer(bitPattern: 1)!)
@@ -83,7 +83,7 @@ public final class Statement {
     }
 
     /// Binds `utf8` as text (the caller guarantees it is UTF-8).
-    public func bind(utf8Text utf8: [UInt8], at index: Int32) throws(SQLiteError) {
+    package func bind(utf8Text utf8: [UInt8], at index: Int32) throws(SQLiteError) {
         let result = utf8.withUnsafeBytes { raw in
             sqlite3_bind_text(handle, index, raw.baseAddress?.assumingMemoryBound(to: CChar.self) ?? UnsafePointer(bitPattern: 1),
                               Int32(raw.count), transientDestructor)
@@ -92,7 +92,7 @@ public final class Statement {
     }
 
     /// Binds a blob, or NULL when `value` is nil. An empty array binds a zero-length blob.
-    public func bind(_ value: [UInt8]?, at index: Int32) throws(SQLiteError) {
+    package func bind(_ value: [UInt8]?, at index: Int32) throws(SQLiteError) {
         guard let value else { return try check(sqlite3_bind_null(handle, index)) }
         let result = value.withUnsafeBytes { raw in
             sqlite3_bind_blob(handle, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(raw.count), transientDestructor)
@@ -102,7 +102,7 @@ public final class Statement {
 
     /// Binds the 16 digest bytes of `revision` (nil binds NULL) without building an array: the
     /// hot paths bind two or three digests per revision written.
-    public func bind(digestOf revision: RevisionID?, at index: Int32) throws(SQLiteError) {
+    package func bind(digestOf revision: RevisionID?, at index: Int32) throws(SQLiteError) {
         guard let revision else { return try check(sqlite3_bind_null(handle, index)) }
         var halves = (revision.digestHigh.bigEndian, revision.digestLow.bigEndian)
         let result = withUnsafeBytes(of: &halves) { raw in
@@ -112,13 +112,13 @@ public final class Statement {
     }
 
     /// Binds a list of values to parameters 1, 2, ….
-    public func bind(_ values: [SQLiteValue]) throws(SQLiteError) {
+    package func bind(_ values: [SQLiteValue]) throws(SQLiteError) {
         for (offset, value) in values.enumerated() { try bind(value, at: Int32(offset + 1)) }
     }
 
     /// Advances the statement. Returns true when a row is available, false when done.
     @discardableResult
-    public func step() throws(SQLiteError) -> Bool {
+    package func step() throws(SQLiteError) -> Bool {
         let result = sqlite3_step(handle)
         switch result {
         case SQLITE_ROW: return true
@@ -131,13 +131,13 @@ public final class Statement {
     }
 
     /// Runs the statement to completion, ignoring any rows, then resets it.
-    public func run() throws(SQLiteError) {
+    package func run() throws(SQLiteError) {
         defer { reset() }
         while try step() {}
     }
 
     /// A value `runBorrowing` binds without a copy.
-    public enum Borrowed {
+    package enum Borrowed {
         /// A blob, or NULL for nil.
         case blob([UInt8]?)
         /// UTF-8 text.
@@ -157,7 +157,7 @@ public final class Statement {
     /// runs, every buffer stays alive in the nested `withUnsafeBytes`/`withUTF8` scopes until it
     /// is done, and the reset when this returns (or throws) clears every binding, so no pointer
     /// to them outlives the call.
-    public func runBorrowing(_ values: [(index: Int32, value: Borrowed)]) throws(SQLiteError) {
+    package func runBorrowing(_ values: [(index: Int32, value: Borrowed)]) throws(SQLiteError) {
         defer { reset() }
         let outcome = values.withUnsafeBufferPointer { buffer in
             Result { () throws(SQLiteError) in try bindBorrowing(buffer, from: 0) }
@@ -218,16 +218,16 @@ public final class Statement {
     }
 
     /// Whether column `index` (0-based) of the current row is NULL.
-    public func isNull(_ index: Int32) -> Bool { sqlite3_column_type(handle, index) == SQLITE_NULL }
+    package func isNull(_ index: Int32) -> Bool { sqlite3_column_type(handle, index) == SQLITE_NULL }
 
     /// Column `index` of the current row as an integer.
-    public func int64(_ index: Int32) -> Int64 { sqlite3_column_int64(handle, index) }
+    package func int64(_ index: Int32) -> Int64 { sqlite3_column_int64(handle, index) }
 
     /// Column `index` of the current row as an `Int`.
-    public func int(_ index: Int32) -> Int { Int(sqlite3_column_int64(handle, index)) }
+    package func int(_ index: Int32) -> Int { Int(sqlite3_column_int64(handle, index)) }
 
     /// Column `index` of the current row as text (empty for NULL).
-    public func text(_ index: Int32) -> String {
+    package func text(_ index: Int32) -> String {
         guard let pointer = sqlite3_column_text(handle, index) else { return "" }
         let count = Int(sqlite3_column_bytes(handle, index))
         return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
@@ -235,21 +235,21 @@ public final class Statement {
 
     /// Column `index` of the current row as text, or nil when its bytes are not valid UTF-8 (a
     /// damaged file): a stored id is never read with characters substituted.
-    public func validText(_ index: Int32) -> String? {
+    package func validText(_ index: Int32) -> String? {
         guard let pointer = sqlite3_column_text(handle, index) else { return "" }
         let count = Int(sqlite3_column_bytes(handle, index))
         return String(validating: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
     }
 
     /// Column `index` of the current row as raw bytes of its text (for reporting damage).
-    public func textBytes(_ index: Int32) -> [UInt8] {
+    package func textBytes(_ index: Int32) -> [UInt8] {
         guard let pointer = sqlite3_column_text(handle, index) else { return [] }
         return Array(UnsafeBufferPointer(start: pointer, count: Int(sqlite3_column_bytes(handle, index))))
     }
 
     /// Column `index` of the current row read as the digest of a revision of `generation`; nil
     /// unless it is exactly 16 bytes and the generation is valid. Reads in place, no array.
-    public func revisionID(generation: Int, digestColumn index: Int32) -> RevisionID? {
+    package func revisionID(generation: Int, digestColumn index: Int32) -> RevisionID? {
         guard (1...RevisionID.generationMax).contains(generation),
             sqlite3_column_bytes(handle, index) == Int32(RevisionID.digestBytes),
             let pointer = sqlite3_column_blob(handle, index)
@@ -261,14 +261,14 @@ public final class Statement {
 
     /// Column `index` of the current row as bytes read in place (empty for NULL or no bytes):
     /// valid only until the statement steps or is reset, so never let it escape.
-    public func borrowedBlob(_ index: Int32) -> UnsafeRawBufferPointer {
+    package func borrowedBlob(_ index: Int32) -> UnsafeRawBufferPointer {
         let count = Int(sqlite3_column_bytes(handle, index))
         guard count > 0, let pointer = sqlite3_column_blob(handle, index) else { return UnsafeRawBufferPointer(start: nil, count: 0) }
         return UnsafeRawBufferPointer(start: pointer, count: count)
     }
 
     /// Column `index` of the current row as bytes, or nil for NULL.
-    public func blob(_ index: Int32) -> [UInt8]? {
+    package func blob(_ index: Int32) -> [UInt8]? {
         if isNull(index) { return nil }
         let count = Int(sqlite3_column_bytes(handle, index))
         guard count > 0, let pointer = sqlite3_column_blob(handle, index) else { return [] }

@@ -1,0 +1,49 @@
+import CanopyCore
+import CanopyStore
+
+/// What replication needs from storage, and nothing more: the changes feed and its revisions to
+/// send (source side); the revision diff and the insert of checked foreign revisions (target
+/// side); local documents for checkpoints; peer horizons for stemming; commit notifications for
+/// continuous push.
+///
+/// `DocumentStore` is the implementation. Replication depends on this protocol rather than on the
+/// store's whole API, so its types can be driven by a store made for a test or the simulator, and
+/// the application-facing `DocumentStore` API stays apart from what replication uses.
+///
+/// Calls may block (SQLite); the session makes them on its serial context or hands them to a
+/// `ReplicationWorker`. Every method is safe to call from any thread.
+package protocol ReplicationStore: AnyObject, Sendable {
+    /// The store's permanent 16-byte identity (a replication id is derived from it).
+    var databaseIDBytes: [UInt8] { get }
+    /// Revisions of history the store keeps per leaf (announced in `hello`).
+    var revsLimit: Int { get }
+    /// The newest sequence of the changes feed.
+    var lastSequence: Int64 { get }
+
+    /// One page of the changes feed after `since` (damaged rows left out and reported).
+    func changesPage(since: Int64, limit: Int) throws(StoreError) -> ChangesPage
+    /// The current revision of a document, for filters that look at bodies.
+    func get(id: String, options: GetOptions) throws(StoreError) -> Document
+    /// Revisions to send for `requests`, with their histories.
+    func revisionsToSend(_ requests: [RevisionRequest], revsLimit: Int?, knownAncestorReach: Int) throws(StoreError) -> [ForeignRevision]
+
+    /// What the store lacks of each offer, in the offers' order.
+    func revsDiff(inOrder offers: [RevisionOffer]) throws(StoreError) -> [RevsDiffEntry?]
+    /// Writes revisions `DocumentStore.checkForeign` checked (and a local document, the
+    /// checkpoint) in one transaction.
+    func bulkInsertForeign(checked batch: CheckedForeignBatch, local: LocalDocument?) throws(StoreError) -> [ForeignDocumentResult]
+
+    /// A local (non-replicated) document's body.
+    func localGet(_ id: String) throws(StoreError) -> JSONValue?
+    /// Writes a local document.
+    func localPut(_ id: String, body: JSONValue) throws(StoreError)
+    /// Deletes a local document; false when there was none.
+    func localDelete(_ id: String) throws(StoreError) -> Bool
+
+    /// Records how far a peer holds this store's changes (stemming keeps what it may still need).
+    func recordPeerHorizon(peer: String, sequence: Int64) throws(StoreError)
+    /// Calls `handler` after every commit that changed the changes feed.
+    func addCommitObserver(_ handler: @escaping @Sendable () -> Void) -> StoreObserverToken
+}
+
+extension DocumentStore: ReplicationStore {}
