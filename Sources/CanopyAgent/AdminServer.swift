@@ -205,6 +205,7 @@ final class AdminClient: @unchecked Sendable {
     }
 
     private func received(_ bytes: ArraySlice<UInt8>) {
+        dispatchPrecondition(condition: .onQueue(queue))
         var start = bytes.startIndex
         // `firstIndex(of:)` on the contiguous slice (memchr-fast), not a loop over every byte:
         // an import sends megabytes per line.
@@ -233,6 +234,7 @@ final class AdminClient: @unchecked Sendable {
     /// The client ended its stream: its last line counts even without a newline; once every
     /// request is answered the connection closes (see the type's comment).
     private func endOfInput() {
+        dispatchPrecondition(condition: .onQueue(queue))
         inputEnded = true
         takeBufferedLine()
         handleNext()
@@ -247,6 +249,7 @@ final class AdminClient: @unchecked Sendable {
     }
 
     private func handleNext() {
+        dispatchPrecondition(condition: .onQueue(queue))
         guard !busy, !connection.isClosed, let handler else { return }
         guard !lines.isEmpty || decodedAhead != nil else {
             // A stream goes on after a half-close, not after the client closed its socket (that
@@ -289,6 +292,7 @@ final class AdminClient: @unchecked Sendable {
     }
 
     private func closed() {
+        dispatchPrecondition(condition: .onQueue(queue))
         isClosed = true
         let handlers = closeHandlers
         closeHandlers = []

@@ -84,6 +84,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     /// Peers no longer configured (removed while running or while the agent was down) stop
     /// holding history back from stemming: their horizons are forgotten.
     private func forgetHorizons(except configured: Set<String>) {
+        dispatchPrecondition(condition: .onQueue(queue))
         let keep = Set(configured.map(PeerReplicator.peerHorizonKey))
         for horizon in store.peerHorizons where horizon.peer.hasPrefix(PeerReplicator.peerHorizonKey("")) && !keep.contains(horizon.peer) {
             do { try store.forgetPeerHorizon(peer: horizon.peer) } catch {
@@ -93,6 +94,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     }
 
     private func makeReplicator(_ peer: PeerConfig) -> PeerReplicator? {
+        dispatchPrecondition(condition: .onQueue(queue))
         guard let nodeID = AgentIdentity.nodeID(peer.nodeID) else { return nil }
         let id = peer.nodeID
         let dialer = peer.address.map { address in
@@ -135,6 +137,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     }
 
     private func statusChanged(_ id: String, _ status: PeerStatus) {
+        dispatchPrecondition(condition: .onQueue(queue))
         flushDocumentEvents()
         if let peer = peers[id], peer.connected != status.connected {
             peers[id]?.connected = status.connected
@@ -156,6 +159,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     /// not passed on: a peer acknowledges a batch, not each document (it may have refused some,
     /// which it reports itself), so this node cannot say per document that the peer took it.
     private func documentEvents(_ id: String, _ batch: [DocumentEvent]) {
+        dispatchPrecondition(condition: .onQueue(queue))
         var events = batch
         var refused = 0
         var refusedThere = 0
@@ -206,6 +210,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     }
 
     private func flushDocumentEvents() {
+        dispatchPrecondition(condition: .onQueue(queue))
         guard !pendingDocumentEvents.isEmpty else { return }
         let batches = pendingDocumentEvents
         pendingDocumentEvents = []
