@@ -56,10 +56,12 @@ public final class ReplicationSession: @unchecked Sendable {
     private var peerAcceptsImportedIDs = false
     /// The peer's `hello` has the `refusals` feature: acks may name refused documents.
     private var peerAcceptsRefusals = false
-    private var sources: [RequestID: SubscriptionSource] = [:]
-    private var target: SubscriptionTarget?
-    /// Our `checkpointGet` waiting for its answer, with the local checkpoint read before it.
-    private var pendingCheckpointGet: (requestID: RequestID, replicationID: [UInt8], local: ReplicationCheckpoint?)?
+    /// This node as the source: the peer's subscriptions.
+    private var pusher: Pusher
+    /// Where our pull stands (`PullState`).
+    private var pull: PullState = .idle
+    /// Our subscription's target, while subscribed.
+    private var target: SubscriptionTarget? { pull.target }
     /// The peer's copy of our pull checkpoint (`checkpointSet`): when to send, what is in flight.
     private var remoteCheckpoint: RemoteCheckpointer
     private var lastReceived: Double
@@ -108,6 +110,7 @@ public final class ReplicationSession: @unchecked Sendable {
         self.logger = logger
         self.onEvent = onEvent
         self.writer = writer
+        pusher = Pusher(store: store, configuration: configuration)
         remoteCheckpoint = RemoteCheckpointer(everyBatches: configuration.remoteCheckpointEveryBatches)
         lastReceived = scheduler.now
         lastSent = scheduler.now
@@ -121,27 +124,19 @@ public final class ReplicationSession: @unchecked Sendable {
     /// Progress of our subscription to the peer (pull).
     public var pullProgress: ReplicationProgress { target?.progress ?? ReplicationProgress() }
     /// Progress of the peer's subscriptions to us (push), summed.
-    public var pushProgress: ReplicationProgress {
-        sources.values.reduce(into: ReplicationProgress()) { sum, source in
-            sum.completed += source.progress.completed
-            sum.total += source.progress.total
-        }
-    }
+    public var pushProgress: ReplicationProgress { pusher.progress }
     /// The newest local sequence the peer has completed through its subscriptions (nil when the
     /// peer has not subscribed).
-    public var pushAcknowledgedSequence: UInt64? {
-        // Subscriptions that finished count too: a one-shot one is gone once served.
-        (sources.values.map(\.acknowledgedSequence) + [finishedPushAcknowledged].compactMap { $0 }).max()
-    }
+    public var pushAcknowledgedSequence: UInt64? { pusher.acknowledgedSequence }
 
     /// True until the session has exchanged hellos and (when it pulls) caught up with the peer
     /// once, and afterwards while batches are in flight in either direction.
     public var isBusy: Bool {
         if isClosed { return false }
-        if peerDatabaseID == nil || pendingCheckpointGet != nil { return true }
+        if peerDatabaseID == nil || pull.awaitingCheckpoint { return true }
         if configuration.direction.pulls && !pullRefused && !pullCaughtUpOnce { return true }
         if confirmationPullDue { return true }
-        return awaitingPeerSubscription || !(target?.isDrained ?? true) || sources.values.contains { !$0.isDrained }
+        return pusher.awaitingSubscription || !(target?.isDrained ?? true) || !pusher.isDrained
     }
 
     /// One-shot mode: the revisions this node pushed in this pass are now in the peer's changes
@@ -150,33 +145,26 @@ public final class ReplicationSession: @unchecked Sendable {
     /// them. So a one-shot pass that pushed anything ends with one more pull from our checkpoint:
     /// the peer offers those documents' leaves and we answer that we have them — a changes round
     /// trip, no bodies. It only pulls, so it asks nothing of the peer but to serve a subscription.
-    private var pushedInPass = false
     private var confirmationPullStarted = false
 
     /// True while the confirmation pull described above is still to be made.
     private var confirmationPullDue: Bool {
-        !configuration.continuous && configuration.direction.pulls && !pullRefused && pushedInPass && !confirmationPullStarted
+        !configuration.continuous && configuration.direction.pulls && !pullRefused && pusher.pushedAnything && !confirmationPullStarted
     }
 
     /// Starts the confirmation pull once our pull has caught up and our push has drained.
     private func startConfirmationPullIfDue() {
-        guard confirmationPullDue, pullCaughtUpOnce, targetSubscriptionEnded, !(target?.hasBatchesInFlight ?? false),
-            sources.values.allSatisfy(\.isDrained), drainCompletion == nil
+        guard confirmationPullDue, pullCaughtUpOnce, pull.subscriptionEnded, !(target?.hasBatchesInFlight ?? false),
+            pusher.isDrained, drainCompletion == nil
         else { return }
         confirmationPullStarted = true
         pullAgain()
     }
 
-    /// The newest local sequence acknowledged by a peer subscription that has since finished.
-    private var finishedPushAcknowledged: UInt64?
-
-    /// The peer announced it will subscribe and has not yet.
-    private var awaitingPeerSubscription = false
-
     /// Whether our subscription reached the peer's end at least once.
     public private(set) var pullCaughtUpOnce = false
     /// Whether the peer refused our subscription.
-    public private(set) var pullRefused = false
+    public var pullRefused: Bool { pull.isRefused }
 
     /// The peer's database id, once its `hello` arrived.
     public var peerDatabase: [UInt8]? { peerDatabaseID }
@@ -199,8 +187,8 @@ public final class ReplicationSession: @unchecked Sendable {
     public func drainAndClose(timeoutSeconds: Double, _ completion: @escaping @Sendable () -> Void) {
         guard !isClosed else { return completion() }
         drainCompletion = completion
-        if let target, !targetSubscriptionEnded {
-            targetSubscriptionEnded = true
+        if let target, !pull.subscriptionEnded {
+            pull.endSubscription()
             send(.unsubscribe(Unsubscribe(subscriptionID: target.subscriptionID)))
         }
         drainTimer = scheduler.schedule(after: timeoutSeconds) { [weak self] in
@@ -213,8 +201,6 @@ public final class ReplicationSession: @unchecked Sendable {
     }
 
     private var drainCompletion: (@Sendable () -> Void)?
-    /// Our subscription ended: a one-shot one caught up, or we unsubscribed.
-    private var targetSubscriptionEnded = false
     private var drainTimer: (any Cancellable)?
 
     /// While draining: closes once nothing is in flight in either direction.
@@ -222,7 +208,7 @@ public final class ReplicationSession: @unchecked Sendable {
         guard let completion = drainCompletion, !isClosed else { return }
         // The peer's copy of our checkpoint must be current too, or the next session resumes from
         // the older of the two: wait for the last `checkpointSet` (and the one it deferred).
-        let inFlight = (target?.hasBatchesInFlight ?? false) || sources.values.contains { $0.hasBatchesInFlight }
+        let inFlight = (target?.hasBatchesInFlight ?? false) || pusher.hasBatchesInFlight
             || !remoteCheckpoint.isSettled
         guard !inFlight else { return }
         drainCompletion = nil
@@ -300,7 +286,7 @@ public final class ReplicationSession: @unchecked Sendable {
         peerWindow = hello.window
         peerAcceptsImportedIDs = hello.features & Hello.importedIDsFeature != 0
         peerAcceptsRefusals = hello.features & Hello.refusalsFeature != 0
-        awaitingPeerSubscription = configuration.direction.pushes && hello.features & Hello.subscribesFeature != 0
+        pusher.peerSaidHello(subscribes: hello.features & Hello.subscribesFeature != 0)
         onEvent(.connected(peerDatabaseID: hello.databaseID))
         if configuration.direction.pulls { try beginPull() }
     }
@@ -312,12 +298,8 @@ public final class ReplicationSession: @unchecked Sendable {
     /// nothing while a subscription is still active, when this node does not pull, or when the
     /// peer refused to be pulled from.
     public func pullAgain() {
-        guard !isClosed, configuration.direction.pulls, !pullRefused, peerDatabaseID != nil,
-            pendingCheckpointGet == nil, target == nil || targetSubscriptionEnded,
-            !(target?.hasBatchesInFlight ?? false)
-        else { return }
-        target = nil
-        targetSubscriptionEnded = false
+        guard !isClosed, configuration.direction.pulls, peerDatabaseID != nil, pull.canStartAnotherPass else { return }
+        pull = .idle
         pullCaughtUpOnce = false
         do { try beginPull() } catch { fail(error) }
     }
@@ -330,32 +312,32 @@ public final class ReplicationSession: @unchecked Sendable {
             local = ReplicationCheckpoint(json: try store.localGet(ReplicationIdentity.checkpointDocumentID(replicationID)))
         } catch { throw .store(error) }
         let requestID = allocateRequestID()
-        pendingCheckpointGet = (requestID, replicationID, local)
+        pull = .awaitingCheckpoint(requestID: requestID, replicationID: replicationID, local: local)
         send(.checkpointGet(CheckpointGet(requestID: requestID, replicationID: replicationID)))
     }
 
     private func receiveCheckpoint(_ checkpoint: Checkpoint) throws(ReplicationError) {
-        guard let pending = pendingCheckpointGet, pending.requestID == checkpoint.requestID else {
+        guard case .awaitingCheckpoint(let asked, let replicationID, let local) = pull, asked == checkpoint.requestID else {
             throw .invalidReference("checkpoint answers no request of ours")
         }
-        pendingCheckpointGet = nil
         let remote = checkpoint.value.flatMap { ReplicationCheckpoint(encoded: $0) }
-        let since = ReplicationCheckpoint.startSequence(local: pending.local, remote: remote)
+        let since = ReplicationCheckpoint.startSequence(local: local, remote: remote)
         // Where the pull resumes is where it stands, before any batch: reported now, so a node
         // that restarts caught up does not show an unknown pull checkpoint until the next change.
         if since > 0 { onEvent(.pullCheckpoint(since)) }
         let requestID = allocateRequestID()
         let filter = configuration.pullFilter.wireFilter ?? ChangesFilter.none
-        send(.subscribe(Subscribe(requestID: requestID, replicationID: pending.replicationID, since: since,
+        send(.subscribe(Subscribe(requestID: requestID, replicationID: replicationID, since: since,
                                   continuous: configuration.continuous, filter: filter)))
-        target = SubscriptionTarget(subscriptionID: requestID, replicationID: pending.replicationID,
-                                    filter: configuration.pullFilter, store: store, session: random.nextHexID(),
-                                    since: since, localCheckpoint: pending.local, namesRefusals: peerAcceptsRefusals)
+        let target = SubscriptionTarget(subscriptionID: requestID, replicationID: replicationID,
+                                        filter: configuration.pullFilter, store: store, session: random.nextHexID(),
+                                        since: since, localCheckpoint: local, namesRefusals: peerAcceptsRefusals)
+        pull = .subscribed(target, ended: false)
     }
 
     private func receiveChanges(_ changes: Changes) throws(ReplicationError) {
         guard let target else { throw .invalidReference("changes without a subscription") }
-        if changes.caughtUp && !configuration.continuous { targetSubscriptionEnded = true }
+        if changes.caughtUp && !configuration.continuous { pull.endSubscription() }
         send(.changesReply(try target.receive(changes)))
         // A batch that needed nothing is complete: the checkpoint it reaches is written next.
         writeNext()
@@ -460,74 +442,38 @@ public final class ReplicationSession: @unchecked Sendable {
 
     // MARK: Push (this node is the source)
 
+    private var outbox: Pusher.Outbox { Pusher.Outbox(nextRequestID: allocateRequestID, send: send) }
+
     private func receiveSubscribe(_ subscribe: Subscribe) throws(ReplicationError) {
-        guard configuration.direction.pushes else {
-            send(.error(ErrorMessage(requestID: subscribe.requestID, code: .forbidden, message: "this node does not push to you")))
-            return
-        }
-        guard sources[subscribe.requestID] == nil, sources.count < WireLimits.subscriptionsMax else {
-            throw .invalidReference("subscription \(subscribe.requestID) is a duplicate or over the limit")
-        }
-        awaitingPeerSubscription = false
-        let source = SubscriptionSource(subscribe: subscribe, serving: configuration.pushFilter, store: store,
-                                        batchSize: configuration.batchSize, window: min(configuration.window, peerWindow),
-                                        marksImportedIDs: peerAcceptsImportedIDs)
-        sources[subscribe.requestID] = source
-        try pump(source)
+        reportPush(try pusher.subscribe(
+            subscribe, peerWindow: peerWindow, marksImportedIDs: peerAcceptsImportedIDs, pumping: drainCompletion == nil, outbox))
     }
 
-    private func pump(_ source: SubscriptionSource) throws(ReplicationError) {
-        if drainCompletion != nil {
-            finishDrainIfIdle()
-            return
-        }
-        do {
-            try source.pump(nextRequestID: allocateRequestID, send: send)
-        } catch {
-            throw .store(error)
-        }
-        if source.finishedSending && source.isDrained {
-            finishedPushAcknowledged = max(finishedPushAcknowledged ?? 0, source.acknowledgedSequence)
-            sources[source.subscriptionID] = nil
-            onEvent(.pushCompleted)
-        }
-    }
-
-    /// The peer ends its subscription: no new batches; those in flight complete normally.
     private func receiveUnsubscribe(_ unsubscribe: Unsubscribe) throws(ReplicationError) {
-        guard let source = sources[unsubscribe.subscriptionID] else { return }
-        source.stopSending()
-        try pump(source)
+        reportPush(try pusher.unsubscribe(unsubscribe, pumping: drainCompletion == nil, outbox))
     }
 
     private func receiveChangesReply(_ reply: ChangesReply) throws(ReplicationError) {
-        guard let source = sources.values.first(where: { $0.owns(reply.requestID) }) else {
-            throw .invalidReference("changesReply for unknown request \(reply.requestID)")
-        }
-        reportDocuments(try source.receive(reply, send: send))
-        try pump(source)
+        reportPush(try pusher.receive(reply, pumping: drainCompletion == nil, outbox))
         onEvent(.progress)
     }
 
     private func receiveRevisionsAck(_ ack: RevisionsAck) throws(ReplicationError) {
-        guard let source = sources.values.first(where: { $0.owns(ack.requestID) }) else {
-            throw .invalidReference("revisionsAck for unknown request \(ack.requestID)")
-        }
-        reportDocuments(try source.receive(ack))
-        // `receive` threw for a rejected batch: this one was stored.
-        pushedInPass = true
-        try pump(source)
+        reportPush(try pusher.receive(ack, pumping: drainCompletion == nil, outbox))
         startConfirmationPullIfDue()
         onEvent(.progress)
     }
 
     private func localChangesCommitted() {
         guard !isClosed else { return }
-        for id in sources.keys.sorted() {
-            guard let source = sources[id], source.continuous else { continue }
-            source.localChangesCommitted()
-            do { try pump(source) } catch { fail(error); return }
-        }
+        do { reportPush(try pusher.localChangesCommitted(pumping: drainCompletion == nil, outbox)) } catch { fail(error) }
+    }
+
+    /// Reports what a push step did; a draining session closes once nothing is in flight.
+    private func reportPush(_ report: Pusher.Report) {
+        reportDocuments(report.documents)
+        if report.completed { onEvent(.pushCompleted) }
+        if drainCompletion != nil { finishDrainIfIdle() }
     }
 
     // MARK: Checkpoints the peer keeps here
@@ -556,7 +502,7 @@ public final class ReplicationSession: @unchecked Sendable {
     /// is capped by what this session saw the peer acknowledge, so a peer cannot make this node
     /// stem what it never received.
     private func recordPeerHorizon(_ replicationID: [UInt8], claimed: UInt64) throws(StoreError) {
-        guard let observed = [pushAcknowledgedSequence, finishedPushAcknowledged].compactMap({ $0 }).max() else { return }
+        guard let observed = pusher.acknowledgedSequence else { return }
         let sequence = min(claimed, observed)
         let peer = configuration.peerHorizonKey ?? Hex.encode(replicationID)
         try store.recordPeerHorizon(peer: peer, sequence: Int64(clamping: sequence))
@@ -566,8 +512,7 @@ public final class ReplicationSession: @unchecked Sendable {
         if let target, target.subscriptionID == error.requestID {
             // A refused pull is a configuration the peer chose (it does not push to us), not a
             // broken connection: the push direction goes on, and the refusal is reported.
-            self.target = nil
-            pullRefused = true
+            pull = .refused("\(error.code): \(error.message)")
             logger.warning("the peer refused to be pulled from", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
             onEvent(.pullRefused("\(error.code): \(error.message)"))
             if drainCompletion != nil { finishDrainIfIdle() }
