@@ -136,58 +136,6 @@ public final class Agent: @unchecked Sendable {
         notifier.ready(status: "listening on \(boundListen!)")
     }
 
-    /// Re-reads the config file and applies it. A bad file is reported and the running config
-    /// kept, so a typo never takes an agent down. `completion` gets the names of the changed
-    /// settings that wait for a restart (`restartOnlySettings`), or the error.
-    public func reload(_ completion: @escaping @Sendable (Result<[String], AgentError>) -> Void = { _ in }) {
-        queue.async { [self] in
-            notifier.reloading()
-            defer { notifier.ready() }
-            do throws(AgentError) {
-                let (text, parsed) = try Self.readConfig(options.directory.configPath)
-                let restartRequired = applyConfig(text: text, parsed: parsed)
-                logger.info("config reloaded: \(config.peers.count) peers")
-                emit("config.reloaded", [
-                    "peers": .int(Int64(config.peers.count)), "restart_required": .array(restartRequired.map(JSONValue.string)),
-                ])
-                completion(.success(restartRequired))
-            } catch {
-                logger.error("config reload failed, keeping the running config: \(error)")
-                emit("config.error", ["message": .string(error.description)])
-                completion(.failure(error))
-            }
-        }
-    }
-
-    /// The settings read only at start-up: the listener is bound, and the store opened with its
-    /// conflict policy and revs limit, once per process.
-    static let restartOnlySettings = ["listen", "conflicts", "revs-limit"]
-
-    /// Applies a parsed config: peers and limits at once; `listen`, `conflicts` and `revs-limit`
-    /// keep their running values until a restart. Returns the names of those that differ in the
-    /// file (in `restartOnlySettings` order; empty when none). Runs on `queue`.
-    @discardableResult
-    func applyConfig(text: String, parsed: ParsedConfig) -> [String] {
-        dispatchPrecondition(condition: .onQueue(queue))
-        var next = parsed.config
-        if let listen = options.listen { next.listen = listen }
-        let changed = [next.listen != config.listen, next.conflicts != config.conflicts, next.revsLimit != config.revsLimit]
-        let restartRequired = zip(Self.restartOnlySettings, changed).filter(\.1).map(\.0)
-        if !restartRequired.isEmpty {
-            logger.warning("\(restartRequired.joined(separator: ", ")) changed in the config file: restart canopyd to apply")
-            next.listen = config.listen
-            next.conflicts = config.conflicts
-            next.revsLimit = config.revsLimit
-        }
-        configText = text
-        parsedConfig = parsed
-        config = next
-        for peer in next.peers { pendingPeers[peer.nodeID] = nil }
-        peers.allow(next.peers)
-        replication.apply(config: next)
-        return restartRequired
-    }
-
     /// Shuts down cleanly: stops accepting, lets replication finish its batch and checkpoint,
     /// closes connections, removes the admin socket, then calls `completion` (once, even if
     /// asked several times). Work still running after `AgentLimits.shutdownGraceSeconds` is abandoned.
@@ -268,18 +216,6 @@ public final class Agent: @unchecked Sendable {
     private func publish(_ event: AgentEvent) {
         let line = JSONValue.object(["event": event.json])
         for client in eventSubscribers.values { client.sendLine(line) }
-    }
-
-    static func readConfig(_ path: String) throws(AgentError) -> (String, ParsedConfig) {
-        let bytes = try DataDirectory.readFile(path, limit: AgentLimits.configFileBytesMax)
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw .config(ConfigError(file: path, line: 0, message: "file is not UTF-8"))
-        }
-        do {
-            return (text, try ConfigParser(file: path, normalizeNodeID: AgentIdentity.normalizeNodeID).parse(text))
-        } catch {
-            throw .config(error)
-        }
     }
 
     /// Seconds since the Unix epoch (event timestamps and uptime; never used for decisions).

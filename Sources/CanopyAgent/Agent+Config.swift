@@ -1,0 +1,117 @@
+import CanopyCore
+import CanopyReplication
+import Dispatch
+
+/// The running config: reading the file, applying it (at start-up, on `reload` and SIGHUP), and
+/// the admin commands that edit its peers. All of it runs on `queue`.
+extension Agent {
+    /// Re-reads the config file and applies it. A bad file is reported and the running config
+    /// kept, so a typo never takes an agent down. `completion` gets the names of the changed
+    /// settings that wait for a restart (`restartOnlySettings`), or the error.
+    public func reload(_ completion: @escaping @Sendable (Result<[String], AgentError>) -> Void = { _ in }) {
+        queue.async { [self] in
+            notifier.reloading()
+            defer { notifier.ready() }
+            do throws(AgentError) {
+                let (text, parsed) = try Self.readConfig(options.directory.configPath)
+                let restartRequired = applyConfig(text: text, parsed: parsed)
+                logger.info("config reloaded: \(config.peers.count) peers")
+                emit("config.reloaded", [
+                    "peers": .int(Int64(config.peers.count)), "restart_required": .array(restartRequired.map(JSONValue.string)),
+                ])
+                completion(.success(restartRequired))
+            } catch {
+                logger.error("config reload failed, keeping the running config: \(error)")
+                emit("config.error", ["message": .string(error.description)])
+                completion(.failure(error))
+            }
+        }
+    }
+
+    /// The settings read only at start-up: the listener is bound, and the store opened with its
+    /// conflict policy and revs limit, once per process.
+    static let restartOnlySettings = ["listen", "conflicts", "revs-limit"]
+
+    /// Applies a parsed config: peers and limits at once; `listen`, `conflicts` and `revs-limit`
+    /// keep their running values until a restart. Returns the names of those that differ in the
+    /// file (in `restartOnlySettings` order; empty when none). Runs on `queue`.
+    @discardableResult
+    func applyConfig(text: String, parsed: ParsedConfig) -> [String] {
+        dispatchPrecondition(condition: .onQueue(queue))
+        var next = parsed.config
+        if let listen = options.listen { next.listen = listen }
+        let changed = [next.listen != config.listen, next.conflicts != config.conflicts, next.revsLimit != config.revsLimit]
+        let restartRequired = zip(Self.restartOnlySettings, changed).filter(\.1).map(\.0)
+        if !restartRequired.isEmpty {
+            logger.warning("\(restartRequired.joined(separator: ", ")) changed in the config file: restart canopyd to apply")
+            next.listen = config.listen
+            next.conflicts = config.conflicts
+            next.revsLimit = config.revsLimit
+        }
+        configText = text
+        parsedConfig = parsed
+        config = next
+        for peer in next.peers { pendingPeers[peer.nodeID] = nil }
+        peers.allow(next.peers)
+        replication.apply(config: next)
+        return restartRequired
+    }
+
+    /// `peer.add`, `peer.accept`, `peer.remove`: edit the config file in place (comments kept),
+    /// write it atomically, and apply it as a reload would.
+    func editPeers(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let rawID = try request.string("node_id")
+        guard let nodeID = AgentIdentity.normalizeNodeID(rawID) else {
+            throw AdminFailure(.invalidArgument, "\"node_id\" is not a valid node id: \"\(rawID.prefix(80))\"")
+        }
+        guard nodeID != identity.nodeID else { throw AdminFailure(.invalidArgument, "\(nodeID) is this node") }
+        var text: String
+        switch request.command {
+        case "peer.remove":
+            guard parsedConfig.peerSections[nodeID] != nil else { throw AdminFailure(.notFound, "\(nodeID) is not a configured peer") }
+            text = ConfigEditor.removingPeer(nodeID, from: configText, parsed: parsedConfig)
+        default:
+            if request.command == "peer.accept", pendingPeers[nodeID] == nil {
+                throw AdminFailure(.notFound, "\(nodeID) is not a pending peer")
+            }
+            // "-" (as in the config file) or no address: accept the peer's connections, never dial.
+            let address = try request.optionalString("address").flatMap { (text) throws(AdminFailure) -> HostPort? in
+                if text == "-" { return nil }
+                guard let address = HostPort(parsing: text), address.port != 0 else {
+                    throw AdminFailure(.invalidArgument, "\"address\" must be HOST:PORT or \"-\", found \"\(text.prefix(80))\"")
+                }
+                return address
+            }
+            guard config.peers.count < AgentLimits.peersMax || config.peer(nodeID) != nil else {
+                throw AdminFailure(.failed, "already \(AgentLimits.peersMax) peers")
+            }
+            let peer = PeerConfig(
+                nodeID: nodeID, address: address, direction: try request.choice("direction", ReplicationDirection.self, default: .both),
+                mode: try request.choice("mode", ReplicationMode.self, default: .continuous))
+            text = ConfigEditor.settingPeer(peer, in: configText, parsed: parsedConfig)
+        }
+        let parsed: ParsedConfig
+        do {
+            parsed = try ConfigParser(file: options.directory.configPath, normalizeNodeID: AgentIdentity.normalizeNodeID).parse(text)
+            try DataDirectory.writeFileAtomically(options.directory.configPath, Array(text.utf8), mode: 0o600)
+        } catch {
+            throw AdminFailure(.failed, "cannot update the config file: \(error)")
+        }
+        applyConfig(text: text, parsed: parsed)
+        emit("config.changed", ["command": .string(request.command), "node_id": .string(nodeID)])
+        reply(.success(["node_id": .string(nodeID)]))
+    }
+
+    static func readConfig(_ path: String) throws(AgentError) -> (String, ParsedConfig) {
+        let bytes = try DataDirectory.readFile(path, limit: AgentLimits.configFileBytesMax)
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw .config(ConfigError(file: path, line: 0, message: "file is not UTF-8"))
+        }
+        do {
+            return (text, try ConfigParser(file: path, normalizeNodeID: AgentIdentity.normalizeNodeID).parse(text))
+        } catch {
+            throw .config(error)
+        }
+    }
+}

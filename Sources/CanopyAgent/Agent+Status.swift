@@ -1,0 +1,81 @@
+import CanopyCore
+import CanopyReplication
+import CanopyStore
+import Dispatch
+
+/// `status` and `peers`: the agent's own state (read on `queue`), each configured peer's
+/// replication status (from the controller), and the store's counts (on `storeQueue`).
+extension Agent {
+    func status(_ reply: @escaping AdminReply) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let base: [String: JSONValue] = [
+            "node_id": .string(identity.nodeID),
+            "listen": .string(boundListen?.description ?? config.listen.description),
+            "admin_socket": .string(admin?.path ?? ""),
+            "data_dir": .string(options.directory.path),
+            "conflicts": .string(config.conflicts.rawValue),
+            "uptime_seconds": .double((Self.wallClock() - startedAt).rounded()),
+        ].merging(damageStatus) { first, _ in first }
+        peerRows { rows in
+            self.storeQueue.async {
+                do throws(StoreError) {
+                    var result = try self.storeCounts().merging(base) { store, _ in store }
+                    result["peers"] = .array(rows)
+                    reply(.success(result))
+                } catch {
+                    reply(.failure(Self.failure(for: error)))
+                }
+            }
+        }
+    }
+
+    func peerList(_ reply: @escaping AdminReply) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let pending = pendingPeers.values.sorted { $0.nodeID < $1.nodeID }.map { record in
+            JSONValue.object([
+                "node_id": .string(record.nodeID), "address": .string(record.address),
+                "attempts": .int(Int64(record.attempts)), "last_seen": .double(record.lastSeen),
+            ])
+        }
+        peerRows { rows in reply(.success(["peers": .array(rows), "pending": .array(pending)])) }
+    }
+
+    /// One row per configured peer (file order), merged with the replication status and the
+    /// connection state. Calls `completion` on `queue`.
+    private func peerRows(_ completion: @escaping @Sendable ([JSONValue]) -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let configured = config.peers
+        replication.statuses { statuses in
+            self.queue.async {
+                completion(configured.map { peer in
+                    let status = statuses.first { $0.nodeID == peer.nodeID }
+                    return Self.peerRow(peer, status: status, connected: status?.connected == true)
+                })
+            }
+        }
+    }
+
+    static func peerRow(_ peer: PeerConfig, status: PeerReplicationStatus?, connected: Bool) -> JSONValue {
+        let optional: (Int64?) -> JSONValue = { $0.map(JSONValue.int) ?? .null }
+        return .object([
+            "node_id": .string(peer.nodeID),
+            "address": peer.address.map { .string($0.description) } ?? .null,
+            "direction": .string(peer.direction.rawValue),
+            "mode": .string(peer.mode.rawValue),
+            "connected": .bool(connected),
+            "state": .string((status?.state ?? .stopped).rawValue),
+            "last_pushed_seq": optional(status?.lastPushedSequence),
+            "last_pulled_seq": optional(status?.lastPulledSequence),
+            "pending": optional(status?.pendingCount),
+            "progress": .object([
+                "completed": .int(Int64(status?.progress.completed ?? 0)),
+                "total": .int(Int64(status?.progress.total ?? 0)),
+            ]),
+            "last_error": status?.lastError.map(JSONValue.string) ?? .null,
+            "rejected": .int(status?.rejected ?? 0),
+            "last_rejection": status?.lastRejection.map(JSONValue.string) ?? .null,
+            "refused_by_peer": .int(status?.refusedByPeer ?? 0),
+            "last_refused_by_peer": status?.lastRefusedByPeer.map(JSONValue.string) ?? .null,
+        ])
+    }
+}
