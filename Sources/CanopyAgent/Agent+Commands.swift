@@ -8,7 +8,7 @@ typealias AdminReply = @Sendable (Result<[String: JSONValue], AdminFailure>) -> 
 /// agent's own state run on `queue`; document handlers run on `storeQueue`; `check` and `backup`
 /// copy or read the database on a global queue. The handlers live with their concern: status
 /// (`Agent+Status`), config (`Agent+Config`), replication (`Agent+Replication`), events
-/// (`subscribe` below), documents, transfer, backup and the resolver (`ResolverBroker`).
+/// (`EventHub`), documents, transfer, backup and the resolver (`ResolverBroker`).
 extension Agent: AdminRequestHandler {
     /// Every command name, for `unknown_command` messages and the spec test.
     public static let commandNames: [String] = [
@@ -50,7 +50,7 @@ extension Agent: AdminRequestHandler {
             // checkpointed); the client then waits for the lock to be free (`AgentExitWait`).
             reply(.success(["lock_path": .string(options.directory.lockPath)]))
             shutdown {}
-        case "events": onQueue(reply) { try self.subscribe(request, client: client, reply) }
+        case "events": onQueue(reply) { try self.events.subscribe(request, client: client, reply) }
         case "resolver.register", "resolver.answer": onQueue(reply) { try self.resolverCommand(request, client: client, reply) }
         default:
             reply(.failure(AdminFailure(
@@ -68,24 +68,6 @@ extension Agent: AdminRequestHandler {
             } catch {
                 reply(.failure(AdminFailure(.failed, "\(error)")))
             }
-        }
-    }
-
-    /// `events`: replies with the sequence to expect, then streams every event after `since`
-    /// (the ones still held first). `missed` counts events dropped from the ring before they
-    /// could be sent.
-    private func subscribe(_ request: AdminRequest, client: AdminClient, _ reply: @escaping AdminReply) throws(AdminFailure) {
-        dispatchPrecondition(condition: .onQueue(queue))
-        let since = UInt64(try request.optionalInt("since", in: 0...Int64.max) ?? Int64(events.lastSequence))
-        let (backlog, missed) = events.events(after: since)
-        client.staysOpenAfterInput()
-        reply(.success(["last_seq": .int(Int64(events.lastSequence)), "missed": .int(Int64(missed))]))
-        for event in backlog { client.sendLine(.object(["event": event.json])) }
-        let key = ObjectIdentifier(client)
-        eventSubscribers[key] = client
-        client.onClose { [weak self] in
-            guard let self else { return }
-            self.queue.async { self.eventSubscribers[key] = nil }
         }
     }
 }

@@ -16,13 +16,13 @@ extension Agent {
                 let (text, parsed) = try Self.readConfig(options.directory.configPath)
                 let restartRequired = applyConfig(text: text, parsed: parsed)
                 logger.info("config reloaded: \(config.peers.count) peers")
-                emit("config.reloaded", [
+                events.emit("config.reloaded", [
                     "peers": .int(Int64(config.peers.count)), "restart_required": .array(restartRequired.map(JSONValue.string)),
                 ])
                 completion(.success(restartRequired))
             } catch {
                 logger.error("config reload failed, keeping the running config: \(error)")
-                emit("config.error", ["message": .string(error.description)])
+                events.emit("config.error", ["message": .string(error.description)])
                 completion(.failure(error))
             }
         }
@@ -99,7 +99,7 @@ extension Agent {
             throw AdminFailure(.failed, "cannot update the config file: \(error)")
         }
         applyConfig(text: text, parsed: parsed)
-        emit("config.changed", ["command": .string(request.command), "node_id": .string(nodeID)])
+        events.emit("config.changed", ["command": .string(request.command), "node_id": .string(nodeID)])
         reply(.success(["node_id": .string(nodeID)]))
     }
 

@@ -22,7 +22,7 @@ extension Agent {
         }
         var data: [String: JSONValue] = ["doc": .string(damage.documentID), "reason": .string(damage.reason)]
         if let revision = damage.revision { data["rev"] = .string(revision.description) }
-        emit("document.damaged", data)
+        events.emit("document.damaged", data)
     }
 
     /// `status` members: damaged documents and revisions found since the agent started, and the last.

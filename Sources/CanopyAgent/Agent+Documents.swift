@@ -51,7 +51,7 @@ extension Agent {
             return ["doc": .string(id), "local": .bool(true)]
         }
         let revision = try store.put(id: id, body: members.body, replacing: members.replacing)
-        emit("document.changed", ["doc": .string(id), "rev": .string(revision.description), "origin": .string("local")])
+        events.emit("document.changed", ["doc": .string(id), "rev": .string(revision.description), "origin": .string("local")])
         return ["doc": .string(id), "rev": .string(revision.description)]
     }
 
@@ -83,7 +83,7 @@ extension Agent {
             return ["doc": .string(id), "local": .bool(true)]
         }
         let revision = try store.delete(id: id, rev: try request.revision("rev"))
-        emit("document.changed", ["doc": .string(id), "rev": .string(revision.description), "deleted": .bool(true), "origin": .string("local")])
+        events.emit("document.changed", ["doc": .string(id), "rev": .string(revision.description), "deleted": .bool(true), "origin": .string("local")])
         return ["doc": .string(id), "rev": .string(revision.description)]
     }
 
@@ -116,7 +116,7 @@ extension Agent {
         let decision = try Self.decision(from: request, documentID: id)
         try checkApplicable(decision, to: id)
         let current = try store.resolveConflicts(id: id, resolver: ClosureResolver { _ in decision })
-        emit("conflict.resolved", ["doc": .string(id), "rev": .string(current.description), "by": .string("admin")])
+        events.emit("conflict.resolved", ["doc": .string(id), "rev": .string(current.description), "by": .string("admin")])
         return ["doc": .string(id), "rev": .string(current.description)]
     }
 
@@ -124,6 +124,7 @@ extension Agent {
     /// picks a revision that is not one of its open leaves (`invalid_argument`); the conflict is
     /// then kept. Shared by `resolve` and a resolver's answer, which are applied alike.
     func checkApplicable(_ decision: ResolutionDecision, to id: String) throws {
+        dispatchPrecondition(condition: .onQueue(storeQueue))
         let before = try store.get(id: id, options: .conflicts)
         guard !(before.conflicts ?? []).isEmpty else {
             throw AdminFailure(.notConflicted, "document \"\(id.prefix(80))\" is not conflicted: \(before.revision) is its only open leaf; nothing to resolve")

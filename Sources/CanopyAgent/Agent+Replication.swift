@@ -18,12 +18,12 @@ extension Agent {
         let once = ReplyOnce(reply)
         // Without `wait` the reply says it started, before the sync can finish and answer first.
         if !wait { once.reply(.success(["node_id": .string(nodeID), "started": .bool(true)])) }
-        let progress: @Sendable (ReplicationProgress) -> Void = { [weak self] progress in
-            self?.emit("sync.progress", [
+        let progress: @Sendable (ReplicationProgress) -> Void = { [weak events] progress in
+            events?.emit("sync.progress", [
                 "node_id": .string(nodeID), "completed": .int(Int64(progress.completed)), "total": .int(Int64(progress.total)),
             ])
         }
-        replication.sync(peer: nodeID, progress: progress) { [weak self] result in
+        replication.sync(peer: nodeID, progress: progress) { [weak events] result in
             switch result {
             case .success(let done):
                 let result: [String: JSONValue] = [
@@ -32,10 +32,10 @@ extension Agent {
                     "refused_by_peer": .int(done.refusedByPeer),
                     "last_refused_by_peer": done.lastRefusedByPeer.map(JSONValue.string) ?? .null,
                 ]
-                self?.emit("sync.finished", result)
+                events?.emit("sync.finished", result)
                 once.reply(.success(result))
             case .failure(let failure):
-                self?.emit("sync.failed", ["node_id": .string(nodeID), "code": .string(failure.code), "message": .string(failure.message)])
+                events?.emit("sync.failed", ["node_id": .string(nodeID), "code": .string(failure.code), "message": .string(failure.message)])
                 let code: AdminErrorCode = failure.code == "unavailable" ? .unavailable : .failed
                 once.reply(.failure(AdminFailure(code, failure.message)))
             }

@@ -26,6 +26,7 @@ extension Agent {
     /// All revisions go in one store transaction: on any bad revision nothing is written.
     /// Revisions are inserted as if received from a peer, so the node's conflict policy applies.
     func importDocuments(_ request: AdminRequest) throws -> [String: JSONValue] {
+        dispatchPrecondition(condition: .onQueue(storeQueue))
         guard case .array(let docs)? = request.arguments["docs"] else {
             throw AdminFailure(.invalidArgument, "\"import\" needs \"docs\": an array of CouchDB documents")
         }
@@ -45,7 +46,7 @@ extension Agent {
         }
         let results = try store.importCouchDocuments(docs, couchDB: try request.bool("couchdb"))
         let added = results.reduce(0) { $0 + $1.added.count }
-        emit("import.finished", ["documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added))])
+        events.emit("import.finished", ["documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added))])
         return ["documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added))]
     }
 
@@ -56,6 +57,7 @@ extension Agent {
     /// false` it is `import`. Invalid entries fail the request before anything is written,
     /// naming the entry's index.
     func bulkDocuments(_ request: AdminRequest) throws -> [String: JSONValue] {
+        dispatchPrecondition(condition: .onQueue(storeQueue))
         if let newEdits = request.arguments["new_edits"] {
             guard case .bool(let flag) = newEdits else { throw AdminFailure(.invalidArgument, "\"new_edits\" must be true or false") }
             if !flag { return try importDocuments(request) }
@@ -90,7 +92,7 @@ extension Agent {
                 ]))
             }
         }
-        emitAll(changed)
+        events.emit(batch: changed)
         return ["results": .array(rows), "written": .int(Int64(results.count) - conflicts), "conflicts": .int(conflicts)]
     }
 
@@ -125,6 +127,7 @@ extension Agent {
     /// when the page ends inside a document, `next_leaf` says how many of that document's leaves
     /// were sent (the next request passes it as `skip_leaves`). `done` is true on the last page.
     func exportDocuments(_ request: AdminRequest) throws -> [String: JSONValue] {
+        dispatchPrecondition(condition: .onQueue(storeQueue))
         let since = try request.optionalInt("since", in: 0...Int64.max) ?? 0
         let limit = try request.optionalInt("limit", in: 1...Int64(AgentLimits.changesLimitMax)) ?? Int64(AgentLimits.changesDefaultLimit)
         var skip = Int(try request.optionalInt("skip_leaves", in: 0...Int64(Int32.max)) ?? 0)

@@ -33,8 +33,8 @@ public struct AgentOptions: Sendable {
 /// The running agent: owns the data directory lock, the store, the config, the admin socket, the
 /// peer connections and the replication controller, and wires them together.
 ///
-/// Threading (one serial queue per stateful object, `Protocol/design.md` §9.6): `queue` guards the agent's own state (config, events, pending peers,
-/// resolver registrations); the store is used only on `storeQueue`, so a slow import never
+/// Threading (one serial queue per stateful object, `Protocol/design.md` §9.6): `queue` guards the agent's own state (config, pending peers,
+/// resolver registrations) and the event hub's, which shares it; the store is used only on `storeQueue`, so a slow import never
 /// delays `status`; sockets run on their own queues. Public methods enqueue.
 public final class Agent: @unchecked Sendable {
     let queue = DispatchQueue(label: "canopy.agent")
@@ -52,8 +52,8 @@ public final class Agent: @unchecked Sendable {
     var config: AgentConfig
     var configText: String
     var parsedConfig: ParsedConfig
-    var events = EventRing()
-    var eventSubscribers: [ObjectIdentifier: AdminClient] = [:]
+    /// Every event, numbered, and the clients streaming them; shares `queue`.
+    let events: EventHub
     var pendingPeers: [String: PendingPeerRecord] = [:]
     var resolver: ResolverBroker?
     var replication: (any ReplicationController)!
@@ -104,6 +104,7 @@ public final class Agent: @unchecked Sendable {
         damageLog = RateLimitedLog(logger: options.logger)
         notifier = SystemdNotifier(environment: environment)
         startedAt = Self.wallClock()
+        events = EventHub(queue: queue)
         peers = PeerConnectionManager(identity: identity.identity, deliveryQueue: replicationQueue, logger: logger, events: self)
         replication = EngineReplication(queue: replicationQueue, store: store, manager: peers, logger: logger, sink: self)
         store.setDamageHandler { [weak self] damage in self?.storeFoundDamage(damage) }
@@ -132,7 +133,7 @@ public final class Agent: @unchecked Sendable {
         }
         server.start()
         logger.info("canopyd \(identity.nodeID) listening on \(boundListen!) (admin socket \(socketPath))")
-        emit("agent.started", ["node_id": .string(identity.nodeID), "listen": .string(boundListen!.description)])
+        events.emit("agent.started", ["node_id": .string(identity.nodeID), "listen": .string(boundListen!.description)])
         notifier.ready(status: "listening on \(boundListen!)")
     }
 
@@ -147,7 +148,7 @@ public final class Agent: @unchecked Sendable {
             shuttingDown = true
             notifier.stopping()
             logger.info("shutting down")
-            emit("agent.stopping", [:])
+            events.emit("agent.stopping", [:])
             let finished = DispatchGroup()
             finished.enter()
             replication.shutdown { finished.leave() }
@@ -180,44 +181,6 @@ public final class Agent: @unchecked Sendable {
         whenStopped()
     }
 
-    /// Records an event and streams it to subscribers. Callable from any queue.
-    func emit(_ type: String, _ data: [String: JSONValue]) {
-        emitAll([.fields(type: type, data: data)])
-    }
-
-    /// Records events in order and streams them to subscribers, in one hop to the agent's queue.
-    /// Callable from any queue.
-    func emitAll(_ batch: [AgentEvent.Content]) {
-        let time = Self.wallClock()
-        queue.async { [self] in
-            for content in batch {
-                let event = events.append(content, time: time)
-                // Build the line only when someone listens.
-                guard !eventSubscribers.isEmpty else { continue }
-                publish(event)
-            }
-        }
-    }
-
-    /// Records a replication batch's document events (one per document) as the array it is, and
-    /// streams them to subscribers. Callable from any queue.
-    func emitDocuments(_ documentEvents: [DocumentEvent], peer nodeID: String) {
-        let time = Self.wallClock()
-        queue.async { [self] in
-            let first = events.append(documents: documentEvents, peer: nodeID, time: time)
-            guard !eventSubscribers.isEmpty else { return }
-            for (offset, event) in documentEvents.enumerated() {
-                publish(AgentEvent(sequence: first + UInt64(offset), time: time, content: .document(nodeID: nodeID, event: event)))
-            }
-        }
-    }
-
-    /// Sends `event` to every `events` subscriber.
-    private func publish(_ event: AgentEvent) {
-        let line = JSONValue.object(["event": event.json])
-        for client in eventSubscribers.values { client.sendLine(line) }
-    }
-
     /// Seconds since the Unix epoch (event timestamps and uptime; never used for decisions).
     static func wallClock() -> Double {
         var spec = timespec()
@@ -227,11 +190,11 @@ public final class Agent: @unchecked Sendable {
 }
 
 extension Agent: ReplicationEventSink, PeerEventSink {
-    public func emit(type: String, data: [String: JSONValue]) { emit(type, data) }
+    public func emit(type: String, data: [String: JSONValue]) { events.emit(type, data) }
 
-    public func emit(batch: [AgentEvent.Content]) { emitAll(batch) }
+    public func emit(batch: [AgentEvent.Content]) { events.emit(batch: batch) }
 
-    public func emit(documentEvents: [DocumentEvent], peer nodeID: String) { emitDocuments(documentEvents, peer: nodeID) }
+    public func emit(documentEvents: [DocumentEvent], peer nodeID: String) { events.emit(documentEvents: documentEvents, peer: nodeID) }
 
     func peerRefused(nodeID: String, address: String) {
         queue.async { [self] in
@@ -242,7 +205,7 @@ extension Agent: ReplicationEventSink, PeerEventSink {
             record.lastSeen = Self.wallClock()
             pendingPeers[nodeID] = record
         }
-        emit("peer.pending", ["node_id": .string(nodeID), "address": .string(address)])
+        events.emit("peer.pending", ["node_id": .string(nodeID), "address": .string(address)])
     }
 
     func peerConnected(nodeID: String, transport: ChannelTransport) {

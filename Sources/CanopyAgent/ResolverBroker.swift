@@ -31,6 +31,7 @@ final class ResolverBroker: @unchecked Sendable {
 
     /// Starts periodic passes (the first at once).
     func start() {
+        dispatchPrecondition(condition: .onQueue(agent.queue))
         let source = DispatchSource.makeTimerSource(queue: agent.queue)
         source.schedule(deadline: .now(), repeating: Self.passIntervalSeconds)
         source.setEventHandler { [weak self] in self?.pass() }
@@ -40,6 +41,7 @@ final class ResolverBroker: @unchecked Sendable {
 
     /// Stops asking; outstanding conflicts stay as they are.
     func stop() {
+        dispatchPrecondition(condition: .onQueue(agent.queue))
         stopped = true
         timer?.cancel()
         timer = nil
@@ -60,6 +62,7 @@ final class ResolverBroker: @unchecked Sendable {
     }
 
     private func ask(_ questions: [(id: String, fields: [String: JSONValue])]) {
+        dispatchPrecondition(condition: .onQueue(agent.queue))
         guard !stopped else { return }
         for question in questions where !outstanding.values.contains(question.id) {
             let ticket = nextTicket
@@ -70,7 +73,7 @@ final class ResolverBroker: @unchecked Sendable {
             client.sendLine(.object(["resolve": .object(fields)]))
             agent.queue.asyncAfter(deadline: .now() + AgentLimits.resolverTimeoutSeconds) { [weak self] in
                 guard let self, let id = self.outstanding.removeValue(forKey: ticket) else { return }
-                self.agent.emit("resolution.failed", ["doc": .string(id), "reason": .string("resolver did not answer in time; conflict kept")])
+                self.agent.events.emit("resolution.failed", ["doc": .string(id), "reason": .string("resolver did not answer in time; conflict kept")])
             }
         }
     }
@@ -101,13 +104,13 @@ final class ResolverBroker: @unchecked Sendable {
             do {
                 try agent.checkApplicable(decision, to: id)
                 let revision = try agent.store.resolveConflicts(id: id, resolver: ClosureResolver { _ in decision })
-                agent.emit("conflict.resolved", ["doc": .string(id), "rev": .string(revision.description), "by": .string("resolver")])
+                agent.events.emit("conflict.resolved", ["doc": .string(id), "rev": .string(revision.description), "by": .string("resolver")])
                 reply(.success(["doc": .string(id), "rev": .string(revision.description)]))
             } catch let failure as AdminFailure {
-                agent.emit("resolution.failed", ["doc": .string(id), "reason": .string(failure.message)])
+                agent.events.emit("resolution.failed", ["doc": .string(id), "reason": .string(failure.message)])
                 reply(.failure(failure))
             } catch let error as StoreError {
-                agent.emit("resolution.failed", ["doc": .string(id), "reason": .string(error.description)])
+                agent.events.emit("resolution.failed", ["doc": .string(id), "reason": .string(error.description)])
                 reply(.failure(Agent.failure(for: error)))
             } catch {
                 reply(.failure(AdminFailure(.failed, "\(error)")))
@@ -135,7 +138,7 @@ extension Agent {
                 guard self.resolver === broker else { return }
                 broker.stop()
                 self.resolver = nil
-                self.emit("resolver.disconnected", [:])
+                self.events.emit("resolver.disconnected", [:])
             }
         }
         reply(.success(["prefix": .string(broker.prefix)]))

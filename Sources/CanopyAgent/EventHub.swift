@@ -1,0 +1,78 @@
+import CanopyCore
+import CanopyReplication
+import Dispatch
+
+/// The agent's events (Protocol/admin-v1.md §5): the ring that numbers and holds them
+/// (`EventRing`), the admin clients that stream them (`events`), and publishing to those clients.
+///
+/// Invariants: the ring and the subscribers are touched only on `queue`, the agent's queue (which
+/// the agent shares with it, so an event the agent emits while it handles a command is numbered
+/// after what that command saw); emitting is callable from any queue and hops there, keeping the
+/// order in which the hops were made; a line is rendered only when a client subscribes.
+final class EventHub: @unchecked Sendable {
+    private let queue: DispatchQueue
+    private var ring = EventRing()
+    private var subscribers: [ObjectIdentifier: AdminClient] = [:]
+
+    /// `queue` is the agent's.
+    init(queue: DispatchQueue) {
+        self.queue = queue
+    }
+
+    /// Records an event and streams it to subscribers. Callable from any queue.
+    func emit(_ type: String, _ data: [String: JSONValue]) {
+        emit(batch: [.fields(type: type, data: data)])
+    }
+
+    /// Records events in order and streams them to subscribers, in one hop to the agent's queue.
+    /// Callable from any queue.
+    func emit(batch: [AgentEvent.Content]) {
+        let time = Agent.wallClock()
+        queue.async { [self] in
+            for content in batch {
+                let event = ring.append(content, time: time)
+                // Build the line only when someone listens.
+                guard !subscribers.isEmpty else { continue }
+                publish(event)
+            }
+        }
+    }
+
+    /// Records a replication batch's document events (one per document) as the array it is, and
+    /// streams them to subscribers. Callable from any queue.
+    func emit(documentEvents: [DocumentEvent], peer nodeID: String) {
+        let time = Agent.wallClock()
+        queue.async { [self] in
+            let first = ring.append(documents: documentEvents, peer: nodeID, time: time)
+            guard !subscribers.isEmpty else { return }
+            for (offset, event) in documentEvents.enumerated() {
+                publish(AgentEvent(sequence: first + UInt64(offset), time: time, content: .document(nodeID: nodeID, event: event)))
+            }
+        }
+    }
+
+    /// Sends `event` to every subscriber.
+    private func publish(_ event: AgentEvent) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let line = JSONValue.object(["event": event.json])
+        for client in subscribers.values { client.sendLine(line) }
+    }
+
+    /// `events`: replies with the sequence to expect, then streams every event after `since`
+    /// (the ones still held first). `missed` counts events dropped from the ring before they
+    /// could be sent.
+    func subscribe(_ request: AdminRequest, client: AdminClient, _ reply: @escaping AdminReply) throws(AdminFailure) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let since = UInt64(try request.optionalInt("since", in: 0...Int64.max) ?? Int64(ring.lastSequence))
+        let (backlog, missed) = ring.events(after: since)
+        client.staysOpenAfterInput()
+        reply(.success(["last_seq": .int(Int64(ring.lastSequence)), "missed": .int(Int64(missed))]))
+        for event in backlog { client.sendLine(.object(["event": event.json])) }
+        let key = ObjectIdentifier(client)
+        subscribers[key] = client
+        client.onClose { [weak self] in
+            guard let self else { return }
+            self.queue.async { self.subscribers[key] = nil }
+        }
+    }
+}
