@@ -58,24 +58,17 @@ public final class ReplicationSession: @unchecked Sendable {
     private var peerAcceptsRefusals = false
     /// This node as the source: the peer's subscriptions.
     private var pusher: Pusher
-    /// Where our pull stands (`PullState`).
-    private var pull: PullState = .idle
-    /// Our subscription's target, while subscribed.
-    private var target: SubscriptionTarget? { pull.target }
-    /// The peer's copy of our pull checkpoint (`checkpointSet`): when to send, what is in flight.
-    private var remoteCheckpoint: RemoteCheckpointer
-    private var lastReceived: Double
-    private var lastSent: Double
+    /// This node as the target: its subscription, the incoming writes, the peer's checkpoint copy.
+    private var puller: Puller
+    private var liveness: Liveness
     private var heartbeatTimer: (any Cancellable)?
     private var commitObserver: StoreObserverToken?
     /// Received revisions being checked off the serial context, written in arrival order.
-    private var checks: RevisionCheckPipeline!
+    private let checks: RevisionCheckPipeline
     /// Where the store writes of received revisions run (`ReplicationWorker`): off the serial
     /// context in the agent, so that the session keeps answering `changes` (read from the
     /// store's snapshot connection) while a transaction runs.
     private let writer: any ReplicationWorker
-    /// Checked messages waiting for the writer, and the one write in flight.
-    private var incoming = IncomingWrites()
     public private(set) var isClosed = false
     /// Bytes are counted by transports; messages by the session, for stats.
     public private(set) var messagesSent = 0
@@ -111,18 +104,19 @@ public final class ReplicationSession: @unchecked Sendable {
         self.onEvent = onEvent
         self.writer = writer
         pusher = Pusher(store: store, configuration: configuration)
-        remoteCheckpoint = RemoteCheckpointer(everyBatches: configuration.remoteCheckpointEveryBatches)
-        lastReceived = scheduler.now
-        lastSent = scheduler.now
+        puller = Puller(store: store, configuration: configuration)
+        checks = RevisionCheckPipeline(worker: worker)
+        liveness = Liveness(
+            intervalSeconds: configuration.heartbeatIntervalSeconds, deadIntervals: configuration.deadPeerIntervals, now: scheduler.now)
         machine = ConnectionStateMachine(localHello: Hello(
             features: (configuration.direction.pulls ? Hello.subscribesFeature : 0) | Hello.importedIDsFeature
                 | Hello.refusalsFeature, databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
             window: configuration.window))
-        checks = RevisionCheckPipeline(worker: worker) { [unowned self] checked in writeChecked(checked) }
+        checks.deliver = { [weak self] checked in self?.writeChecked(checked) }
     }
 
     /// Progress of our subscription to the peer (pull).
-    public var pullProgress: ReplicationProgress { target?.progress ?? ReplicationProgress() }
+    public var pullProgress: ReplicationProgress { puller.progress }
     /// Progress of the peer's subscriptions to us (push), summed.
     public var pushProgress: ReplicationProgress { pusher.progress }
     /// The newest local sequence the peer has completed through its subscriptions (nil when the
@@ -133,10 +127,10 @@ public final class ReplicationSession: @unchecked Sendable {
     /// once, and afterwards while batches are in flight in either direction.
     public var isBusy: Bool {
         if isClosed { return false }
-        if peerDatabaseID == nil || pull.awaitingCheckpoint { return true }
+        if peerDatabaseID == nil || puller.state.awaitingCheckpoint { return true }
         if configuration.direction.pulls && !pullRefused && !pullCaughtUpOnce { return true }
         if confirmationPullDue { return true }
-        return pusher.awaitingSubscription || !(target?.isDrained ?? true) || !pusher.isDrained
+        return pusher.awaitingSubscription || !puller.isDrained || !pusher.isDrained
     }
 
     /// One-shot mode: the revisions this node pushed in this pass are now in the peer's changes
@@ -154,17 +148,17 @@ public final class ReplicationSession: @unchecked Sendable {
 
     /// Starts the confirmation pull once our pull has caught up and our push has drained.
     private func startConfirmationPullIfDue() {
-        guard confirmationPullDue, pullCaughtUpOnce, pull.subscriptionEnded, !(target?.hasBatchesInFlight ?? false),
+        guard confirmationPullDue, pullCaughtUpOnce, puller.state.subscriptionEnded, !puller.hasBatchesInFlight,
             pusher.isDrained, drainCompletion == nil
         else { return }
         confirmationPullStarted = true
         pullAgain()
     }
 
-    /// Whether our subscription reached the peer's end at least once.
-    public private(set) var pullCaughtUpOnce = false
+    /// Whether our subscription reached the peer's end at least once (in this pass).
+    public var pullCaughtUpOnce: Bool { puller.caughtUpOnce }
     /// Whether the peer refused our subscription.
-    public var pullRefused: Bool { pull.isRefused }
+    public var pullRefused: Bool { puller.state.isRefused }
 
     /// The peer's database id, once its `hello` arrived.
     public var peerDatabase: [UInt8]? { peerDatabaseID }
@@ -187,10 +181,7 @@ public final class ReplicationSession: @unchecked Sendable {
     public func drainAndClose(timeoutSeconds: Double, _ completion: @escaping @Sendable () -> Void) {
         guard !isClosed else { return completion() }
         drainCompletion = completion
-        if let target, !pull.subscriptionEnded {
-            pull.endSubscription()
-            send(.unsubscribe(Unsubscribe(subscriptionID: target.subscriptionID)))
-        }
+        puller.stopSubscription(outbox)
         drainTimer = scheduler.schedule(after: timeoutSeconds) { [weak self] in
             guard let self, let completion = self.drainCompletion else { return }
             self.drainCompletion = nil
@@ -208,8 +199,7 @@ public final class ReplicationSession: @unchecked Sendable {
         guard let completion = drainCompletion, !isClosed else { return }
         // The peer's copy of our checkpoint must be current too, or the next session resumes from
         // the older of the two: wait for the last `checkpointSet` (and the one it deferred).
-        let inFlight = (target?.hasBatchesInFlight ?? false) || pusher.hasBatchesInFlight
-            || !remoteCheckpoint.isSettled
+        let inFlight = puller.hasBatchesInFlight || pusher.hasBatchesInFlight || !puller.checkpointCopySettled
         guard !inFlight else { return }
         drainCompletion = nil
         drainTimer?.cancel()
@@ -234,7 +224,7 @@ public final class ReplicationSession: @unchecked Sendable {
             machine.transportClosed()
             finish(reason)
         case .message(let message):
-            lastReceived = scheduler.now
+            liveness.received(at: scheduler.now)
             messagesReceived += 1
             perform(machine.receive(message))
         }
@@ -298,47 +288,25 @@ public final class ReplicationSession: @unchecked Sendable {
     /// nothing while a subscription is still active, when this node does not pull, or when the
     /// peer refused to be pulled from.
     public func pullAgain() {
-        guard !isClosed, configuration.direction.pulls, peerDatabaseID != nil, pull.canStartAnotherPass else { return }
-        pull = .idle
-        pullCaughtUpOnce = false
+        guard !isClosed, configuration.direction.pulls, peerDatabaseID != nil, puller.canStartAnotherPass else { return }
+        puller.resetForAnotherPass()
         do { try beginPull() } catch { fail(error) }
     }
 
     private func beginPull() throws(ReplicationError) {
         guard let peerDatabaseID else { return }
-        let replicationID = ReplicationIdentity.replicationID(source: peerDatabaseID, target: store.databaseIDBytes, filter: configuration.pullFilter)
-        let local: ReplicationCheckpoint?
-        do {
-            local = ReplicationCheckpoint(json: try store.localGet(ReplicationIdentity.checkpointDocumentID(replicationID)))
-        } catch { throw .store(error) }
-        let requestID = allocateRequestID()
-        pull = .awaitingCheckpoint(requestID: requestID, replicationID: replicationID, local: local)
-        send(.checkpointGet(CheckpointGet(requestID: requestID, replicationID: replicationID)))
+        try puller.begin(peerDatabaseID: peerDatabaseID, namesRefusals: peerAcceptsRefusals, outbox)
     }
 
     private func receiveCheckpoint(_ checkpoint: Checkpoint) throws(ReplicationError) {
-        guard case .awaitingCheckpoint(let asked, let replicationID, let local) = pull, asked == checkpoint.requestID else {
-            throw .invalidReference("checkpoint answers no request of ours")
-        }
-        let remote = checkpoint.value.flatMap { ReplicationCheckpoint(encoded: $0) }
-        let since = ReplicationCheckpoint.startSequence(local: local, remote: remote)
+        let since = try puller.receive(checkpoint, session: random.nextHexID(), outbox)
         // Where the pull resumes is where it stands, before any batch: reported now, so a node
         // that restarts caught up does not show an unknown pull checkpoint until the next change.
         if since > 0 { onEvent(.pullCheckpoint(since)) }
-        let requestID = allocateRequestID()
-        let filter = configuration.pullFilter.wireFilter ?? ChangesFilter.none
-        send(.subscribe(Subscribe(requestID: requestID, replicationID: replicationID, since: since,
-                                  continuous: configuration.continuous, filter: filter)))
-        let target = SubscriptionTarget(subscriptionID: requestID, replicationID: replicationID,
-                                        filter: configuration.pullFilter, store: store, session: random.nextHexID(),
-                                        since: since, localCheckpoint: local, namesRefusals: peerAcceptsRefusals)
-        pull = .subscribed(target, ended: false)
     }
 
     private func receiveChanges(_ changes: Changes) throws(ReplicationError) {
-        guard let target else { throw .invalidReference("changes without a subscription") }
-        if changes.caughtUp && !configuration.continuous { pull.endSubscription() }
-        send(.changesReply(try target.receive(changes)))
+        try puller.receive(changes, outbox)
         // A batch that needed nothing is complete: the checkpoint it reaches is written next.
         writeNext()
         onEvent(.progress)
@@ -347,34 +315,21 @@ public final class ReplicationSession: @unchecked Sendable {
     /// Hands a message's revisions to the check pipeline; they are written, in arrival order,
     /// when checked (at once with the inline worker).
     private func receiveRevisions(requestID: RequestID, final: Bool, revisions: [ReceivedRevision]) throws(ReplicationError) {
-        guard let target else { throw .invalidReference("revisions without a subscription") }
-        let foreign = try target.foreignRevisions(requestID: requestID, revisions: revisions)
-        checks.submit(requestID: requestID, final: final, revisions: foreign)
+        checks.submit(requestID: requestID, final: final, revisions: try puller.foreignRevisions(requestID: requestID, revisions: revisions))
     }
 
     /// Checked messages, in arrival order: they wait for the writer.
     private func writeChecked(_ group: [RevisionCheckPipeline.Checked]) {
-        incoming.append(group)
+        puller.checked(group)
         writeNext()
     }
 
-    /// Unless a write is in flight, hands the writer the next transaction (`IncomingWrites`), with
-    /// the checkpoint it reaches — or the checkpoint alone, when batches that needed nothing
-    /// completed. A message whose check failed as a whole is a protocol violation once the
-    /// messages before it were written. A batch's last message is acknowledged after its
-    /// transaction committed.
+    /// Unless a write is in flight, hands the writer the next transaction (`Puller.nextWrite`).
+    /// A batch's last message is acknowledged after its transaction committed.
     private func writeNext() {
-        guard !isClosed, let target else { return }
+        guard !isClosed, let target = puller.target else { return }
         do throws(ReplicationError) {
-            let messages: [SubscriptionTarget.CheckedMessage]
-            switch incoming.nextWrite() {
-            case .none: return
-            case .failed(let requestID, let problem): try target.refuse(requestID: requestID, problem: problem)
-            case .checkpointOnly: messages = []
-            case .write(let group): messages = group
-            }
-            guard let write = try target.prepareWrite(messages) else { return }
-            incoming.writeStarted()
+            guard let write = try puller.nextWrite() else { return }
             let writtenTarget = ObjectIdentifier(target)
             writer.run({ write.perform() }) { [weak self] result in
                 self?.written(write, result: result, for: writtenTarget)
@@ -384,34 +339,29 @@ public final class ReplicationSession: @unchecked Sendable {
         }
     }
 
-    /// The writer finished `write`: acknowledge, report, and start the next one.
+    /// The writer finished `write`: acknowledge, report, and start the next one. A session
+    /// closed meanwhile sends nothing more; what committed stays (the checkpoint with it), and
+    /// the peer sends the unacknowledged batches again next time.
     private func written(
         _ write: SubscriptionTarget.Write, result: Result<[DocumentEvent], ReplicationError>, for writtenTarget: ObjectIdentifier
     ) {
-        incoming.writeFinished()
-        // A session closed meanwhile sends nothing more; what committed stays (the checkpoint
-        // with it), and the peer sends the unacknowledged batches again next time. (The target
-        // is not replaced while its batches are pending, so it is the one written for.)
-        guard !isClosed, let target, ObjectIdentifier(target) == writtenTarget else { return }
+        guard !isClosed else { return puller.writeAbandoned() }
         switch result {
         case .success(let events):
-            let (acks, completion) = target.finish(write, events: events)
-            for ack in acks { send(.revisionsAck(ack)) }
-            report(completion, target: target)
+            guard let completion = puller.written(write, events: events, writtenFor: writtenTarget, outbox) else { return }
+            report(completion)
             writeNext()
         case .failure(let error):
-            fail(error)
+            puller.writeAbandoned()
+            // The target is not replaced while its batches are pending: the failure is this one's.
+            if let target = puller.target, ObjectIdentifier(target) == writtenTarget { fail(error) }
         }
     }
 
-    private func report(_ completion: SubscriptionTarget.Completion, target: SubscriptionTarget) {
+    private func report(_ completion: SubscriptionTarget.Completion) {
         reportDocuments(completion.events)
-        if let sequence = completion.checkpoint {
-            onEvent(.pullCheckpoint(sequence))
-            if remoteCheckpoint.batchCompleted(caughtUp: completion.caughtUp) { sendRemoteCheckpoint(target) }
-        }
+        if let sequence = completion.checkpoint { onEvent(.pullCheckpoint(sequence)) }
         if completion.caughtUp {
-            pullCaughtUpOnce = true
             onEvent(.pullCaughtUp)
             startConfirmationPullIfDue()
         }
@@ -426,17 +376,9 @@ public final class ReplicationSession: @unchecked Sendable {
         if !events.isEmpty { onEvent(.documents(events)) }
     }
 
-    /// Sends the peer a copy of the target's checkpoint (`RemoteCheckpointer` said it is due).
-    private func sendRemoteCheckpoint(_ target: SubscriptionTarget) {
-        guard let checkpoint = target.currentCheckpoint else { return }
-        let requestID = allocateRequestID()
-        remoteCheckpoint.sent(requestID)
-        send(.checkpointSet(CheckpointSet(requestID: requestID, replicationID: target.replicationID, value: checkpoint.encoded())))
-    }
-
     /// The peer stored our checkpoint: send the newest one if batches completed meanwhile.
     private func receiveCheckpointSetAck() {
-        if remoteCheckpoint.acknowledged(), let target { sendRemoteCheckpoint(target) }
+        puller.checkpointCopyAcknowledged(outbox)
         if drainCompletion != nil { finishDrainIfIdle() }
     }
 
@@ -478,51 +420,27 @@ public final class ReplicationSession: @unchecked Sendable {
 
     // MARK: Checkpoints the peer keeps here
 
+    private var keeper: PeerCheckpointKeeper { PeerCheckpointKeeper(store: store, peerHorizonKey: configuration.peerHorizonKey) }
+
     private func answerCheckpointGet(_ get: CheckpointGet) throws(ReplicationError) {
-        let value: JSONValue?
-        do { value = try store.localGet(ReplicationIdentity.checkpointDocumentID(get.replicationID)) } catch { throw .store(error) }
-        let checkpoint = ReplicationCheckpoint(json: value)
-        send(.checkpoint(Checkpoint(requestID: get.requestID, value: checkpoint?.encoded())))
+        send(try keeper.answer(get))
     }
 
     private func storeRemoteCheckpoint(_ set: CheckpointSet) throws(ReplicationError) {
-        guard let checkpoint = ReplicationCheckpoint(encoded: set.value) else {
-            send(.error(ErrorMessage(requestID: set.requestID, code: .invalidDocument, message: "checkpoint value is not a Canopy checkpoint")))
-            return
-        }
-        do {
-            try store.localPut(ReplicationIdentity.checkpointDocumentID(set.replicationID), body: checkpoint.json)
-            try recordPeerHorizon(set.replicationID, claimed: checkpoint.current.sequence)
-        } catch { throw .store(error) }
-        send(.checkpointSetAck(CheckpointSetAck(requestID: set.requestID)))
-    }
-
-    /// Tells the store how far the peer holds our changes, so stemming keeps what it may still
-    /// hold as leaves (`DocumentStore.recordPeerHorizon`). The peer's checkpoint is its claim; it
-    /// is capped by what this session saw the peer acknowledge, so a peer cannot make this node
-    /// stem what it never received.
-    private func recordPeerHorizon(_ replicationID: [UInt8], claimed: UInt64) throws(StoreError) {
-        guard let observed = pusher.acknowledgedSequence else { return }
-        let sequence = min(claimed, observed)
-        let peer = configuration.peerHorizonKey ?? Hex.encode(replicationID)
-        try store.recordPeerHorizon(peer: peer, sequence: Int64(clamping: sequence))
+        send(try keeper.store(set, acknowledged: pusher.acknowledgedSequence))
     }
 
     private func receiveError(_ error: ErrorMessage) throws(ReplicationError) {
-        if let target, target.subscriptionID == error.requestID {
+        if let reason = puller.receive(error) {
             // A refused pull is a configuration the peer chose (it does not push to us), not a
             // broken connection: the push direction goes on, and the refusal is reported.
-            pull = .refused("\(error.code): \(error.message)")
             logger.warning("the peer refused to be pulled from", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
-            onEvent(.pullRefused("\(error.code): \(error.message)"))
-            if drainCompletion != nil { finishDrainIfIdle() }
-            return
+            onEvent(.pullRefused(reason))
+        } else {
+            logger.warning("peer reported an error", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
         }
-        if remoteCheckpoint.refused(error.requestID) {
-            // The peer refused to store our checkpoint: the next completed batch tries again.
-            if drainCompletion != nil { finishDrainIfIdle() }
-        }
-        logger.warning("peer reported an error", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
+        // A refused checkpoint copy is no longer in flight: a draining session may be done.
+        if drainCompletion != nil { finishDrainIfIdle() }
     }
 
     // MARK: Heartbeats, sending, failure
@@ -535,14 +453,17 @@ public final class ReplicationSession: @unchecked Sendable {
 
     private func heartbeat() {
         guard !isClosed else { return }
-        let now = scheduler.now
-        if now - lastReceived >= configuration.heartbeatIntervalSeconds * configuration.deadPeerIntervals {
-            perform(machine.close(code: .timeout, reason: "no message for \(Int(now - lastReceived)) s"))
-            finish(.failed("peer silent for \(Int(now - lastReceived)) s"))
+        switch liveness.tick(at: scheduler.now) {
+        case .peerDead(let silent):
+            perform(machine.close(code: .timeout, reason: "no message for \(silent) s"))
+            finish(.failed("peer silent for \(silent) s"))
             transport.close(.failed("dead peer"))
             return
+        case .sendHeartbeat:
+            send(.heartbeat)
+        case .none:
+            break
         }
-        if now - lastSent >= configuration.heartbeatIntervalSeconds * 0.5 { send(.heartbeat) }
         scheduleHeartbeat()
     }
 
@@ -556,7 +477,7 @@ public final class ReplicationSession: @unchecked Sendable {
     /// Puts a message on the transport.
     private func transmit(_ message: Message) {
         guard !isClosed else { return }
-        lastSent = scheduler.now
+        liveness.sent(at: scheduler.now)
         messagesSent += 1
         transport.send(message)
     }
@@ -594,7 +515,7 @@ public final class ReplicationSession: @unchecked Sendable {
         guard !isClosed else { return }
         isClosed = true
         checks.cancel()
-        incoming.removeAll()
+        puller.sessionEnded()
         heartbeatTimer?.cancel()
         commitObserver?.cancel()
         commitObserver = nil

@@ -26,16 +26,16 @@ final class RevisionCheckPipeline {
     }
 
     private let worker: any ReplicationWorker
-    private let deliver: ([Checked]) -> Void
+    /// Where checked messages go, in arrival order (set by the owner after it is made).
+    var deliver: ([Checked]) -> Void = { _ in }
     /// Submitted messages, oldest first: `nil` until the message's result was collected.
     private var entries: Deque<(ticket: UInt64, checked: Checked?)> = []
     private var nextTicket: UInt64 = 0
     /// Results the worker finished and the serial context has not collected yet, by ticket.
     private let finished = Finished()
 
-    init(worker: any ReplicationWorker, deliver: @escaping ([Checked]) -> Void) {
+    init(worker: any ReplicationWorker) {
         self.worker = worker
-        self.deliver = deliver
     }
 
     /// True while some message is checked or waits for an older one.

@@ -98,3 +98,21 @@ struct ReplicatorStateTests {
         #expect(writes.queued == 0)
     }
 }
+
+/// Heartbeats and dead-peer detection on a clock the test moves.
+@Suite("Liveness")
+struct LivenessStateTests {
+    @Test("a quiet side sends a heartbeat after half an interval; a peer silent for the dead intervals is dead")
+    func ticks() {
+        var liveness = Liveness(intervalSeconds: 10, deadIntervals: 3, now: 100)
+        #expect(liveness.tick(at: 104) == .none)
+        #expect(liveness.tick(at: 105) == .sendHeartbeat)
+        liveness.sent(at: 105)
+        liveness.received(at: 110)
+        #expect(liveness.tick(at: 109) == .none)
+        #expect(liveness.tick(at: 139) == .sendHeartbeat)
+        #expect(liveness.tick(at: 140) == .peerDead(silentSeconds: 30))
+        liveness.received(at: 140)
+        #expect(liveness.tick(at: 141) == .sendHeartbeat)
+    }
+}
