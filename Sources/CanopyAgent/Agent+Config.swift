@@ -51,7 +51,7 @@ extension Agent {
         configText = text
         parsedConfig = parsed
         config = next
-        for peer in next.peers { pendingPeers[peer.nodeID] = nil }
+        inbound.pending.remove(next.peers)
         peers.allow(next.peers)
         replication.apply(config: next)
         return restartRequired
@@ -72,7 +72,7 @@ extension Agent {
             guard parsedConfig.peerSections[nodeID] != nil else { throw AdminFailure(.notFound, "\(nodeID) is not a configured peer") }
             text = ConfigEditor.removingPeer(nodeID, from: configText, parsed: parsedConfig)
         default:
-            if request.command == "peer.accept", pendingPeers[nodeID] == nil {
+            if request.command == "peer.accept", !inbound.pending.contains(nodeID) {
                 throw AdminFailure(.notFound, "\(nodeID) is not a pending peer")
             }
             // "-" (as in the config file) or no address: accept the peer's connections, never dial.

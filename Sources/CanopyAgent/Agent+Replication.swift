@@ -3,6 +3,13 @@ import CanopyReplication
 import Dispatch
 import Foundation
 
+/// Replication wiring: what the engine reports goes to the event hub, which is its
+/// `ReplicationEventSink` (the agent builds the hub first, then the connection manager, then the
+/// controller with the hub as its sink: see `Agent.init`).
+extension EventHub: ReplicationEventSink {
+    func emit(type: String, data: [String: JSONValue]) { emit(type, data) }
+}
+
 /// What the agent asks of replication beyond its config (`applyConfig` hands that over):
 /// one-shot syncs.
 extension Agent {

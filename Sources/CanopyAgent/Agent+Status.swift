@@ -31,12 +31,7 @@ extension Agent {
 
     func peerList(_ reply: @escaping AdminReply) {
         dispatchPrecondition(condition: .onQueue(queue))
-        let pending = pendingPeers.values.sorted { $0.nodeID < $1.nodeID }.map { record in
-            JSONValue.object([
-                "node_id": .string(record.nodeID), "address": .string(record.address),
-                "attempts": .int(Int64(record.attempts)), "last_seen": .double(record.lastSeen),
-            ])
-        }
+        let pending = inbound.pending.rows
         peerRows { rows in reply(.success(["peers": .array(rows), "pending": .array(pending)])) }
     }
 

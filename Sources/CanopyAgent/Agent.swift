@@ -33,9 +33,11 @@ public struct AgentOptions: Sendable {
 /// The running agent: owns the data directory lock, the store, the config, the admin socket, the
 /// peer connections and the replication controller, and wires them together.
 ///
-/// Threading (one serial queue per stateful object, `Protocol/design.md` §9.6): `queue` guards the agent's own state (config, pending peers,
-/// resolver registrations) and the event hub's, which shares it; the store is used only on `storeQueue`, so a slow import never
-/// delays `status`; sockets run on their own queues. Public methods enqueue.
+/// Threading (one serial queue per stateful object, `Protocol/design.md` §9.6): `queue` guards the
+/// agent's own state (config, listening sockets, damage seen, shutdown) and that of the parts it
+/// shares it with (the event hub, the pending peers, the resolver); the store is used only on
+/// `storeQueue`, so a slow import never delays `status`; replication runs on `replicationQueue`;
+/// sockets run on their own queues. Public methods enqueue.
 public final class Agent: @unchecked Sendable {
     let queue = DispatchQueue(label: "canopy.agent")
     let storeQueue = DispatchQueue(label: "canopy.agent.store")
@@ -54,10 +56,13 @@ public final class Agent: @unchecked Sendable {
     var parsedConfig: ParsedConfig
     /// Every event, numbered, and the clients streaming them; shares `queue`.
     let events: EventHub
-    var pendingPeers: [String: PendingPeerRecord] = [:]
+    /// The TCP side of peers: listener, handshakes, dialling.
+    let peers: PeerConnectionManager
+    /// Where the connection manager reports inbound peers; holds the pending ones, on `queue`.
+    let inbound: InboundPeers
+    let replication: any ReplicationController
+    /// The application resolver connected over the admin socket, if any; on `queue`.
     var resolver: ResolverBroker?
-    var replication: (any ReplicationController)!
-    var peers: PeerConnectionManager!
     var admin: AdminServer?
     var boundListen: HostPort?
     var damageFound = DamageFound()
@@ -71,6 +76,13 @@ public final class Agent: @unchecked Sendable {
     private let whenStopped: @Sendable () -> Void
 
     /// Takes the lock, loads identity and config, opens the store. Nothing listens yet.
+    ///
+    /// The parts that report to the agent report to objects of their own, not to the agent, so
+    /// each is built from the ones before it and none waits for `self`: the event hub (on
+    /// `queue`) first; the connection manager; the replication controller, which dials through
+    /// the manager and reports to the hub (its `ReplicationEventSink`); then `InboundPeers`,
+    /// which hands accepted peers to the controller. The manager, built before `InboundPeers`,
+    /// is given it by `start` with the listener: until it listens it has nothing to report.
     public init(
         options: AgentOptions, environment: [String: String], whenStopped: @escaping @Sendable () -> Void = {}
     ) throws(AgentError) {
@@ -105,8 +117,9 @@ public final class Agent: @unchecked Sendable {
         notifier = SystemdNotifier(environment: environment)
         startedAt = Self.wallClock()
         events = EventHub(queue: queue)
-        peers = PeerConnectionManager(identity: identity.identity, deliveryQueue: replicationQueue, logger: logger, events: self)
-        replication = EngineReplication(queue: replicationQueue, store: store, manager: peers, logger: logger, sink: self)
+        peers = PeerConnectionManager(identity: identity.identity, deliveryQueue: replicationQueue, logger: logger)
+        replication = EngineReplication(queue: replicationQueue, store: store, manager: peers, logger: logger, sink: events)
+        inbound = InboundPeers(queue: queue, events: events, replication: replication)
         store.setDamageHandler { [weak self] damage in self?.storeFoundDamage(damage) }
     }
 
@@ -120,7 +133,7 @@ public final class Agent: @unchecked Sendable {
         let server = try AdminServer(path: socketPath, handler: self, logger: logger)
         let port: UInt16
         do throws(AgentError) {
-            port = try peers.start(listen: config.listen)
+            port = try peers.start(listen: config.listen, events: inbound)
         } catch {
             server.stop()
             throw error
@@ -187,38 +200,4 @@ public final class Agent: @unchecked Sendable {
         clock_gettime(CLOCK_REALTIME, &spec)
         return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
-}
-
-extension Agent: ReplicationEventSink, PeerEventSink {
-    public func emit(type: String, data: [String: JSONValue]) { events.emit(type, data) }
-
-    public func emit(batch: [AgentEvent.Content]) { events.emit(batch: batch) }
-
-    public func emit(documentEvents: [DocumentEvent], peer nodeID: String) { events.emit(documentEvents: documentEvents, peer: nodeID) }
-
-    func peerRefused(nodeID: String, address: String) {
-        queue.async { [self] in
-            var record = pendingPeers[nodeID] ?? PendingPeerRecord(nodeID: nodeID, address: address, attempts: 0, lastSeen: 0)
-            guard pendingPeers[nodeID] != nil || pendingPeers.count < AgentLimits.pendingPeersMax else { return }
-            record.address = address
-            record.attempts += 1
-            record.lastSeen = Self.wallClock()
-            pendingPeers[nodeID] = record
-        }
-        events.emit("peer.pending", ["node_id": .string(nodeID), "address": .string(address)])
-    }
-
-    func peerConnected(nodeID: String, transport: ChannelTransport) {
-        // `peer.connected` is emitted by the replication engine once the session is up, for
-        // inbound and outbound connections alike.
-        queue.async { [self] in replication.accept(inbound: transport, from: nodeID, connection: transport.identity) }
-    }
-}
-
-/// A peer that connected with a valid handshake but is not in the config (`Protocol/design.md` §5.2).
-struct PendingPeerRecord: Sendable, Equatable {
-    var nodeID: String
-    var address: String
-    var attempts: Int
-    var lastSeen: Double
 }

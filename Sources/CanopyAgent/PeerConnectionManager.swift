@@ -25,8 +25,9 @@ protocol PeerEventSink: AnyObject, Sendable {
 ///
 /// Invariants (on `queue`): the allow-list is the configured peers; inbound connections still
 /// handshaking are at most `AgentLimits.pendingInboundConnectionsMax`, shared between sources by
-/// `HandshakeSlots`; each connection's own work
-/// runs on its own serial queue.
+/// `HandshakeSlots`; each connection's own work runs on its own serial queue. The sink is given
+/// to `start`, with the listener: the replication engine, which dials through this manager, is
+/// built after it, and what takes accepted peers needs that engine.
 final class PeerConnectionManager: @unchecked Sendable {
     let queue = DispatchQueue(label: "canopy.peers")
     /// Bytes on every peer connection, for `stats`.
@@ -35,6 +36,7 @@ final class PeerConnectionManager: @unchecked Sendable {
     private let deliveryQueue: DispatchQueue
     /// Lines about inbound connections, which anyone who can reach the port can cause.
     private let connectionLog: RateLimitedLog
+    /// Where inbound peers are reported; set by `start`.
     private weak var events: (any PeerEventSink)?
     private var listener: Int32 = -1
     private var acceptSource: (any DispatchSourceRead)?
@@ -47,17 +49,18 @@ final class PeerConnectionManager: @unchecked Sendable {
     private var nextToken = 0
     private var stopped = false
 
-    init(identity: Identity, deliveryQueue: DispatchQueue, logger: Logger, events: any PeerEventSink) {
+    init(identity: Identity, deliveryQueue: DispatchQueue, logger: Logger) {
         self.identity = identity
         self.deliveryQueue = deliveryQueue
         self.connectionLog = RateLimitedLog(logger: logger)
-        self.events = events
     }
 
-    /// Binds the listener and starts accepting; returns the bound port.
-    func start(listen: HostPort) throws(AgentError) -> UInt16 {
+    /// Binds the listener and starts accepting, reporting inbound peers to `events` (held weakly:
+    /// its owner keeps it); returns the bound port.
+    func start(listen: HostPort, events: any PeerEventSink) throws(AgentError) -> UInt16 {
         let (fd, port) = try Socket.listenTCP(listen)
         queue.sync {
+            self.events = events
             listener = fd
             let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
             source.setEventHandler { [weak self] in self?.acceptReady() }
@@ -122,6 +125,7 @@ final class PeerConnectionManager: @unchecked Sendable {
     }
 
     private func acceptReady() {
+        dispatchPrecondition(condition: .onQueue(queue))
         while let fd = Socket.accept(listener) {
             let address = Socket.remoteAddress(fd)
             let token = nextToken
@@ -151,6 +155,7 @@ final class PeerConnectionManager: @unchecked Sendable {
     }
 
     private func inboundFinished(_ outcome: Result<ChannelTransport, CryptoError>, address: String, token: Int) {
+        dispatchPrecondition(condition: .onQueue(queue))
         slots.finished(token)
         inboundDrivers[token] = nil
         switch outcome {
