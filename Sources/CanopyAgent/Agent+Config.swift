@@ -13,8 +13,7 @@ extension Agent {
             notifier.reloading()
             defer { notifier.ready() }
             do throws(AgentError) {
-                let (text, parsed) = try Self.readConfig(options.directory.configPath)
-                let restartRequired = applyConfig(text: text, parsed: parsed)
+                let restartRequired = applyConfig(try ConfigFile.read(options.directory.configPath))
                 logger.info("config reloaded: \(config.peers.count) peers")
                 events.emit("config.reloaded", [
                     "peers": .int(Int64(config.peers.count)), "restart_required": .array(restartRequired.map(JSONValue.string)),
@@ -32,13 +31,13 @@ extension Agent {
     /// conflict policy and revs limit, once per process.
     static let restartOnlySettings = ["listen", "conflicts", "revs-limit"]
 
-    /// Applies a parsed config: peers and limits at once; `listen`, `conflicts` and `revs-limit`
-    /// keep their running values until a restart. Returns the names of those that differ in the
-    /// file (in `restartOnlySettings` order; empty when none). Runs on `queue`.
+    /// Applies a parsed config file: peers and limits at once; `listen`, `conflicts` and
+    /// `revs-limit` keep their running values until a restart. Returns the names of those that
+    /// differ in the file (in `restartOnlySettings` order; empty when none). Runs on `queue`.
     @discardableResult
-    func applyConfig(text: String, parsed: ParsedConfig) -> [String] {
+    func applyConfig(_ file: ConfigFile) -> [String] {
         dispatchPrecondition(condition: .onQueue(queue))
-        var next = parsed.config
+        var next = file.parsed.config
         if let listen = options.listen { next.listen = listen }
         let changed = [next.listen != config.listen, next.conflicts != config.conflicts, next.revsLimit != config.revsLimit]
         let restartRequired = zip(Self.restartOnlySettings, changed).filter(\.1).map(\.0)
@@ -48,8 +47,7 @@ extension Agent {
             next.conflicts = config.conflicts
             next.revsLimit = config.revsLimit
         }
-        configText = text
-        parsedConfig = parsed
+        configFile = file
         config = next
         inbound.pending.remove(next.peers)
         peers.allow(next.peers)
@@ -69,8 +67,8 @@ extension Agent {
         var text: String
         switch request.command {
         case "peer.remove":
-            guard parsedConfig.peerSections[nodeID] != nil else { throw AdminFailure(.notFound, "\(nodeID) is not a configured peer") }
-            text = ConfigEditor.removingPeer(nodeID, from: configText, parsed: parsedConfig)
+            guard configFile.parsed.peerSections[nodeID] != nil else { throw AdminFailure(.notFound, "\(nodeID) is not a configured peer") }
+            text = ConfigEditor.removingPeer(nodeID, from: configFile.text, parsed: configFile.parsed)
         default:
             if request.command == "peer.accept", !inbound.pending.contains(nodeID) {
                 throw AdminFailure(.notFound, "\(nodeID) is not a pending peer")
@@ -89,27 +87,42 @@ extension Agent {
             let peer = PeerConfig(
                 nodeID: nodeID, address: address, direction: try request.choice("direction", ReplicationDirection.self, default: .both),
                 mode: try request.choice("mode", ReplicationMode.self, default: .continuous))
-            text = ConfigEditor.settingPeer(peer, in: configText, parsed: parsedConfig)
+            text = ConfigEditor.settingPeer(peer, in: configFile.text, parsed: configFile.parsed)
         }
-        let parsed: ParsedConfig
+        let edited: ConfigFile
         do {
-            parsed = try ConfigParser(file: options.directory.configPath, normalizeNodeID: AgentIdentity.normalizeNodeID).parse(text)
+            edited = try ConfigFile(text: text, path: options.directory.configPath)
             try DataDirectory.writeFileAtomically(options.directory.configPath, Array(text.utf8), mode: 0o600)
         } catch {
             throw AdminFailure(.failed, "cannot update the config file: \(error)")
         }
-        applyConfig(text: text, parsed: parsed)
+        applyConfig(edited)
         events.emit("config.changed", ["command": .string(request.command), "node_id": .string(nodeID)])
         reply(.success(["node_id": .string(nodeID)]))
     }
+}
 
-    static func readConfig(_ path: String) throws(AgentError) -> (String, ParsedConfig) {
+/// The config file as the agent last read or wrote it: its text, which `peer.add`, `peer.accept`
+/// and `peer.remove` edit in place (`ConfigEditor`), and that text parsed. The config in force is
+/// the agent's `config`, which keeps the restart-only settings it started with.
+struct ConfigFile {
+    let text: String
+    let parsed: ParsedConfig
+
+    /// Parses `text`, which is (or is about to be) the file at `path`.
+    init(text: String, path: String) throws(ConfigError) {
+        self.text = text
+        parsed = try ConfigParser(file: path, normalizeNodeID: AgentIdentity.normalizeNodeID).parse(text)
+    }
+
+    /// Reads and parses the file at `path` (at most `AgentLimits.configFileBytesMax`, UTF-8).
+    static func read(_ path: String) throws(AgentError) -> ConfigFile {
         let bytes = try DataDirectory.readFile(path, limit: AgentLimits.configFileBytesMax)
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw .config(ConfigError(file: path, line: 0, message: "file is not UTF-8"))
         }
         do {
-            return (text, try ConfigParser(file: path, normalizeNodeID: AgentIdentity.normalizeNodeID).parse(text))
+            return try ConfigFile(text: text, path: path)
         } catch {
             throw .config(error)
         }

@@ -16,7 +16,7 @@ extension Agent {
         queue.async { [self] in
             damageFound.count += 1
             damageFound.last = damage
-            damageLog.log(
+            damageFound.log.log(
                 .error, kind: "damaged document",
                 "\(options.directory.databasePath): \(StoreError.damaged(damage).description); it is not sent to peers. Run `canopyctl check` and restore the data directory from a backup (README, Backups)")
         }
@@ -38,8 +38,10 @@ extension Agent {
     }
 }
 
-/// What the agent has seen of damage in its store, on its queue.
+/// What the agent has seen of damage in its store, on its queue, and where it logs it.
 struct DamageFound {
+    /// Error lines for damaged documents: a damaged file can hold many.
+    let log: RateLimitedLog
     var count = 0
     var last: StoredDamage?
 }

@@ -163,10 +163,12 @@ extension Agent {
         return ["results": .array(rows), "last_seq": .int(page.lastSequence ?? since)]
     }
 
+    /// `stats`: the store's counts and the agent's traffic figures. `listening` is read off
+    /// `queue` here: `start` sets it once, before the admin socket accepts the connection that asks.
     private func stats() throws(StoreError) -> [String: JSONValue] {
         var result = try storeCounts()
         result["revs_limit"] = .int(Int64(store.revsLimit))
-        result["admin_clients"] = .int(Int64(admin?.clientCount ?? 0))
+        result["admin_clients"] = .int(Int64(listening?.admin.clientCount ?? 0))
         result["uptime_seconds"] = .double((Self.wallClock() - startedAt).rounded())
         let traffic = peers.traffic.totals
         result["peer_bytes_sent"] = .int(Int64(traffic.sent))

@@ -10,8 +10,8 @@ extension Agent {
         dispatchPrecondition(condition: .onQueue(queue))
         let base: [String: JSONValue] = [
             "node_id": .string(identity.nodeID),
-            "listen": .string(boundListen?.description ?? config.listen.description),
-            "admin_socket": .string(admin?.path ?? ""),
+            "listen": .string(listening?.address.description ?? config.listen.description),
+            "admin_socket": .string(listening?.admin.path ?? ""),
             "data_dir": .string(options.directory.path),
             "conflicts": .string(config.conflicts.rawValue),
             "uptime_seconds": .double((Self.wallClock() - startedAt).rounded()),

@@ -38,6 +38,12 @@ public struct AgentOptions: Sendable {
 /// shares it with (the event hub, the pending peers, the resolver); the store is used only on
 /// `storeQueue`, so a slow import never delays `status`; replication runs on `replicationQueue`;
 /// sockets run on their own queues. Public methods enqueue.
+///
+/// One concern a file: this one holds the state and the lifecycle (`init`, `start`, `shutdown`);
+/// admin commands are routed in `Agent+Commands` to handlers in `Agent+Status`, `Agent+Config`,
+/// `Agent+Replication`, `Agent+Documents`, `Agent+Transfer`, `Agent+Backup` and `ResolverBroker`;
+/// events go through the `EventHub`, inbound peers through `InboundPeers`, store damage through
+/// `Agent+Damage`.
 public final class Agent: @unchecked Sendable {
     let queue = DispatchQueue(label: "canopy.agent")
     let storeQueue = DispatchQueue(label: "canopy.agent.store")
@@ -51,9 +57,11 @@ public final class Agent: @unchecked Sendable {
     private let lock: DirectoryLock
     let startedAt: Double
 
+    /// The config in force, on `queue`: the file's, with `--listen` and the restart-only settings
+    /// kept from start-up (`applyConfig`).
     var config: AgentConfig
-    var configText: String
-    var parsedConfig: ParsedConfig
+    /// The config file as last read or written, on `queue`; `peer.*` commands edit it.
+    var configFile: ConfigFile
     /// Every event, numbered, and the clients streaming them; shares `queue`.
     let events: EventHub
     /// The TCP side of peers: listener, handshakes, dialling.
@@ -63,17 +71,12 @@ public final class Agent: @unchecked Sendable {
     let replication: any ReplicationController
     /// The application resolver connected over the admin socket, if any; on `queue`.
     var resolver: ResolverBroker?
-    var admin: AdminServer?
-    var boundListen: HostPort?
-    var damageFound = DamageFound()
-    /// Error lines for damaged documents: a damaged file can hold many.
-    let damageLog: RateLimitedLog
-    var shuttingDown = false
-    private var stopped = false
-    private var shutdownWaiters: [@Sendable () -> Void] = []
-    /// Called once when a shutdown has finished, whoever asked for it (a signal or the admin
-    /// `shutdown` command); `canopyd` exits the process here.
-    private let whenStopped: @Sendable () -> Void
+    /// The bound sockets, once `start` has bound them; on `queue`.
+    var listening: Listening?
+    /// Damage found in the store since start-up; on `queue`.
+    var damageFound: DamageFound
+    /// Where a shutdown stands; on `queue`.
+    private var shutdownProgress: ShutdownProgress
 
     /// Takes the lock, loads identity and config, opens the store. Nothing listens yet.
     ///
@@ -87,14 +90,14 @@ public final class Agent: @unchecked Sendable {
         options: AgentOptions, environment: [String: String], whenStopped: @escaping @Sendable () -> Void = {}
     ) throws(AgentError) {
         self.options = options
-        self.whenStopped = whenStopped
         self.logger = options.logger
+        shutdownProgress = ShutdownProgress(whenStopped: whenStopped)
         let directory = options.directory
         try directory.requireInitialized()
         lock = try DirectoryLock(path: directory.lockPath)
         identity = try AgentIdentity.load(path: directory.identityPath)
-        (configText, parsedConfig) = try Self.readConfig(directory.configPath)
-        config = parsedConfig.config
+        configFile = try ConfigFile.read(directory.configPath)
+        config = configFile.parsed.config
         if let listen = options.listen { config.listen = listen }
         try directory.restrictDatabaseFiles()
         do {
@@ -113,7 +116,7 @@ public final class Agent: @unchecked Sendable {
         if !problems.isEmpty {
             throw .damagedDatabase(path: directory.databasePath, report: problems.joined(separator: "; "))
         }
-        damageLog = RateLimitedLog(logger: options.logger)
+        damageFound = DamageFound(log: RateLimitedLog(logger: options.logger))
         notifier = SystemdNotifier(environment: environment)
         startedAt = Self.wallClock()
         events = EventHub(queue: queue)
@@ -138,16 +141,17 @@ public final class Agent: @unchecked Sendable {
             server.stop()
             throw error
         }
-        queue.sync {
-            admin = server
-            boundListen = HostPort(host: config.listen.host, port: port)
+        let bound = queue.sync {
+            let bound = Listening(admin: server, address: HostPort(host: config.listen.host, port: port))
+            listening = bound
             peers.allow(config.peers)
             replication.apply(config: config)
+            return bound.address
         }
         server.start()
-        logger.info("canopyd \(identity.nodeID) listening on \(boundListen!) (admin socket \(socketPath))")
-        events.emit("agent.started", ["node_id": .string(identity.nodeID), "listen": .string(boundListen!.description)])
-        notifier.ready(status: "listening on \(boundListen!)")
+        logger.info("canopyd \(identity.nodeID) listening on \(bound) (admin socket \(socketPath))")
+        events.emit("agent.started", ["node_id": .string(identity.nodeID), "listen": .string(bound.description)])
+        notifier.ready(status: "listening on \(bound)")
     }
 
     /// Shuts down cleanly: stops accepting, lets replication finish its batch and checkpoint,
@@ -155,10 +159,10 @@ public final class Agent: @unchecked Sendable {
     /// asked several times). Work still running after `AgentLimits.shutdownGraceSeconds` is abandoned.
     public func shutdown(_ completion: @escaping @Sendable () -> Void) {
         queue.async { [self] in
-            guard !stopped else { return completion() }
-            shutdownWaiters.append(completion)
-            guard !shuttingDown else { return }
-            shuttingDown = true
+            guard !shutdownProgress.finished else { return completion() }
+            shutdownProgress.waiters.append(completion)
+            guard !shutdownProgress.begun else { return }
+            shutdownProgress.begun = true
             notifier.stopping()
             logger.info("shutting down")
             events.emit("agent.stopping", [:])
@@ -172,11 +176,11 @@ public final class Agent: @unchecked Sendable {
 
     private func finishShutdown() {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard !stopped else { return }
-        stopped = true
+        guard !shutdownProgress.finished else { return }
+        shutdownProgress.finished = true
         peers.stop()
         resolver?.stop()
-        admin?.stop()
+        listening?.admin.stop()
         // Let a store operation in flight commit, then leave everything in canopy.sqlite itself:
         // a backup of the file alone after a clean stop must not lose the last transactions.
         storeQueue.sync {
@@ -188,10 +192,10 @@ public final class Agent: @unchecked Sendable {
                 logger.warning("checkpointing the write-ahead log at shutdown failed", metadata: ["error": "\(error)"])
             }
         }
-        let waiters = shutdownWaiters
-        shutdownWaiters = []
+        let waiters = shutdownProgress.waiters
+        shutdownProgress.waiters = []
         for waiter in waiters { waiter() }
-        whenStopped()
+        shutdownProgress.whenStopped()
     }
 
     /// Seconds since the Unix epoch (event timestamps and uptime; never used for decisions).
@@ -200,4 +204,23 @@ public final class Agent: @unchecked Sendable {
         clock_gettime(CLOCK_REALTIME, &spec)
         return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
+}
+
+/// The sockets `start` bound: the admin socket's server and the peer listener's address.
+struct Listening {
+    let admin: AdminServer
+    let address: HostPort
+}
+
+/// Where a shutdown stands (`Agent.shutdown`).
+private struct ShutdownProgress {
+    /// Called once when a shutdown has finished, whoever asked for it (a signal or the admin
+    /// `shutdown` command); `canopyd` exits the process here.
+    let whenStopped: @Sendable () -> Void
+    /// A shutdown has begun: a second request only waits for it.
+    var begun = false
+    /// It has finished: a later request completes at once.
+    var finished = false
+    /// The completions of every request, called when it finishes.
+    var waiters: [@Sendable () -> Void] = []
 }

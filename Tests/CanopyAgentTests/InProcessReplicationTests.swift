@@ -27,7 +27,7 @@ struct InProcessReplicationTests {
         }
 
         func allow(_ other: Node) throws {
-            let address = other.agent.queue.sync { other.agent.boundListen!.description }
+            let address = other.agent.queue.sync { other.agent.listening!.address.description }
             let response = try AdminSocketClient(path: socket, receiveTimeoutSeconds: 60).request(
                 "peer.add", ["node_id": .string(other.agent.nodeID), "address": .string(address)])
             #expect(response["ok"] == .bool(true))
