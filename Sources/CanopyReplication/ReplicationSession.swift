@@ -4,30 +4,6 @@ import CanopyWire
 import DequeModule
 import Logging
 
-/// What a session reports to whoever owns it (a `PeerReplicator`, a test, the simulator).
-public enum SessionEvent: Sendable {
-    /// The peer's `hello` arrived.
-    case connected(peerDatabaseID: [UInt8])
-    /// Something happened to documents: one event per document, in the order the batch (or the
-    /// failure) produced them; never empty. One `SessionEvent` per batch rather than per
-    /// document, because each hop through the owner's closures cost reference counting per
-    /// document on the replication hot path (in both agents).
-    case documents([DocumentEvent])
-    /// Our subscription to the peer's changes recorded a checkpoint at this source sequence.
-    case pullCheckpoint(UInt64)
-    /// The peer refused our subscription (it does not push to us). The session goes on with the
-    /// other direction; the reason is for people.
-    case pullRefused(String)
-    /// Our subscription caught up with the peer (every batch up to its current end is durable).
-    case pullCaughtUp
-    /// A one-shot subscription the peer made to us was served completely.
-    case pushCompleted
-    /// A batch completed in either direction (progress changed; the session may now be idle).
-    case progress
-    /// The session ended.
-    case closed(TransportCloseReason)
-}
-
 /// One connection's replication, both directions (`Protocol/design.md` §4.1): CouchDB's algorithm in binary
 /// over one connection, receiver-driven.
 ///
@@ -38,37 +14,42 @@ public enum SessionEvent: Sendable {
 ///
 /// The session runs entirely on its scheduler's serial context: the transport delivers there,
 /// timers fire there, and store commit notifications hop there. It holds no lock.
+///
+/// It is the driver of pure parts: `ConnectionStateMachine` (message rules), `Puller` (our
+/// subscription, incoming writes, the peer's copy of our checkpoint), `Pusher` (the peer's
+/// subscriptions), `PeerCheckpointKeeper` and `Liveness`. This file holds its state, message
+/// dispatch, draining and failure; the pull and push drivers are in `ReplicationSession+Pull`
+/// and `+Push`, which is why the members they use are internal rather than private: nothing
+/// else in the module touches them.
 public final class ReplicationSession: @unchecked Sendable {
-    private let store: any ReplicationStore
+    let store: any ReplicationStore
     private let transport: any MessageTransport
     private let scheduler: any ReplicationScheduler
-    private let random: any RandomSource
-    private let configuration: ReplicationConfiguration
-    private let logger: Logger
-    private let onEvent: @Sendable (SessionEvent) -> Void
+    let random: any RandomSource
+    let configuration: ReplicationConfiguration
+    let logger: Logger
+    let onEvent: @Sendable (SessionEvent) -> Void
 
     private var nextRequestID: RequestID = 1
     /// The message-level rules (CanopyWire): every message in and out passes through it.
     private var machine: ConnectionStateMachine
-    private var peerDatabaseID: [UInt8]?
-    private var peerWindow = 1
-    /// The peer's `hello` has the `importedIDs` feature: revisions with imported ids are marked.
-    private var peerAcceptsImportedIDs = false
-    /// The peer's `hello` has the `refusals` feature: acks may name refused documents.
-    private var peerAcceptsRefusals = false
+    /// The peer's `hello`, once it arrived: its database id, window and features (`importedIDs`:
+    /// revisions with imported ids are sent marked; `refusals`: acks may name refused documents).
+    var peerHello: Hello?
+    var peerDatabaseID: [UInt8]? { peerHello?.databaseID }
     /// This node as the source: the peer's subscriptions.
-    private var pusher: Pusher
+    var pusher: Pusher
     /// This node as the target: its subscription, the incoming writes, the peer's checkpoint copy.
-    private var puller: Puller
+    var puller: Puller
     private var liveness: Liveness
     private var heartbeatTimer: (any Cancellable)?
     private var commitObserver: StoreObserverToken?
     /// Received revisions being checked off the serial context, written in arrival order.
-    private let checks: RevisionCheckPipeline
+    let checks: RevisionCheckPipeline
     /// Where the store writes of received revisions run (`ReplicationWorker`): off the serial
     /// context in the agent, so that the session keeps answering `changes` (read from the
     /// store's snapshot connection) while a transaction runs.
-    private let writer: any ReplicationWorker
+    let writer: any ReplicationWorker
     public private(set) var isClosed = false
     /// Bytes are counted by transports; messages by the session, for stats.
     public private(set) var messagesSent = 0
@@ -147,7 +128,7 @@ public final class ReplicationSession: @unchecked Sendable {
     }
 
     /// Starts the confirmation pull once our pull has caught up and our push has drained.
-    private func startConfirmationPullIfDue() {
+    func startConfirmationPullIfDue() {
         guard confirmationPullDue, pullCaughtUpOnce, puller.state.subscriptionEnded, !puller.hasBatchesInFlight,
             pusher.isDrained, drainCompletion == nil
         else { return }
@@ -191,11 +172,11 @@ public final class ReplicationSession: @unchecked Sendable {
         finishDrainIfIdle()
     }
 
-    private var drainCompletion: (@Sendable () -> Void)?
+    var drainCompletion: (@Sendable () -> Void)?
     private var drainTimer: (any Cancellable)?
 
     /// While draining: closes once nothing is in flight in either direction.
-    private func finishDrainIfIdle() {
+    func finishDrainIfIdle() {
         guard let completion = drainCompletion, !isClosed else { return }
         // The peer's copy of our checkpoint must be current too, or the next session resumes from
         // the older of the two: wait for the last `checkpointSet` (and the one it deferred).
@@ -272,175 +253,10 @@ public final class ReplicationSession: @unchecked Sendable {
     }
 
     private func receiveHello(_ hello: Hello) throws(ReplicationError) {
-        peerDatabaseID = hello.databaseID
-        peerWindow = hello.window
-        peerAcceptsImportedIDs = hello.features & Hello.importedIDsFeature != 0
-        peerAcceptsRefusals = hello.features & Hello.refusalsFeature != 0
+        peerHello = hello
         pusher.peerSaidHello(subscribes: hello.features & Hello.subscribesFeature != 0)
         onEvent(.connected(peerDatabaseID: hello.databaseID))
         if configuration.direction.pulls { try beginPull() }
-    }
-
-    // MARK: Pull (this node is the target)
-
-    /// Starts another pass of a one-shot pull on this connection (`sync` on a `once` peer whose
-    /// last pass finished): a fresh `checkpointGet` and `subscribe` from the checkpoint. Does
-    /// nothing while a subscription is still active, when this node does not pull, or when the
-    /// peer refused to be pulled from.
-    public func pullAgain() {
-        guard !isClosed, configuration.direction.pulls, peerDatabaseID != nil, puller.canStartAnotherPass else { return }
-        puller.resetForAnotherPass()
-        do { try beginPull() } catch { fail(error) }
-    }
-
-    private func beginPull() throws(ReplicationError) {
-        guard let peerDatabaseID else { return }
-        try puller.begin(peerDatabaseID: peerDatabaseID, namesRefusals: peerAcceptsRefusals, outbox)
-    }
-
-    private func receiveCheckpoint(_ checkpoint: Checkpoint) throws(ReplicationError) {
-        let since = try puller.receive(checkpoint, session: random.nextHexID(), outbox)
-        // Where the pull resumes is where it stands, before any batch: reported now, so a node
-        // that restarts caught up does not show an unknown pull checkpoint until the next change.
-        if since > 0 { onEvent(.pullCheckpoint(since)) }
-    }
-
-    private func receiveChanges(_ changes: Changes) throws(ReplicationError) {
-        try puller.receive(changes, outbox)
-        // A batch that needed nothing is complete: the checkpoint it reaches is written next.
-        writeNext()
-        onEvent(.progress)
-    }
-
-    /// Hands a message's revisions to the check pipeline; they are written, in arrival order,
-    /// when checked (at once with the inline worker).
-    private func receiveRevisions(requestID: RequestID, final: Bool, revisions: [ReceivedRevision]) throws(ReplicationError) {
-        checks.submit(requestID: requestID, final: final, revisions: try puller.foreignRevisions(requestID: requestID, revisions: revisions))
-    }
-
-    /// Checked messages, in arrival order: they wait for the writer.
-    private func writeChecked(_ group: [RevisionCheckPipeline.Checked]) {
-        puller.checked(group)
-        writeNext()
-    }
-
-    /// Unless a write is in flight, hands the writer the next transaction (`Puller.nextWrite`).
-    /// A batch's last message is acknowledged after its transaction committed.
-    private func writeNext() {
-        guard !isClosed, let target = puller.target else { return }
-        do throws(ReplicationError) {
-            guard let write = try puller.nextWrite() else { return }
-            let writtenTarget = ObjectIdentifier(target)
-            writer.run({ write.perform() }) { [weak self] result in
-                self?.written(write, result: result, for: writtenTarget)
-            }
-        } catch {
-            fail(error)
-        }
-    }
-
-    /// The writer finished `write`: acknowledge, report, and start the next one. A session
-    /// closed meanwhile sends nothing more; what committed stays (the checkpoint with it), and
-    /// the peer sends the unacknowledged batches again next time.
-    private func written(
-        _ write: SubscriptionTarget.Write, result: Result<[DocumentEvent], ReplicationError>, for writtenTarget: ObjectIdentifier
-    ) {
-        guard !isClosed else { return puller.writeAbandoned() }
-        switch result {
-        case .success(let events):
-            guard let completion = puller.written(write, events: events, writtenFor: writtenTarget, outbox) else { return }
-            report(completion)
-            writeNext()
-        case .failure(let error):
-            puller.writeAbandoned()
-            // The target is not replaced while its batches are pending: the failure is this one's.
-            if let target = puller.target, ObjectIdentifier(target) == writtenTarget { fail(error) }
-        }
-    }
-
-    private func report(_ completion: SubscriptionTarget.Completion) {
-        reportDocuments(completion.events)
-        if let sequence = completion.checkpoint { onEvent(.pullCheckpoint(sequence)) }
-        if completion.caughtUp {
-            onEvent(.pullCaughtUp)
-            startConfirmationPullIfDue()
-        }
-        // Once per batch, so observers refresh progress and idleness here and not per document.
-        onEvent(.progress)
-        if drainCompletion != nil { finishDrainIfIdle() }
-    }
-
-    /// Reports a batch's document events as one `.documents` event, in their order; nothing when
-    /// there are none.
-    private func reportDocuments(_ events: [DocumentEvent]) {
-        if !events.isEmpty { onEvent(.documents(events)) }
-    }
-
-    /// The peer stored our checkpoint: send the newest one if batches completed meanwhile.
-    private func receiveCheckpointSetAck() {
-        puller.checkpointCopyAcknowledged(outbox)
-        if drainCompletion != nil { finishDrainIfIdle() }
-    }
-
-    // MARK: Push (this node is the source)
-
-    private var outbox: Pusher.Outbox { Pusher.Outbox(nextRequestID: allocateRequestID, send: send) }
-
-    private func receiveSubscribe(_ subscribe: Subscribe) throws(ReplicationError) {
-        reportPush(try pusher.subscribe(
-            subscribe, peerWindow: peerWindow, marksImportedIDs: peerAcceptsImportedIDs, pumping: drainCompletion == nil, outbox))
-    }
-
-    private func receiveUnsubscribe(_ unsubscribe: Unsubscribe) throws(ReplicationError) {
-        reportPush(try pusher.unsubscribe(unsubscribe, pumping: drainCompletion == nil, outbox))
-    }
-
-    private func receiveChangesReply(_ reply: ChangesReply) throws(ReplicationError) {
-        reportPush(try pusher.receive(reply, pumping: drainCompletion == nil, outbox))
-        onEvent(.progress)
-    }
-
-    private func receiveRevisionsAck(_ ack: RevisionsAck) throws(ReplicationError) {
-        reportPush(try pusher.receive(ack, pumping: drainCompletion == nil, outbox))
-        startConfirmationPullIfDue()
-        onEvent(.progress)
-    }
-
-    private func localChangesCommitted() {
-        guard !isClosed else { return }
-        do { reportPush(try pusher.localChangesCommitted(pumping: drainCompletion == nil, outbox)) } catch { fail(error) }
-    }
-
-    /// Reports what a push step did; a draining session closes once nothing is in flight.
-    private func reportPush(_ report: Pusher.Report) {
-        reportDocuments(report.documents)
-        if report.completed { onEvent(.pushCompleted) }
-        if drainCompletion != nil { finishDrainIfIdle() }
-    }
-
-    // MARK: Checkpoints the peer keeps here
-
-    private var keeper: PeerCheckpointKeeper { PeerCheckpointKeeper(store: store, peerHorizonKey: configuration.peerHorizonKey) }
-
-    private func answerCheckpointGet(_ get: CheckpointGet) throws(ReplicationError) {
-        send(try keeper.answer(get))
-    }
-
-    private func storeRemoteCheckpoint(_ set: CheckpointSet) throws(ReplicationError) {
-        send(try keeper.store(set, acknowledged: pusher.acknowledgedSequence))
-    }
-
-    private func receiveError(_ error: ErrorMessage) throws(ReplicationError) {
-        if let reason = puller.receive(error) {
-            // A refused pull is a configuration the peer chose (it does not push to us), not a
-            // broken connection: the push direction goes on, and the refusal is reported.
-            logger.warning("the peer refused to be pulled from", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
-            onEvent(.pullRefused(reason))
-        } else {
-            logger.warning("peer reported an error", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
-        }
-        // A refused checkpoint copy is no longer in flight: a draining session may be done.
-        if drainCompletion != nil { finishDrainIfIdle() }
     }
 
     // MARK: Heartbeats, sending, failure
@@ -468,7 +284,7 @@ public final class ReplicationSession: @unchecked Sendable {
     }
 
     /// Sends a message the engine made, recording it in the state machine first.
-    private func send(_ message: Message) {
+    func send(_ message: Message) {
         guard !isClosed else { return }
         machine.send(message)
         transmit(message)
@@ -482,12 +298,12 @@ public final class ReplicationSession: @unchecked Sendable {
         transport.send(message)
     }
 
-    private func allocateRequestID() -> RequestID {
+    func allocateRequestID() -> RequestID {
         defer { nextRequestID += 1 }
         return nextRequestID
     }
 
-    private func fail(_ error: ReplicationError) {
+    func fail(_ error: ReplicationError) {
         guard !isClosed else { return }
         logger.warning("replication session failed", metadata: ["error": "\(error)"])
         let reason: TransportCloseReason

@@ -1,0 +1,26 @@
+import CanopyCore
+import CanopyStore
+
+/// What a session reports to whoever owns it (a `PeerReplicator`, a test, the simulator).
+public enum SessionEvent: Sendable {
+    /// The peer's `hello` arrived.
+    case connected(peerDatabaseID: [UInt8])
+    /// Something happened to documents: one event per document, in the order the batch (or the
+    /// failure) produced them; never empty. One `SessionEvent` per batch rather than per
+    /// document, because each hop through the owner's closures cost reference counting per
+    /// document on the replication hot path (in both agents).
+    case documents([DocumentEvent])
+    /// Our subscription to the peer's changes recorded a checkpoint at this source sequence.
+    case pullCheckpoint(UInt64)
+    /// The peer refused our subscription (it does not push to us). The session goes on with the
+    /// other direction; the reason is for people.
+    case pullRefused(String)
+    /// Our subscription caught up with the peer (every batch up to its current end is durable).
+    case pullCaughtUp
+    /// A one-shot subscription the peer made to us was served completely.
+    case pushCompleted
+    /// A batch completed in either direction (progress changed; the session may now be idle).
+    case progress
+    /// The session ended.
+    case closed(TransportCloseReason)
+}
