@@ -111,6 +111,7 @@ public final class PeerReplicator: @unchecked Sendable {
     /// up once it may hold any revision (from other peers), so stemming keeps everything it might
     /// offer back (`Protocol/design.md` §2.7).
     public func start() {
+        scheduler.assertOnContext()
         if configuration.direction.pushes, let key = configuration.peerHorizonKey {
             do { try store.recordPeerHorizon(peer: key, sequence: 0) } catch {
                 logger.warning("could not record the peer's horizon", metadata: ["peer": "\(peerName)", "error": "\(error)"])
@@ -123,6 +124,7 @@ public final class PeerReplicator: @unchecked Sendable {
 
     /// Stops: closes the session cleanly and cancels retries.
     public func stop() {
+        scheduler.assertOnContext()
         stopped = true
         retryTimer?.cancel()
         retryTimer = nil
@@ -135,6 +137,7 @@ public final class PeerReplicator: @unchecked Sendable {
     /// Stops after finishing the batches in flight (see `ReplicationSession.drainAndClose`), then
     /// calls `completion`.
     public func stopGracefully(timeoutSeconds: Double, _ completion: @escaping @Sendable () -> Void) {
+        scheduler.assertOnContext()
         stopped = true
         retryTimer?.cancel()
         retryTimer = nil
@@ -153,6 +156,7 @@ public final class PeerReplicator: @unchecked Sendable {
     /// Takes an inbound connection from the peer (already authenticated). An open session is
     /// replaced: the agent applies the simultaneous-connect rule before calling this.
     public func accept(_ transport: any MessageTransport) {
+        scheduler.assertOnContext()
         guard !stopped else {
             transport.close(.localClosed)
             return
@@ -177,6 +181,7 @@ public final class PeerReplicator: @unchecked Sendable {
     /// (the peer only connects to us) the session is closed and the waiters wait for the peer's
     /// next connection, which its replicator makes after a moment.
     public func sync(_ completion: @escaping @Sendable (Result<Void, ReplicationError>) -> Void) {
+        scheduler.assertOnContext()
         syncWaiters.append(completion)
         if stopped { stopped = false }
         if session == nil && !dialing {
@@ -199,6 +204,7 @@ public final class PeerReplicator: @unchecked Sendable {
     /// the peer's database is not known yet (never connected).
     @discardableResult
     public func resetCheckpoint() throws(StoreError) -> Bool {
+        scheduler.assertOnContext()
         guard let peerDatabase = session?.peerDatabase ?? lastPeerDatabase else { return false }
         let replicationID = ReplicationIdentity.replicationID(source: peerDatabase, target: store.databaseIDBytes, filter: configuration.pullFilter)
         _ = try store.localDelete(ReplicationIdentity.checkpointDocumentID(replicationID))
@@ -209,6 +215,7 @@ public final class PeerReplicator: @unchecked Sendable {
     /// Local documents changed since the newest sequence the peer acknowledged (all documents
     /// when it never acknowledged anything), at most `limit`.
     public func pendingDocumentIDs(limit: Int = 1000) throws(StoreError) -> [String] {
+        scheduler.assertOnContext()
         let since = Int64(clamping: session?.pushAcknowledgedSequence ?? status.lastPushedSequence ?? 0)
         return try store.changesPage(since: since, limit: limit).changes.map(\.documentID)
     }

@@ -23,6 +23,13 @@ public protocol ReplicationScheduler: AnyObject, Sendable {
     func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) -> any Cancellable
     /// Runs `work` on the serial context as soon as possible, after the current work item.
     func execute(_ work: @escaping @Sendable () -> Void)
+    /// Stops the process when the caller is not on the serial context (a replicator's state is
+    /// touched only there). The default checks nothing: a scheduler that can tell implements it.
+    func assertOnContext()
+}
+
+extension ReplicationScheduler {
+    public func assertOnContext() {}
 }
 
 /// Random numbers for session ids and backoff jitter.
@@ -59,8 +66,9 @@ public protocol ReplicationWorker: AnyObject, Sendable {
     func run<Output: Sendable>(_ work: @escaping @Sendable () -> Output, then completion: @escaping @Sendable (Output) -> Void)
 }
 
-/// Runs the work and its completion at once, on the caller's thread: the default, and what the
-/// simulator uses, so that a run stays a function of its seed (same thread, same order).
+/// Runs the work and its completion at once, on the caller's thread: the default (tests, and the
+/// simulator when asked for it; by default the simulator runs the agent's semantics on simulated
+/// time, with completions in a seeded order).
 public final class InlineReplicationWorker: ReplicationWorker {
     public init() {}
 

@@ -11,6 +11,7 @@ extension ReplicationSession {
     /// nothing while a subscription is still active, when this node does not pull, or when the
     /// peer refused to be pulled from.
     public func pullAgain() {
+        scheduler.assertOnContext()
         guard !isClosed, configuration.direction.pulls, peerDatabaseID != nil, puller.canStartAnotherPass else { return }
         puller.resetForAnotherPass()
         do { try beginPull() } catch { fail(error) }

@@ -24,7 +24,7 @@ import Logging
 public final class ReplicationSession: @unchecked Sendable {
     let store: any ReplicationStore
     private let transport: any MessageTransport
-    private let scheduler: any ReplicationScheduler
+    let scheduler: any ReplicationScheduler
     let random: any RandomSource
     let configuration: ReplicationConfiguration
     let logger: Logger
@@ -146,6 +146,7 @@ public final class ReplicationSession: @unchecked Sendable {
 
     /// Sends `hello`, starts heartbeats and listens for commits. Must run on the serial context.
     public func start() {
+        scheduler.assertOnContext()
         transport.start { [weak self] event in self?.handle(event) }
         perform(machine.start())
         let scheduler = self.scheduler
@@ -160,6 +161,7 @@ public final class ReplicationSession: @unchecked Sendable {
     /// are checkpointed, then `close`. After `timeoutSeconds` it closes anyway: an incomplete
     /// batch is simply not checkpointed and is sent again next time.
     public func drainAndClose(timeoutSeconds: Double, _ completion: @escaping @Sendable () -> Void) {
+        scheduler.assertOnContext()
         guard !isClosed else { return completion() }
         drainCompletion = completion
         puller.stopSubscription(outbox)
@@ -190,6 +192,7 @@ public final class ReplicationSession: @unchecked Sendable {
 
     /// Closes the session gracefully (`close` then the transport's FINAL).
     public func close(code: ErrorCode = .normal, reason: String = "done") {
+        scheduler.assertOnContext()
         guard !isClosed else { return }
         perform(machine.close(code: code, reason: reason))
         finish(.localClosed)
