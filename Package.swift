@@ -31,6 +31,7 @@ let package = Package(
         .executable(name: "canopyd", targets: ["canopyd"]),
         .executable(name: "canopyctl", targets: ["canopyctl"]),
         .executable(name: "canopy-sim", targets: ["canopy-sim"]),
+        .executable(name: "canopy-torture", targets: ["canopy-torture"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -130,6 +131,16 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/canopy-sim"),
+
+        // Attacks real canopyd processes and prints figures (Tools/canopy-torture/README.md).
+        .executableTarget(
+            name: "canopy-torture",
+            dependencies: [
+                "CanopyAgent", "CanopyCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/canopy-torture",
+            exclude: ["README.md"]),
 
         // Child process of the store's durability test: writes batches until it is killed.
         .executableTarget(

@@ -173,7 +173,11 @@ final class AdminClient: @unchecked Sendable {
     /// Sends a line that is not a response (a streamed event or a resolver question). The line
     /// counts against the write budget from now on, not only once this client's queue has run.
     func sendLine(_ value: JSONValue) {
-        let bytes = AdminResponse.line(value)
+        sendLine(encoded: AdminResponse.line(value))
+    }
+
+    /// Queues a line already encoded (`AdminResponse.line`), as an event sent to every subscriber.
+    func sendLine(encoded bytes: [UInt8]) {
         let owner = ObjectIdentifier(connection)
         let cutOff: @Sendable () -> Void = { [weak self] in self?.queue.async { [weak self] in self?.connection.close() } }
         writeBudget.addInFlight(owner, bytes.count, streaming: true, cutOff: cutOff)

@@ -109,10 +109,12 @@ public final class Agent: @unchecked Sendable {
             throw .store(error.description)
         }
         // A damaged file is not served: what it would send peers is wrong, and they would keep it.
-        // quick_check reads every page once (O(file size); README, Limits) but skips matching
-        // each index to its table, which `canopyctl check` does.
+        // The full integrity_check, not quick_check: a flipped byte in a document id leaves valid
+        // UTF-8 and a body that still matches its revision id (the id is not hashed), and only the
+        // id's index disagreeing with the row shows it. It costs about what quick_check does,
+        // since reading every page dominates both (README, Backups).
         let problems: [String]
-        do { problems = try store.checkIntegrity(full: false) } catch { throw .store(error.description) }
+        do { problems = try store.checkIntegrity(full: true) } catch { throw .store(error.description) }
         if !problems.isEmpty {
             throw .damagedDatabase(path: directory.databasePath, report: problems.joined(separator: "; "))
         }

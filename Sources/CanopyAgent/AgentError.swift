@@ -61,7 +61,7 @@ public enum AgentError: Error, CustomStringConvertible {
         case .notInitialized(let dir): return "\(dir) is not a Canopy data directory; run `canopyd init --data-dir \(dir)` first"
         case .badIdentity(let path, let detail): return "cannot use identity \(path): \(detail)"
         case .damagedDatabase(let path, let report):
-            return "\(path) is damaged (SQLite's quick_check: \(report.prefix(400))); the agent will not serve it. "
+            return "\(path) is damaged (SQLite's integrity_check: \(report.prefix(400))); the agent will not serve it. "
                 + "Restore it from a backup (canopyctl backup), or move it aside and start from an empty database "
                 + "(canopyd init --data-dir with a new directory), which gets the documents back from its peers"
         case .config(let error): return error.description

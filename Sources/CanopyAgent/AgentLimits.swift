@@ -15,6 +15,9 @@ public enum AgentLimits {
     /// Admin connections served at once; more are accepted and closed immediately so a runaway
     /// script cannot exhaust file descriptors the peers need.
     public static let adminConnectionsMax = 64
+    /// Inbound peer connections accepted per wake-up of the listener before other work on its
+    /// queue (finished handshakes) gets a turn.
+    public static let acceptsPerWakeMax = 16
 
     /// Bytes of responses queued for one admin client that is not reading. Beyond this the client
     /// is disconnected (an `events` stream reader that stalls must not grow the agent's memory).

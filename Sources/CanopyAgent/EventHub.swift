@@ -54,8 +54,9 @@ final class EventHub: @unchecked Sendable {
     /// Sends `event` to every subscriber.
     private func publish(_ event: AgentEvent) {
         dispatchPrecondition(condition: .onQueue(queue))
-        let line = JSONValue.object(["event": event.json])
-        for client in subscribers.values { client.sendLine(line) }
+        // Encoded once for every subscriber; the clients share the bytes.
+        let line = AdminResponse.line(JSONValue.object(["event": event.json]))
+        for client in subscribers.values { client.sendLine(encoded: line) }
     }
 
     /// `events`: replies with the sequence to expect, then streams every event after `since`

@@ -126,7 +126,11 @@ final class PeerConnectionManager: @unchecked Sendable {
 
     private func acceptReady() {
         dispatchPrecondition(condition: .onQueue(queue))
-        while let fd = Socket.accept(listener) {
+        // At most a few connections per wake-up: the listener's source fires again while more
+        // wait, and a flood of connections reopened as fast as they are closed cannot keep the
+        // queue from finishing the handshakes already done (an allowed peer's among them).
+        for _ in 0..<AgentLimits.acceptsPerWakeMax {
+            guard let fd = Socket.accept(listener) else { return }
             let address = Socket.remoteAddress(fd)
             let token = nextToken
             nextToken += 1
