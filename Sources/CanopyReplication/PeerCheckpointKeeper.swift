@@ -18,21 +18,33 @@ struct PeerCheckpointKeeper {
         return .checkpoint(Checkpoint(requestID: get.requestID, value: checkpoint?.encoded()))
     }
 
-    /// Stores the peer's `checkpointSet` and answers it. The peer's checkpoint is its claim of
-    /// how far it holds our changes; the horizon recorded is capped by `acknowledged`, what this
-    /// session saw the peer acknowledge, so a peer cannot make this node stem what it never
-    /// received (nothing is recorded when it acknowledged nothing).
-    func store(_ set: CheckpointSet, acknowledged: UInt64?) throws(ReplicationError) -> Message {
+    /// A peer horizon to record (`DocumentStore.recordPeerHorizon`).
+    struct Horizon: Equatable {
+        let peer: String
+        let sequence: Int64
+    }
+
+    /// Stores the peer's `checkpointSet` and answers it, with the peer horizon it implies. The
+    /// peer's checkpoint is its claim of how far it holds our changes; the horizon is capped by
+    /// `acknowledged`, what this session saw the peer acknowledge, so a peer cannot make this node
+    /// stem what it never received (no horizon when it acknowledged nothing). The session records
+    /// the horizon when `PeerHorizonBarrier` lets it (`record`).
+    func store(_ set: CheckpointSet, acknowledged: UInt64?) throws(ReplicationError) -> (answer: Message, horizon: Horizon?) {
         guard let checkpoint = ReplicationCheckpoint(encoded: set.value) else {
-            return .error(ErrorMessage(requestID: set.requestID, code: .invalidDocument, message: "checkpoint value is not a Canopy checkpoint"))
+            let refusal = ErrorMessage(requestID: set.requestID, code: .invalidDocument, message: "checkpoint value is not a Canopy checkpoint")
+            return (.error(refusal), nil)
         }
         do {
             try store.localPut(ReplicationIdentity.checkpointDocumentID(set.replicationID), body: checkpoint.json)
-            if let acknowledged {
-                let peer = peerHorizonKey ?? Hex.encode(set.replicationID)
-                try store.recordPeerHorizon(peer: peer, sequence: Int64(clamping: min(checkpoint.current.sequence, acknowledged)))
-            }
         } catch { throw .store(error) }
-        return .checkpointSetAck(CheckpointSetAck(requestID: set.requestID))
+        let horizon = acknowledged.map {
+            Horizon(peer: peerHorizonKey ?? Hex.encode(set.replicationID), sequence: Int64(clamping: min(checkpoint.current.sequence, $0)))
+        }
+        return (.checkpointSetAck(CheckpointSetAck(requestID: set.requestID)), horizon)
+    }
+
+    /// Records a horizon `store` returned.
+    func record(_ horizon: Horizon) throws(ReplicationError) {
+        do { try store.recordPeerHorizon(peer: horizon.peer, sequence: horizon.sequence) } catch { throw .store(error) }
     }
 }

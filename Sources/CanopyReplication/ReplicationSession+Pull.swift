@@ -40,6 +40,7 @@ extension ReplicationSession {
     /// Hands a message's revisions to the check pipeline; they are written, in arrival order,
     /// when checked (at once with the inline worker).
     func receiveRevisions(requestID: RequestID, final: Bool, revisions: [ReceivedRevision]) throws(ReplicationError) {
+        horizonBarrier.revisionsReceived()
         checks.submit(requestID: requestID, final: final, revisions: try puller.foreignRevisions(requestID: requestID, revisions: revisions))
     }
 
@@ -73,7 +74,9 @@ extension ReplicationSession {
         guard !isClosed else { return puller.writeAbandoned() }
         switch result {
         case .success(let events):
-            guard let completion = puller.written(write, events: events, writtenFor: writtenTarget, outbox) else { return }
+            let completion = puller.written(write, events: events, writtenFor: writtenTarget, outbox)
+            do { try receivedRevisionsWritten(write.messages.count) } catch { return fail(error) }
+            guard let completion else { return }
             report(completion)
             writeNext()
         case .failure(let error):

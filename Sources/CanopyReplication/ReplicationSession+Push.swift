@@ -52,7 +52,15 @@ extension ReplicationSession {
     }
 
     func storeRemoteCheckpoint(_ set: CheckpointSet) throws(ReplicationError) {
-        send(try keeper.store(set, acknowledged: pusher.acknowledgedSequence))
+        let (answer, horizon) = try keeper.store(set, acknowledged: pusher.acknowledgedSequence)
+        if let horizon, let ready = horizonBarrier.arrived(horizon) { try keeper.record(ready) }
+        send(answer)
+    }
+
+    /// `count` received `revisions` messages were written: records the peer horizons that waited
+    /// for them (`PeerHorizonBarrier`).
+    func receivedRevisionsWritten(_ count: Int) throws(ReplicationError) {
+        for horizon in horizonBarrier.revisionsWritten(count) { try keeper.record(horizon) }
     }
 
     func receiveError(_ error: ErrorMessage) throws(ReplicationError) {

@@ -46,6 +46,8 @@ public final class ReplicationSession: @unchecked Sendable {
     private var commitObserver: StoreObserverToken?
     /// Received revisions being checked off the serial context, written in arrival order.
     let checks: RevisionCheckPipeline
+    /// Peer horizons waiting for the revisions received before them to be written.
+    var horizonBarrier = PeerHorizonBarrier<PeerCheckpointKeeper.Horizon>()
     /// Where the store writes of received revisions run (`ReplicationWorker`): off the serial
     /// context in the agent, so that the session keeps answering `changes` (read from the
     /// store's snapshot connection) while a transaction runs.
