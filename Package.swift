@@ -76,7 +76,7 @@ let package = Package(
         .target(
             name: "CanopySimulation",
             dependencies: [
-                "CanopyCore", "CanopyWire", "CanopyStore", "CanopyReplication",
+                "CanopyCore", "CanopyWire", "CanopyCrypto", "CanopyStore", "CanopyReplication",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ]),
@@ -165,7 +165,7 @@ let package = Package(
             dependencies: ["CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyStore", "canopyd", "canopyctl"]),
         .testTarget(
             name: "CanopySimulationTests",
-            dependencies: ["CanopySimulation", "CanopyReplication", "CanopyStore", "CanopyCore"]),
+            dependencies: ["CanopySimulation", "CanopyReplication", "CanopyStore", "CanopyCore", "CanopyCrypto"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -51,7 +51,9 @@ final class SystemRandomSource: RandomSource, @unchecked Sendable {
 
 /// Runs the engine's checks and store writes of received revisions on Dispatch's global workers
 /// and completes on the engine's serial queue, so that checking one received batch overlaps
-/// writing the one before it, and both overlap the protocol work on the serial queue.
+/// writing the one before it, and both overlap the protocol work on the serial queue. The
+/// simulator's `SimulatedWorker` has these semantics on simulated time (completions in an order
+/// its seed picks); a change here belongs there too.
 final class DispatchReplicationWorker: ReplicationWorker, @unchecked Sendable {
     private let queue: DispatchQueue
 

@@ -1,12 +1,14 @@
 import CanopyReplication
 
 /// One simulated node's view of the shared `SimulatedScheduler`: everything the node's
-/// replicators, sessions and incoming deliveries schedule goes through it, so the simulator can
-/// pause the node (its work is held, in order, until it resumes) or crash it (its pending work is
-/// discarded, as a killed process's would be).
+/// replicators, sessions, worker and incoming deliveries schedule goes through it, so the
+/// simulator can pause the node (its work is held, in order, until it resumes) or crash it (its
+/// pending work is discarded, as a killed process's would be).
 ///
 /// Invariants: held items run on `resume()` in the order they fell due; an item scheduled before
-/// the latest `crash()` never runs; a cancelled item never runs.
+/// the latest `crash()` never runs, nor one scheduled while the node is down (between `crash()`
+/// and `revive()`: code of the dead process still on the stack, such as the caller of a commit
+/// the process died in, schedules nothing); a cancelled item never runs.
 public final class NodeScheduler: ReplicationScheduler, @unchecked Sendable {
     /// Cancellation handle that also stops an item already held by a pause.
     private final class Token: Cancellable, @unchecked Sendable {
@@ -25,6 +27,8 @@ public final class NodeScheduler: ReplicationScheduler, @unchecked Sendable {
     private var held: [(Token, @Sendable () -> Void)] = []
     /// True while the node is paused.
     public private(set) var isPaused = false
+    /// True from a crash until `revive()`.
+    public private(set) var isDown = false
 
     /// A view of `base` for one node.
     public init(base: SimulatedScheduler) {
@@ -36,6 +40,10 @@ public final class NodeScheduler: ReplicationScheduler, @unchecked Sendable {
     @discardableResult
     public func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) -> any Cancellable {
         let token = Token()
+        if isDown {
+            token.cancelled = true
+            return token
+        }
         let scheduledEpoch = epoch
         token.inner = base.schedule(after: seconds) { [weak self] in
             self?.fire(token, scheduledEpoch, work)
@@ -76,10 +84,17 @@ public final class NodeScheduler: ReplicationScheduler, @unchecked Sendable {
         }
     }
 
-    /// Forgets all pending and held work, as a process kill would.
+    /// Forgets all pending and held work, as a process kill would, and drops what is scheduled
+    /// until `revive()`.
     public func crash() {
         epoch += 1
         held = []
         isPaused = false
+        isDown = true
+    }
+
+    /// Takes work again (the node's process restarted).
+    public func revive() {
+        isDown = false
     }
 }

@@ -1,3 +1,4 @@
+import CanopyCrypto
 import CanopyReplication
 import CanopyWire
 import DequeModule
@@ -78,14 +79,18 @@ final class SimulatedLink: @unchecked Sendable {
     private unowned let network: SimulatedNetwork
     /// The node indices: `nodes.0` dialled `nodes.1`.
     let nodes: (Int, Int)
+    /// What both ends know of the connection after the handshake (initiator, responder and
+    /// transcript hash), for the simultaneous-connect rule.
+    let connection: SimultaneousConnect.Connection
     private weak var end0: End?
     private weak var end1: End?
     private var directions = [Direction(), Direction()]
     private(set) var isSevered = false
 
-    init(network: SimulatedNetwork, nodes: (Int, Int)) {
+    init(network: SimulatedNetwork, nodes: (Int, Int), connection: SimultaneousConnect.Connection) {
         self.network = network
         self.nodes = nodes
+        self.connection = connection
     }
 
     /// Makes the two ends; the caller hands them to the sessions, which keep them alive.

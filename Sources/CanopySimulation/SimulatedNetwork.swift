@@ -1,4 +1,5 @@
 import CanopyCore
+import CanopyCrypto
 import CanopyReplication
 import CanopyWire
 
@@ -47,6 +48,9 @@ public final class SimulatedNetwork: @unchecked Sendable {
     public var rates: NetworkFaultRates
     /// Each node's scheduler, by node index.
     public let schedulers: [NodeScheduler]
+    /// Each node's node id (its public key), by node index: a connection's initiator and
+    /// responder for the simultaneous-connect rule.
+    public let nodeIDs: [NodeID]
     private var nodeUp: [Bool]
     /// `blocked[from][to]`: traffic from `from` to `to` is partitioned.
     private var blocked: [[Bool]]
@@ -67,8 +71,10 @@ public final class SimulatedNetwork: @unchecked Sendable {
     public private(set) var faults: [String: Int] = [:]
 
     /// A network of `nodeCount` nodes on `base`.
-    public init(nodeCount: Int, base: SimulatedScheduler, random: SeededRandom, trace: SimulationTrace,
+    public init(nodeIDs: [NodeID], base: SimulatedScheduler, random: SeededRandom, trace: SimulationTrace,
                 latencySeconds: Double, jitterSeconds: Double, rates: NetworkFaultRates) {
+        let nodeCount = nodeIDs.count
+        self.nodeIDs = nodeIDs
         self.base = base
         self.random = random
         self.trace = trace
@@ -94,8 +100,10 @@ public final class SimulatedNetwork: @unchecked Sendable {
 
     /// Opens a connection from `from` to `to`. When it succeeds, `accept` runs on `to`'s
     /// scheduler with the listener's end, then `completion` on `from`'s with the dialler's end.
-    func dial(from: Int, to: Int, accept: @escaping @Sendable (any MessageTransport) -> Void,
-              completion: @escaping @Sendable (Result<any MessageTransport, ReplicationError>) -> Void) {
+    /// Each connection gets a transcript hash drawn from the network's stream (in the agent, the
+    /// handshake's `T4`: unique per connection, known to both ends, chosen by neither).
+    func dial(from: Int, to: Int, accept: @escaping @Sendable (SimulatedLink.End) -> Void,
+              completion: @escaping @Sendable (Result<SimulatedLink.End, ReplicationError>) -> Void) {
         let dialer = schedulers[from]
         if blocked[from][to] || blocked[to][from] {
             count(fault: "dialTimeout", "n\(from)->n\(to)")
@@ -107,7 +115,10 @@ public final class SimulatedNetwork: @unchecked Sendable {
             return
         }
         // SYN, SYN-ACK, then the three handshake messages: about three one-way delays.
-        let link = SimulatedLink(network: self, nodes: (from, to))
+        var transcriptHash: [UInt8] = []
+        for _ in 0..<4 { withUnsafeBytes(of: random.next().bigEndian) { transcriptHash.append(contentsOf: $0) } }
+        let connection = SimultaneousConnect.Connection(initiator: nodeIDs[from], responder: nodeIDs[to], transcriptHash: transcriptHash)
+        let link = SimulatedLink(network: self, nodes: (from, to), connection: connection)
         links.removeAll { $0.isSevered }
         links.append(link)
         let (dialled, listening) = link.makeEnds()

@@ -8,23 +8,36 @@ import CanopyStore
 ///     partition   both ways or one way between two neighbours, for 1–20 s
 ///     clog        one direction holds its traffic for 1–8 s
 ///     reset       an open connection resets
-///     crash       a node dies at this step and restarts 1–15 s later from its file
-///     pause       a node's deliveries and timers are held for 1–40 s (past the 30 s dead-peer
-///                 timeout sometimes)
+///     crash       a node is killed at this step and restarts 1–15 s later from its files
+///     pause       a node's deliveries, timers and worker are held for 1–40 s (past the 30 s
+///                 dead-peer timeout sometimes)
 ///
-/// Every fault has ended by the end of the phase or is ended by the heal.
+/// and the storage faults (`StorageFaults`), unless the configuration turns them off:
+///
+///     ioError     a node's next commit fails with an I/O error and rolls back
+///     diskFull    every commit of a node fails with SQLITE_FULL for 1–10 s
+///     tornCommit  a node dies inside its next commit, leaving the commit's last WAL frame
+///                 torn, and restarts 1–15 s later; recovery drops that commit
+///
+/// Every fault has ended by the end of the phase or is ended by the heal. Invariant 4 is checked
+/// when a node is killed between two steps (its files are then exactly what the live store
+/// holds) and again on the files a restart recovered.
 extension Simulation {
     enum Fault: CaseIterable {
         case partition, oneWayPartition, clog, reset, crash, pause
+        case ioError, diskFull, tornCommit
+
+        static let network: [Fault] = [.partition, .oneWayPartition, .clog, .reset, .crash, .pause]
     }
 
     func scheduleFaults(until end: Double) {
         guard let mean = configuration.faults.meanSecondsBetweenFaults else { return }
+        let kinds = configuration.storageFaults ? Fault.allCases : Fault.network
         var time = 0.0
         while true {
             time += exponential(mean: mean, &faultRandom)
             guard time < end else { break }
-            let fault = Fault.allCases[faultRandom.index(below: Fault.allCases.count)]
+            let fault = kinds[faultRandom.index(below: kinds.count)]
             let edge = edges[faultRandom.index(below: edges.count)]
             let (from, to) = faultRandom.chance(1, in: 2) ? (edge.a, edge.b) : (edge.b, edge.a)
             let node = faultRandom.index(below: nodes.count)
@@ -53,25 +66,23 @@ extension Simulation {
             network.clog(from: from, to: to, seconds: seconds)
         case .reset:
             network.resetRandomLink()
+        case .crash, .pause, .ioError, .diskFull, .tornCommit:
+            injectNodeFault(fault, node: node, fraction: fraction)
+        }
+    }
+
+    /// The faults of one node; a node that is down takes none.
+    private func injectNodeFault(_ fault: Fault, node: Int, fraction: Double) {
+        let victim = nodes[node]
+        guard victim.store != nil else { return }
+        switch fault {
         case .crash:
-            let victim = nodes[node]
-            guard victim.store != nil else { return }
             let seconds = 1 + 14 * fraction
             network.count(fault: "crash", "n\(node) \(Int(seconds))s")
             checkCheckpointsAtCrash(of: node)
-            victim.crash()
-            scheduler.schedule(after: seconds) { [weak self] in
-                guard let self, victim.store == nil else { return }
-                do {
-                    try victim.restart(configuration: self.replication)
-                    self.trace.record("restart n\(node)")
-                } catch {
-                    self.trace.record("restart n\(node) failed: \(error)")
-                }
-            }
+            kill(node, image: nil, restartAfter: seconds)
         case .pause:
-            let victim = nodes[node]
-            guard victim.store != nil, !victim.scheduler.isPaused else { return }
+            guard !victim.scheduler.isPaused else { return }
             let seconds = 1 + 39 * fraction
             network.count(fault: "pause", "n\(node) \(Int(seconds))s")
             victim.scheduler.pause()
@@ -79,11 +90,58 @@ extension Simulation {
                 victim.scheduler.resume()
                 self?.trace.record("resume n\(node)")
             }
+        case .ioError:
+            network.count(fault: "ioError", "n\(node)")
+            victim.storage.failNextCommit = true
+        case .diskFull:
+            let seconds = 1 + 9 * fraction
+            network.count(fault: "diskFull", "n\(node) \(Int(seconds))s")
+            victim.storage.fullUntil = max(victim.storage.fullUntil ?? 0, scheduler.now + seconds)
+        case .tornCommit:
+            // Counted when the commit tears (a node that commits nothing before the heal never does).
+            guard victim.storage.tearNextCommit == nil else { return }
+            victim.storage.tearNextCommit = .init(keep: Int(faultRandom.next(below: 1 << 20)), downSeconds: 1 + 14 * fraction)
+        case .partition, .oneWayPartition, .clog, .reset:
+            preconditionFailure("\(fault) is not a node fault")
         }
     }
 
-    /// Invariant 4 at the moment of a crash: the crashing node's checkpoints, and its neighbours'
-    /// checkpoints of it, must not be ahead of what is durably stored.
+    /// The node died inside a commit (`StorageFaults`, armed by a `tornCommit` fault), on the
+    /// stack of the store call that committed: kill it now, with the files the death left.
+    func diedInsideCommit(node: Int, image: CrashImage, downSeconds: Double) {
+        network.count(fault: "tornCommit", "n\(node) \(Int(downSeconds))s")
+        kill(node, image: image, restartAfter: downSeconds)
+    }
+
+    /// Kills `node` with its files as `image` has them (as they are now when nil) and restarts
+    /// it after `seconds`, unless the heal does first.
+    private func kill(_ node: Int, image: CrashImage?, restartAfter seconds: Double) {
+        let victim = nodes[node]
+        do {
+            try victim.crash(image: image)
+        } catch {
+            crashCheckViolations.append(Violation(invariant: .lostWrite, documentID: nil, nodes: [node], detail: "could not keep the crashed node's files: \(error)"))
+        }
+        scheduler.schedule(after: seconds) { [weak self] in
+            guard let self, victim.store == nil else { return }
+            do {
+                try self.restart(node)
+            } catch {
+                self.trace.record("restart n\(node) failed: \(error)")
+            }
+        }
+    }
+
+    /// Opens a crashed node's files again (SQLite recovers the WAL), checks invariant 4 on what
+    /// was recovered, and starts its replicators.
+    func restart(_ node: Int) throws {
+        try nodes[node].restart(configuration: replication)
+        trace.record("restart n\(node)")
+        checkCheckpointsAtCrash(of: node)
+    }
+
+    /// Invariant 4 at the moment of a crash or restart: the node's checkpoints, and its
+    /// neighbours' checkpoints of it, must not be ahead of what is durably stored.
     private func checkCheckpointsAtCrash(of node: Int) {
         let checker = InvariantChecker(simulation: self)
         do {

@@ -1,4 +1,5 @@
 import CanopyCore
+import CanopyCrypto
 import CanopyReplication
 import CanopyStore
 import Foundation
@@ -23,9 +24,15 @@ public struct AcknowledgedWrite: Sendable, Equatable {
 ///     settle     run to quiescence; manual nodes resolve their conflicts; repeat until stable
 ///     check      the invariants of `Protocol/design.md` §7.2 (`InvariantChecker`)
 ///
+/// The nodes run production's concurrency: sessions check and write on a `SimulatedWorker`
+/// (work overlapping the protocol, completions in a seeded order), both ends of every edge dial,
+/// and the simultaneous-connect rule picks the connection they keep.
+///
 /// Randomness comes from separate SplitMix64 streams derived from the seed (network, engine,
-/// workload, faults), consumed in scheduler order, so the same configuration replays exactly and
-/// produces the same trace hash.
+/// workload, faults, worker, identities), consumed in scheduler order; the stores' database ids
+/// and the nodes' ids are drawn from the seed too, and the store cuts parallel work by batch size
+/// alone, never by the machine's processor count. So the same configuration replays exactly, on
+/// any machine, and produces the same trace hash (which covers the database ids).
 public final class Simulation: @unchecked Sendable {
     public let configuration: SimulationConfiguration
     public let scheduler = SimulatedScheduler()
@@ -53,8 +60,10 @@ public final class Simulation: @unchecked Sendable {
     /// Hook run after the run settled and before the checks (tests plant violations with it).
     public var beforeChecks: ((Simulation) throws -> Void)?
     var nextBodyNumber: Int64 = 0
-    /// Invariant 4 violations found at crash moments during the fault phase.
+    /// Invariant 4 violations found at crash moments and restarts during the fault phase.
     var crashCheckViolations: [Violation] = []
+    /// The races the run went through (worker overlap and reordering, simultaneous connects).
+    let races = RaceCounters()
 
     /// Sets up the nodes (files in a fresh temporary directory) without starting anything.
     public init(_ configuration: SimulationConfiguration, logger: Logger = Simulation.quietLogger) throws {
@@ -64,8 +73,20 @@ public final class Simulation: @unchecked Sendable {
         trace = SimulationTrace(document: configuration.traceDocument) { scheduler.now }
         var topologyRandom = SplitMix64(seed: seed ^ 0x7070_0001)
         edges = configuration.topology.edges(count: configuration.nodes, averageDegree: configuration.averageDegree, random: &topologyRandom)
+        // Node ids (public keys: the simultaneous-connect rule compares them) and database ids.
+        var identityRandom = SplitMix64(seed: seed ^ 0x1D1D_0006)
+        var nodeIDs: [NodeID] = []
+        var databaseIDs: [UUID] = []
+        for _ in 0..<configuration.nodes {
+            var key: [UInt8] = []
+            for _ in 0..<4 { withUnsafeBytes(of: identityRandom.next().bigEndian) { key.append(contentsOf: $0) } }
+            nodeIDs.append(NodeID(publicKey: key)!)
+            var bytes: [UInt8] = []
+            for _ in 0..<2 { withUnsafeBytes(of: identityRandom.next().bigEndian) { bytes.append(contentsOf: $0) } }
+            databaseIDs.append(bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) })
+        }
         network = SimulatedNetwork(
-            nodeCount: configuration.nodes, base: scheduler, random: SeededRandom(seed: seed ^ 0x4E37_0002), trace: trace,
+            nodeIDs: nodeIDs, base: scheduler, random: SeededRandom(seed: seed ^ 0x4E37_0002), trace: trace,
             latencySeconds: configuration.latencySeconds, jitterSeconds: configuration.jitterSeconds,
             rates: configuration.faults.rates)
         workloadRandom = SplitMix64(seed: seed ^ 0x3070_0003)
@@ -84,18 +105,27 @@ public final class Simulation: @unchecked Sendable {
         case .manual: policy = .manual; resolver = nil
         }
         let engineRandom = SeededRandom(seed: seed ^ 0xE461_0005)
+        let workerRandom = SeededRandom(seed: seed ^ 0x3012_0007)
         for index in 0..<configuration.nodes {
             let peers = edges.compactMap { $0.a == index ? $0.b : ($0.b == index ? $0.a : nil) }.sorted()
+            let nodeScheduler = network.schedulers[index]
+            let races = self.races
+            let makeWorker: (() -> any ReplicationWorker)? = configuration.worker == .inline ? nil : {
+                SimulatedWorker(scheduler: nodeScheduler, random: workerRandom, races: races)
+            }
             let node = try SimulationNode(
                 index: index, path: directory.appendingPathComponent("n\(index).sqlite").path, peers: peers,
                 network: network, random: engineRandom,
-                configuration: .init(revsLimit: configuration.revsLimit, conflictPolicy: policy, logger: logger), logger: logger)
+                configuration: .init(revsLimit: configuration.revsLimit, conflictPolicy: policy, logger: logger, databaseID: databaseIDs[index]),
+                storage: StorageFaults(clock: { scheduler.now }), races: races, makeWorker: makeWorker, logger: logger)
             nodes.append(node)
+            trace.record("n\(index) node \(Hex.encode(nodeIDs[index].publicKey).prefix(16)) database \(node.store!.databaseID)")
         }
         for node in nodes {
             node.lookup = { [weak self] index in self?.nodes[index] }
             let index = node.index  // not `node`: the closure is stored on the node
             node.onEvent = { [weak self] peer, event in self?.documentEvent(node: index, peer: peer, event) }
+            node.storage.died = { [weak self] image, seconds in self?.diedInsideCommit(node: index, image: image, downSeconds: seconds) }
         }
     }
 
@@ -134,7 +164,7 @@ public final class Simulation: @unchecked Sendable {
         schedulePeriodicResolution(until: configuration.faultPhaseSeconds)
         scheduler.run(deadline: configuration.faultPhaseSeconds)
         let checker = InvariantChecker(simulation: self)
-        var violations = try checker.checkBeforeHeal() + crashCheckViolations
+        var violations = try checker.checkBeforeHeal()
         let healedAt = scheduler.now
         try heal()
         let settled = try settle(deadline: healedAt + configuration.healDeadlineSeconds)
@@ -144,21 +174,23 @@ public final class Simulation: @unchecked Sendable {
         }
         try beforeChecks?(self)
         violations += try checker.checkAfterSettling()
+        violations += crashCheckViolations
         return SimulationReport(
             configuration: configuration, violations: violations, convergeSeconds: (settled ? quiescentAt : scheduler.now) - healedAt,
             messages: network.messagesSent, bytes: network.bytesSent, revisionsTransferred: network.revisionsSent,
-            writes: writes.count, faults: network.faults, traceHash: trace.hashHex, documentLines: trace.documentLines)
+            writes: writes.count, faults: network.faults, races: races.counts, traceHash: trace.hashHex, documentLines: trace.documentLines)
     }
 
     /// Ends every fault: crashed nodes restart, paused nodes resume, partitions and clogs end,
-    /// links stop corrupting, the flaky resolver is fixed.
+    /// links stop corrupting, disks stop failing, the flaky resolver is fixed.
     func heal() throws {
         trace.record("heal")
         network.rates = .none
         network.healAll()
         if healFixesResolver { resolver?.fixed = true }
+        for node in nodes { node.storage.disarm() }
         for node in nodes {
-            if node.store == nil { try node.restart(configuration: replication) }
+            if node.store == nil { try restart(node.index) }
             node.scheduler.resume()
         }
     }

@@ -113,6 +113,12 @@ public struct SimulationConfiguration: Sendable {
     public var averageDegree: Double = 3
     /// Virtual seconds the healed phase may take to reach quiescence.
     public var healDeadlineSeconds: Double = 900
+    /// Where sessions check and write received revisions: the production worker's semantics
+    /// (`SimulatedWorker`, the default) or the inline worker.
+    public var worker: SimulationWorker = .concurrent
+    /// Whether a fault level other than `none` also injects storage faults (`StorageFaults`:
+    /// failed commits, a full disk, a crash inside a commit).
+    public var storageFaults = true
 
     /// `changes` entries per batch (small batches exercise the in-flight window).
     public var batchSize: Int
@@ -156,6 +162,8 @@ public struct SimulationConfiguration: Sendable {
         var parts = ["swift run -c release canopy-sim --seed \(seed) --nodes \(nodes) --topology \(topology.rawValue)",
                      "--faults \(faults.rawValue) --policy \(policy.rawValue) --docs \(documents) --revs-limit \(revsLimit)",
                      "--batch-size \(batchSize) --window \(window) --seconds \(faultPhaseSeconds)"]
+        if worker == .inline { parts.append("--inline-worker") }
+        if !storageFaults { parts.append("--no-storage-faults") }
         if let traceDocument { parts.append("--trace \(traceDocument)") }
         return parts.joined(separator: " ")
     }

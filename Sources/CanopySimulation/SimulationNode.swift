@@ -1,4 +1,5 @@
 import CanopyCore
+import CanopyCrypto
 import CanopyReplication
 import CanopyStore
 import Foundation
@@ -42,18 +43,28 @@ public final class FlakyResolver: ConflictResolver, @unchecked Sendable {
 }
 
 /// One simulated node: a store file, a `PeerReplicator` per neighbour (continuous, dialling
-/// through the simulated network), and the node-level faults: crash + restart, pause + resume.
+/// through the simulated network), and the node-level faults: crash + restart, pause + resume,
+/// and the storage faults of `StorageFaults`.
 ///
-/// The lower-numbered node of each edge dials; the other accepts. A crash discards the node's
-/// scheduled work and connections (its peers see resets) and closes its store; a restart opens
-/// the same file again, so exactly the committed transactions survive.
+/// What production runs, runs here: every node dials every neighbour (both ends of an edge dial,
+/// and redial after a failure), and the simultaneous-connect rule of the agent
+/// (`SimultaneousConnect`, applied as `EngineReplication` applies it) picks the connection both
+/// keep; sessions check and write received revisions on a `SimulatedWorker` (unless the
+/// configuration asks for the inline one).
+///
+/// A crash is a kill: the node's scheduled work and connections vanish (its peers see resets),
+/// its files are left as they are on disk — without a clean close, so without the checkpoint a
+/// close would run — and a restart opens them again, so exactly the committed transactions
+/// survive, through SQLite's WAL recovery. The files a crash leaves are copied to the node's next
+/// file name (`n<index>.<generation>.sqlite`): the dead process's store object may outlive the
+/// crash in memory for a while, and must never touch the files the restarted node opens.
 public final class SimulationNode: @unchecked Sendable {
     /// The node's index in the simulation (its name is `n<index>`).
     public let index: Int
     /// The name used in traces and reports.
     public var name: String { "n\(index)" }
-    /// The database file, which survives crashes.
-    public let path: String
+    /// The database file the node opens; a new name after every crash (the crash's files copied).
+    public private(set) var path: String
     /// Neighbours, sorted.
     public let peers: [Int]
     let scheduler: NodeScheduler
@@ -61,40 +72,69 @@ public final class SimulationNode: @unchecked Sendable {
     private let random: SeededRandom
     private let storeConfiguration: DocumentStore.Configuration
     private let logger: Logger
+    /// Makes the worker of a new replicator (nil: the inline worker).
+    private let makeWorker: (() -> any ReplicationWorker)?
+    private let races: RaceCounters
+    /// The node's storage faults (the store's fault injector).
+    let storage: StorageFaults
+    /// Crashes so far; the files of generation g > 0 are `<base>.<g>.sqlite`.
+    private var generation = 0
+    /// `path` without its `.sqlite` suffix, as given.
+    private let basePath: String
     /// Called for every document event with the peer it came through.
     var onEvent: @Sendable (Int, DocumentEvent) -> Void = { _, _ in }
     /// The open store; nil while crashed.
     public private(set) var store: DocumentStore?
     /// Replicators by peer index; empty while crashed.
     private(set) var replicators: [Int: PeerReplicator] = [:]
+    /// The connection each peer's session runs on, for the simultaneous-connect rule (as the
+    /// agent's `EngineReplication.Peer.connection`).
+    private(set) var connections: [Int: SimultaneousConnect.Connection] = [:]
     /// Looks up another node (for accepting connections).
     var lookup: @Sendable (Int) -> SimulationNode? = { _ in nil }
 
     init(index: Int, path: String, peers: [Int], network: SimulatedNetwork, random: SeededRandom,
-         configuration: DocumentStore.Configuration, logger: Logger) throws {
+         configuration: DocumentStore.Configuration, storage: StorageFaults, races: RaceCounters,
+         makeWorker: (() -> any ReplicationWorker)?, logger: Logger) throws {
         self.index = index
         self.path = path
+        basePath = path.hasSuffix(".sqlite") ? String(path.dropLast(".sqlite".count)) : path
         self.peers = peers
         self.network = network
         self.scheduler = network.schedulers[index]
         self.random = random
+        self.storage = storage
+        self.races = races
+        self.makeWorker = makeWorker
         self.storeConfiguration = configuration
         self.logger = logger
-        store = try DocumentStore(path: path, configuration: configuration)
+        storage.path = { [weak self] in self?.path ?? "" }
+        store = try openStore(storeConfiguration)
+    }
+
+    /// Opens the node's current files, with the storage faults of this process lifetime.
+    private func openStore(_ configuration: DocumentStore.Configuration) throws -> DocumentStore {
+        var configuration = configuration
+        let lifetime = generation
+        configuration.faultInjector = StorageFaults.Lifetime(storage) { [weak self] in
+            guard let self else { return false }
+            return self.generation == lifetime && self.store != nil
+        }
+        return try DocumentStore(path: path, configuration: configuration)
     }
 
     /// True when the node is up and not paused (it can take writes).
     public var isRunning: Bool { store != nil && !scheduler.isPaused }
 
-    /// Creates and starts a continuous replicator for every neighbour.
+    /// Creates and starts a continuous replicator for every neighbour; each dials at once.
     func startReplication(configuration: ReplicationConfiguration) {
         guard let store else { return }
         for peer in peers {
-            let dialer: PeerDialer? = index < peer ? SimulatedDialer(network: network, from: index, to: peer, lookup: lookup) : nil
+            let dialer = SimulatedDialer(network: network, from: index, to: peer, lookup: lookup)
             let replicator = PeerReplicator(
                 peerName: "n\(peer)", store: store, dialer: dialer, scheduler: scheduler, random: random,
                 configuration: configuration, backoff: Backoff(initialSeconds: 0.5, maximumSeconds: 20, jitter: 0.5),
-                logger: logger, onDocumentEvents: { [weak self] events in
+                logger: logger, worker: makeWorker?() ?? InlineReplicationWorker(), onDocumentEvents: { [weak self] events in
                     for event in events { self?.onEvent(peer, event) }
                 })
             replicators[peer] = replicator
@@ -102,17 +142,60 @@ public final class SimulationNode: @unchecked Sendable {
         for peer in peers { replicators[peer]?.start() }
     }
 
-    /// Kills the node: pending work and connections vanish, the store is closed.
-    func crash() {
-        scheduler.crash()
-        replicators = [:]
-        store = nil
-        network.takeDown(index)
+    // MARK: Simultaneous connect (as the agent's EngineReplication)
+
+    /// An outbound connection to `peer` completed, before the replicator sees it: true to hand
+    /// it to the replicator's dial completion (which takes it, or closes it when a session is
+    /// already open); false when it beat the inbound connection the session runs on and the
+    /// session moved to it (the peer, applying the same rule, keeps it too).
+    func adoptOutbound(peer: Int, _ transport: SimulatedLink.End) -> Bool {
+        guard let replicator = replicators[peer] else { return true }
+        let connection = transport.link.connection
+        guard replicator.status.connected, let current = connections[peer] else {
+            connections[peer] = connection
+            return true
+        }
+        races.simultaneousConnects += 1
+        if SimultaneousConnect.keep(current, connection) == .first { return true }
+        connections[peer] = connection
+        replicator.accept(transport)
+        return false
     }
 
-    /// Opens the store file again and restarts replication.
+    /// An inbound connection from `peer`: kept, replacing the session's connection, unless the
+    /// session's connection wins under the rule; then the new one is closed.
+    func acceptInbound(from peer: Int, _ transport: SimulatedLink.End) {
+        guard let replicator = replicators[peer] else { return transport.close(.localClosed) }
+        let connection = transport.link.connection
+        if replicator.status.connected, let current = connections[peer], SimultaneousConnect.keep(current, connection) == .first {
+            races.simultaneousConnects += 1
+            return transport.close(.localClosed)
+        }
+        connections[peer] = connection
+        replicator.accept(transport)
+    }
+
+    // MARK: Crash and restart
+
+    /// Kills the node: pending work and connections vanish, and its files stay as `image` has
+    /// them (as they are on disk now when nil), under the name the restart opens.
+    func crash(image: CrashImage? = nil) throws {
+        let image = try image ?? CrashImage.capture(path: path)
+        scheduler.crash()
+        replicators = [:]
+        connections = [:]
+        store = nil
+        storage.tearNextCommit = nil
+        network.takeDown(index)
+        generation += 1
+        path = basePath + ".\(generation).sqlite"
+        try image.write(to: path)
+    }
+
+    /// Opens the store file again (SQLite recovers its WAL) and restarts replication.
     func restart(configuration: ReplicationConfiguration, storeConfiguration override: DocumentStore.Configuration? = nil) throws {
-        store = try DocumentStore(path: path, configuration: override ?? storeConfiguration)
+        store = try openStore(override ?? storeConfiguration)
+        scheduler.revive()
         network.bringUp(index)
         startReplication(configuration: configuration)
     }
@@ -127,8 +210,9 @@ public final class SimulationNode: @unchecked Sendable {
     }
 }
 
-/// Dials a neighbour through the simulated network and hands the listener's end to the
-/// neighbour's replicator for us.
+/// Dials a neighbour through the simulated network, as the agent's `TCPPeerDialer` dials TCP:
+/// the listener's end goes to the neighbour's simultaneous-connect check, and the dialler's end
+/// through ours before the replicator sees it.
 final class SimulatedDialer: PeerDialer, @unchecked Sendable {
     private let network: SimulatedNetwork
     private let from: Int
@@ -145,11 +229,22 @@ final class SimulatedDialer: PeerDialer, @unchecked Sendable {
     func dial(_ completion: @escaping @Sendable (Result<any MessageTransport, ReplicationError>) -> Void) {
         let (from, to, lookup) = (self.from, self.to, self.lookup)
         network.dial(from: from, to: to, accept: { transport in
-            if let replicator = lookup(to)?.replicators[from] {
-                replicator.accept(transport)
+            if let node = lookup(to) {
+                node.acceptInbound(from: from, transport)
             } else {
                 transport.close(.localClosed)
             }
-        }, completion: completion)
+        }, completion: { result in
+            switch result {
+            case .success(let transport):
+                if lookup(from)?.adoptOutbound(peer: to, transport) ?? true {
+                    completion(.success(transport))
+                } else {
+                    completion(.failure(.disconnected("simultaneous connect: the session moved to this connection")))
+                }
+            case .failure(let error):
+                completion(.failure(error))
+            }
+        })
     }
 }

@@ -5,8 +5,9 @@ import CanopyCore
 /// compared with one value, and, when asked, the lines that concern one document.
 ///
 /// Invariant: the hash depends only on the sequence of records, which the simulator produces in
-/// scheduler order; nothing that varies between processes (database ids, file paths, hash-table
-/// order) is recorded.
+/// scheduler order; nothing that varies between processes or machines (file paths, hash-table
+/// order, processor count) is recorded. The nodes' ids and database ids are drawn from the seed
+/// and recorded at setup.
 public final class SimulationTrace: @unchecked Sendable {
     /// The hash so far (32 bytes).
     public private(set) var hash: [UInt8] = Blake2b.hash(Array("canopy-sim-trace-v1".utf8))

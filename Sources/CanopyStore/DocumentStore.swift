@@ -32,18 +32,28 @@ public final class DocumentStore: @unchecked Sendable {
         /// commits that fill the WAL (`BackgroundCheckpointer`): for a process that writes large
         /// batches and has other work to do meanwhile, such as an agent receiving replication.
         public var checkpointInBackground: Bool
+        /// The id a new file gets (nil: 16 bytes from the system random generator). Used only
+        /// when the file is created; an existing file keeps its id. The simulator passes ids drawn
+        /// from its seed, so that a run replays exactly.
+        public var databaseID: UUID?
+        /// Storage faults on demand (`StoreFaultInjector`), for tests and the simulator; nil in
+        /// production.
+        public var faultInjector: (any StoreFaultInjector)?
 
         /// A configuration with the defaults: NORMAL sync, stored revsLimit, automatic policy,
-        /// SQLite's own checkpoints.
+        /// SQLite's own checkpoints, a random database id for a new file, no injected faults.
         public init(
             durable: Bool = false, revsLimit: Int? = nil, conflictPolicy: ConflictPolicy = .automatic,
-            logger: Logger = Logger(label: "canopy.store"), checkpointInBackground: Bool = false
+            logger: Logger = Logger(label: "canopy.store"), checkpointInBackground: Bool = false,
+            databaseID: UUID? = nil, faultInjector: (any StoreFaultInjector)? = nil
         ) {
             self.durable = durable
             self.revsLimit = revsLimit
             self.conflictPolicy = conflictPolicy
             self.logger = logger
             self.checkpointInBackground = checkpointInBackground
+            self.databaseID = databaseID
+            self.faultInjector = faultInjector
         }
     }
 
@@ -55,7 +65,8 @@ public final class DocumentStore: @unchecked Sendable {
     let db: Database
     let configuration: Configuration
     var logger: Logger { configuration.logger }
-    /// The store's random, permanent 16-byte identity (made once when the file is created).
+    /// The store's permanent 16-byte identity (made once when the file is created: random, or
+    /// `Configuration.databaseID`).
     public let databaseID: UUID
     /// Cached `metadata.revs_limit`; changed only under the lock, read without it (replication
     /// reads it on the snapshot path, which must not wait for a write in progress).
@@ -102,7 +113,7 @@ public final class DocumentStore: @unchecked Sendable {
             // Replication's batched reads need SQLite's JSON functions (built in since 3.38): a
             // library without them fails here, at open, not in the middle of a replication.
             try db.execute("SELECT key FROM json_each('[]')")
-            let meta = try Metadata.loadOrCreate(db, revsLimit: configuration.revsLimit)
+            let meta = try Metadata.loadOrCreate(db, revsLimit: configuration.revsLimit, newDatabaseID: configuration.databaseID)
             databaseID = meta.databaseID
             storedRevsLimit.store(meta.revsLimit, ordering: .releasing)
             storedLastSequence.store(meta.lastSequence, ordering: .releasing)
@@ -161,8 +172,15 @@ public final class DocumentStore: @unchecked Sendable {
     /// Runs `body` in one transaction under the store's lock: all of it is committed, or none.
     /// The sequence counter advanced inside is persisted in the same transaction.
     /// Commit observers are told after the lock is released, when the sequence advanced.
+    ///
+    /// A `faultInjector` is consulted just before the COMMIT (under the lock: it can fail the
+    /// transaction, which then rolls back) and just after it (outside the lock: it can make the
+    /// committed write throw, as a process killed inside its commit never returns).
     func write<T>(_ body: (WriteContext) throws -> T) throws(StoreError) -> T {
         let (value, advanced) = try writeLocked(body)
+        if let injector = configuration.faultInjector {
+            do { try injector.afterCommit() } catch { throw StoreError.wrap(error) }
+        }
         if advanced { notifyCommitObservers() }
         return value
     }
@@ -181,6 +199,7 @@ public final class DocumentStore: @unchecked Sendable {
                 let value = try body(context)
                 if context.lastSequence != before { try Metadata.setLastSequence(db, context.lastSequence) }
                 if context.revsLimit != revsLimit { try Metadata.setRevsLimit(db, context.revsLimit) }
+                try configuration.faultInjector?.beforeCommit()
                 return value
             }
             storedLastSequence.store(context.lastSequence, ordering: .releasing)

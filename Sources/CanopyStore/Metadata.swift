@@ -1,7 +1,7 @@
 import Foundation
 
-/// The `metadata` table: the database id (16 random bytes made once), `revs_limit` and
-/// `last_sequence`. Keys are fixed strings; values are typed per key.
+/// The `metadata` table: the database id (16 bytes made once, random unless the configuration
+/// names them), `revs_limit` and `last_sequence`. Keys are fixed strings; values are typed per key.
 enum Metadata {
     /// The metadata as read at open.
     struct Values {
@@ -14,12 +14,19 @@ enum Metadata {
     private static let revsLimitKey = "revs_limit"
     private static let lastSequenceKey = "last_sequence"
 
-    /// Reads the metadata, creating it on a new file; persists `revsLimit` when given.
-    static func loadOrCreate(_ db: Database, revsLimit: Int?) throws -> Values {
+    /// Reads the metadata, creating it on a new file; persists `revsLimit` when given. A new file
+    /// gets `newDatabaseID` as its id, or 16 bytes from the system generator when it is nil; an
+    /// existing file keeps its own.
+    static func loadOrCreate(_ db: Database, revsLimit: Int?, newDatabaseID: UUID? = nil) throws -> Values {
         try db.transaction { db in
             if try blob(db, databaseIDKey) == nil {
-                var generator = SystemRandomNumberGenerator()
-                let bytes = (0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+                let bytes: [UInt8]
+                if let newDatabaseID {
+                    bytes = withUnsafeBytes(of: newDatabaseID.uuid) { Array($0) }
+                } else {
+                    var generator = SystemRandomNumberGenerator()
+                    bytes = (0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+                }
                 try db.run("INSERT INTO metadata(key, value) VALUES (?, ?)", .text(databaseIDKey), .blob(bytes))
                 try setRevsLimit(db, StoreLimits.revsLimitDefault)
                 try setLastSequence(db, 0)

@@ -1,5 +1,4 @@
 import Dispatch
-import Foundation
 
 /// Maps a batch in parallel chunks on the calling thread and Dispatch's workers: for the pure,
 /// CPU-bound steps done before a write transaction (checking, hashing, encoding bodies).
@@ -7,9 +6,11 @@ enum ParallelMap {
     /// Below this many items the work is done on the calling thread alone.
     static let parallelCountMin = 64
 
-    /// Chunks a large batch is cut into: two per core, at most 8. Read once: the processor count
-    /// comes from files under /proc and /sys, which cost more than a small batch's check.
-    private static let chunkCountMax = min(8, ProcessInfo.processInfo.activeProcessorCount * 2)
+    /// Chunks a large batch is cut into, on any machine: which items run together depends on the
+    /// batch alone, never on the processor count, so a run (the simulator's replay of a seed
+    /// above all) cuts its batches alike on every machine. Dispatch spreads the chunks over the
+    /// cores there are: two per core on four cores, four per core on two.
+    static let chunkCount = 8
 
     /// Output slots and per-chunk outcomes written from several threads, each slot by exactly
     /// one of them.
@@ -28,7 +29,7 @@ enum ParallelMap {
     static func map<Item: Sendable, Output: Sendable, Failure: Error>(
         _ items: [Item], _ transform: @Sendable (Item) throws(Failure) -> Output
     ) throws(Failure) -> [Output] {
-        let chunkCount = items.count >= parallelCountMin ? chunkCountMax : 1
+        let chunkCount = items.count >= parallelCountMin ? Self.chunkCount : 1
         let chunkSize = (items.count + chunkCount - 1) / max(chunkCount, 1)
         var outcomes = [(initialized: Int, failure: Failure?)](repeating: (0, nil), count: chunkCount)
         let outputs = [Output](unsafeUninitializedCapacity: items.count) { buffer, initializedCount in

@@ -1,8 +1,10 @@
 import CanopyCore
-import CanopySimulation
+import CanopyCrypto
 import CanopyReplication
 import CanopyStore
 import Testing
+
+@testable import CanopySimulation
 
 /// The checks themselves: a run replays exactly, and each planted violation is reported, so a
 /// clean seed list means something.
@@ -14,7 +16,13 @@ struct SimulationCheckTests {
                                 documents: 10, faultPhaseSeconds: 30, revsLimit: 1000)
     }
 
-    @Test("the same seed gives the same trace hash and the same figures twice")
+    /// Runs `configuration` and expects every invariant to hold.
+    static func expectClean(_ configuration: SimulationConfiguration) throws {
+        let report = try Simulation(configuration).run()
+        #expect(report.violations.isEmpty, "\(report.failureText)")
+    }
+
+    @Test("the same seed gives the same trace hash and the same figures twice, through worker races and storage faults")
     func replay() throws {
         let first = try Simulation(Self.faulty(12)).run()
         let second = try Simulation(Self.faulty(12)).run()
@@ -23,6 +31,39 @@ struct SimulationCheckTests {
         #expect(first.faults.values.reduce(0, +) > 5)
         let other = try Simulation(Self.faulty(13)).run()
         #expect(other.traceHash != first.traceHash)
+        #expect(first.violations.isEmpty, "\(first.failureText)")
+        #expect(other.violations.isEmpty, "\(other.failureText)")
+        // What replayed: completions out of order, both ends dialling, and every storage fault.
+        #expect(first.races["reordered", default: 0] > 0)
+        #expect(first.races["simultaneousConnect", default: 0] > 0)
+        let faults = first.faults.merging(other.faults, uniquingKeysWith: +)
+        for fault in ["ioError", "diskFull", "tornCommit"] {
+            #expect(faults[fault, default: 0] > 0, "no \(fault) in seeds 12 and 13")
+        }
+    }
+
+    @Test("the inline worker still runs: no work overlaps, and the invariants hold")
+    func inlineWorker() throws {
+        var configuration = Self.faulty(12)
+        configuration.worker = .inline
+        let report = try Simulation(configuration).run()
+        #expect(report.violations.isEmpty, "\(report.failureText)")
+        #expect(report.races["overlapped"] == 0 && report.races["reordered"] == 0)
+        #expect(configuration.commandLine.contains("--inline-worker"))
+    }
+
+    @Test("both ends of an edge dial, and both keep the connection whose initiator has the larger node id")
+    func simultaneousConnect() throws {
+        let simulation = try Simulation(SimulationConfiguration(
+            seed: 5, nodes: 2, topology: .pair, faults: FaultLevel.none, policy: .automatic, documents: 4, faultPhaseSeconds: 5))
+        let report = try simulation.run()
+        #expect(report.violations.isEmpty, "\(report.failureText)")
+        #expect(report.races["simultaneousConnect", default: 0] > 0)
+        let ids = simulation.network.nodeIDs
+        let larger = ids[0] > ids[1] ? 0 : 1
+        let kept = try #require(simulation.nodes[0].connections[1])
+        #expect(simulation.nodes[1].connections[0] == kept)
+        #expect(kept.initiator == ids[larger])
     }
 
     @Test("tracing a document does not change the trace hash and prints its history")
@@ -135,11 +176,9 @@ struct SimulationCheckTests {
     /// deletion the peer held, and never converged.
     @Test("a revived document converges with a tiny revsLimit (seed 2099, revsLimit 4)")
     func revivedDocumentWithTinyRevsLimit() throws {
-        let configuration = SimulationConfiguration(
+        try Self.expectClean(SimulationConfiguration(
             seed: 2099, nodes: 5, topology: .line, faults: .high, policy: .merge, documents: 4,
-            faultPhaseSeconds: 40, revsLimit: 4, batchSize: 3, window: 8)
-        let report = try Simulation(configuration).run()
-        #expect(report.violations.isEmpty, "\(report.failureText)")
+            faultPhaseSeconds: 40, revsLimit: 4, batchSize: 3, window: 8))
     }
 
     /// A regression seed: with the minimum revsLimit, a revision arrived only as the oldest element
@@ -154,6 +193,17 @@ struct SimulationCheckTests {
         let report = try Simulation(configuration).run()
         #expect(report.violations.isEmpty, "\(report.failureText)")
     }
+    /// A regression seed of the concurrent worker: a `revisions` message from n0 still waited for
+    /// n1's writer when n0's `checkpointSet`, sent after it, moved n0's peer horizon on n1; n1
+    /// stemmed a revision that the waiting write then inserted again, as an open leaf no other
+    /// node had (horizons now wait for the revisions received before them: `PeerHorizonBarrier`).
+    @Test("documents converge when checkpoint copies overtake the writes of earlier revisions (seed 220, revsLimit 2)")
+    func horizonOvertakingWrites() throws {
+        try Self.expectClean(SimulationConfiguration(
+            seed: 220, nodes: 4, topology: .ring, faults: .high, policy: .throwing, documents: 3,
+            faultPhaseSeconds: 40, revsLimit: 2, batchSize: 3, window: 8))
+    }
+
     /// Regression seeds at the minimum revsLimit with heavy faults (the node count is the seed's).
     /// 5173: a node stemmed a deletion a peer still held as its leaf; offered again, it came back
     /// as an open deletion, won, and closed the branch every other node held (peer horizons now

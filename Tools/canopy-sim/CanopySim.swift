@@ -33,6 +33,8 @@ struct Run: ParsableCommand {
     @Option(help: "Virtual seconds of the fault phase.") var seconds: Double = 40
     @Option(help: "Print this document's message-by-message history.") var trace: String?
     @Flag(name: .customLong("replay-check"), help: "Run every seed twice and compare the trace hashes (invariant 6).") var replayCheck = false
+    @Flag(name: .customLong("inline-worker"), help: "Check and write received revisions inline instead of on the simulated concurrent worker.") var inlineWorker = false
+    @Flag(name: .customLong("no-storage-faults"), help: "Inject no storage faults (failed commits, full disk, crash inside a commit).") var noStorageFaults = false
 
     func validate() throws {
         guard (seed == nil) != (seeds == nil) else { throw ValidationError("give exactly one of --seed or --seeds") }
@@ -54,9 +56,11 @@ struct Run: ParsableCommand {
         let range = seed.map { $0...$0 } ?? Self.parseRange(seeds ?? "")!
         var failed: [UInt64] = []
         for seed in range {
-            let configuration = SimulationConfiguration(
+            var configuration = SimulationConfiguration(
                 seed: seed, nodes: nodes, topology: topology, faults: faults, policy: policy, documents: docs,
                 faultPhaseSeconds: seconds, revsLimit: revsLimit, batchSize: batchSize, window: window, traceDocument: trace)
+            if inlineWorker { configuration.worker = .inline }
+            if noStorageFaults { configuration.storageFaults = false }
             let simulation = try Simulation(configuration)
             if let trace { simulation.beforeChecks = { print(try $0.describeTrees(of: trace)) } }
             let report = try simulation.run()
