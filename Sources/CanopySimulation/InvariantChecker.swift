@@ -216,10 +216,10 @@ struct InvariantChecker {
         var all: [Change] = []
         var since: Int64 = 0
         while true {
-            let batch = try store.changes(since: since, limit: 1000)
-            guard let last = batch.last else { return all }
-            all += batch
-            since = last.sequence
+            let page = try store.changesPage(since: since, limit: 1000)
+            all += page.changes
+            guard let last = page.lastSequence else { return all }
+            since = last
         }
     }
 }

@@ -133,13 +133,13 @@ public final class ReplicationHarness: @unchecked Sendable {
             var view: [String: (RevisionID, [RevisionID])] = [:]
             var since: Int64 = 0
             while true {
-                let batch = try node.store.changes(since: since, limit: 1000)
-                for change in batch {
+                let page = try node.store.changesPage(since: since, limit: 1000)
+                for change in page.changes {
                     let open = change.leaves.filter { !$0.kind.isClosed }.map(\.revision)
                     view[change.documentID] = (change.current, open)
                 }
-                guard let last = batch.last else { break }
-                since = last.sequence
+                guard let last = page.lastSequence else { break }
+                since = last
             }
             views.append(view)
         }
