@@ -25,6 +25,11 @@ final class DispatchReplicationScheduler: ReplicationScheduler, @unchecked Senda
     func execute(_ work: @escaping @Sendable () -> Void) {
         queue.async(execute: work)
     }
+
+    /// The engine's state is touched only on its queue; a call from anywhere else stops the process.
+    func assertOnContext() {
+        dispatchPrecondition(condition: .onQueue(queue))
+    }
 }
 
 /// Cancels a scheduled Dispatch work item.
