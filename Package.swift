@@ -96,7 +96,7 @@ let package = Package(
         .executableTarget(
             name: "canopyd",
             dependencies: [
-                "CanopyAgent", "CanopyStore",
+                "CanopyAgent", "CanopyCore", "CanopyStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -8,7 +8,7 @@ typealias AdminReply = @Sendable (Result<[String: JSONValue], AdminFailure>) -> 
 /// agent's own state run on `queue`; document handlers run on `storeQueue`; `check` and `backup`
 /// copy or read the database on a global queue. The handlers live with their concern: status
 /// (`Agent+Status`), config (`Agent+Config`), replication (`Agent+Replication`), events
-/// (`EventHub`), documents, transfer, backup and the resolver (`ResolverBroker`).
+/// (`EventHub`), documents, transfer, backup and the resolver (`ResolverHub`).
 extension Agent: AdminRequestHandler {
     /// Every command name, for `unknown_command` messages and the spec test.
     public static let commandNames: [String] = [
@@ -51,7 +51,8 @@ extension Agent: AdminRequestHandler {
             reply(.success(["lock_path": .string(options.directory.lockPath)]))
             shutdown {}
         case "events": onQueue(reply) { try self.events.subscribe(request, client: client, reply) }
-        case "resolver.register", "resolver.answer": onQueue(reply) { try self.resolverCommand(request, client: client, reply) }
+        case "resolver.register": onQueue(reply) { try self.resolvers.register(request, client: client, reply: reply) }
+        case "resolver.answer": onQueue(reply) { try self.resolvers.answer(request, client: client, reply: reply) }
         default:
             reply(.failure(AdminFailure(
                 .unknownCommand, "unknown command \"\(request.command.prefix(80))\"; commands: \(Self.commandNames.joined(separator: ", "))")))

@@ -28,23 +28,23 @@ extension Agent {
     }
 
     /// The settings read only at start-up: the listener is bound, and the store opened with its
-    /// conflict policy and revs limit, once per process.
-    static let restartOnlySettings = ["listen", "conflicts", "revs-limit"]
+    /// revs limit, once per process.
+    static let restartOnlySettings = ["listen", "revs-limit"]
 
-    /// Applies a parsed config file: peers and limits at once; `listen`, `conflicts` and
-    /// `revs-limit` keep their running values until a restart. Returns the names of those that
+    /// Applies a parsed config file: peers, limits, `conflicts` and the rules at once (the
+    /// conflicts kept so far are scanned again under the new rules); `listen` and `revs-limit`
+    /// keep their running values until a restart. Returns the names of those that
     /// differ in the file (in `restartOnlySettings` order; empty when none). Runs on `queue`.
     @discardableResult
     func applyConfig(_ file: ConfigFile) -> [String] {
         dispatchPrecondition(condition: .onQueue(queue))
         var next = file.parsed.config
         if let listen = options.listen { next.listen = listen }
-        let changed = [next.listen != config.listen, next.conflicts != config.conflicts, next.revsLimit != config.revsLimit]
+        let changed = [next.listen != config.listen, next.revsLimit != config.revsLimit]
         let restartRequired = zip(Self.restartOnlySettings, changed).filter(\.1).map(\.0)
         if !restartRequired.isEmpty {
             logger.warning("\(restartRequired.joined(separator: ", ")) changed in the config file: restart canopyd to apply")
             next.listen = config.listen
-            next.conflicts = config.conflicts
             next.revsLimit = config.revsLimit
         }
         configFile = file
@@ -52,6 +52,7 @@ extension Agent {
         inbound.pending.remove(next.peers)
         peers.allow(next.peers)
         replication.apply(config: next)
+        if listening != nil { resolvers.scan() }
         return restartRequired
     }
 

@@ -116,7 +116,8 @@ extension Agent {
         let decision = try Self.decision(from: request, documentID: id)
         try checkApplicable(decision, to: id)
         let current = try store.resolveConflicts(id: id, resolver: ClosureResolver { _ in decision })
-        events.emit("conflict.resolved", ["doc": .string(id), "rev": .string(current.description), "by": .string("admin")])
+        events.emit("conflict.resolved", ["doc": .string(id), "rev": .string(current.description), "by": .string("manual")])
+        queue.async { self.resolvers.forget(id) }
         return ["doc": .string(id), "rev": .string(current.description)]
     }
 

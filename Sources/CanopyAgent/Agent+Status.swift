@@ -13,13 +13,19 @@ extension Agent {
             "listen": .string(listening?.address.description ?? config.listen.description),
             "admin_socket": .string(listening?.admin.path ?? ""),
             "data_dir": .string(options.directory.path),
-            "conflicts": .string(config.conflicts.rawValue),
+            "conflicts": .string(config.conflicts.description),
+            "resolvers": .array(resolvers.statusRows),
             "uptime_seconds": .double((Self.wallClock() - startedAt).rounded()),
         ].merging(damageStatus) { first, _ in first }
+        let waiting = resolvers.waitingDocuments
         peerRows { rows in
             self.storeQueue.async {
                 do throws(StoreError) {
                     var result = try self.storeCounts().merging(base) { store, _ in store }
+                    let awaiting = Int64(waiting.isEmpty ? 0 : try self.store.conflictedDocumentIDs().count { waiting.contains($0) })
+                    let conflicted = Int64(try self.store.conflictedCount)
+                    result["conflicts_awaiting_resolver"] = .int(awaiting)
+                    result["conflicts_kept"] = .int(conflicted - awaiting)
                     result["peers"] = .array(rows)
                     reply(.success(result))
                 } catch {

@@ -1,4 +1,5 @@
 import CanopyCore
+import CanopyReplication
 import CanopyStore
 import Dispatch
 
@@ -45,6 +46,7 @@ extension Agent {
                 .invalidArgument, "entry \(index) is a _local/ document, which is not imported: local documents never replicate; write it with put")
         }
         let results = try store.importCouchDocuments(docs, couchDB: try request.bool("couchdb"))
+        events.emit(documentEvents: results.flatMap { DocumentEvent.conflictEvents(for: $0) }, peer: "")
         let added = results.reduce(0) { $0 + $1.added.count }
         events.emit("import.finished", ["documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added))])
         return ["documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added))]

@@ -69,8 +69,8 @@ public final class Agent: @unchecked Sendable {
     /// Where the connection manager reports inbound peers; holds the pending ones, on `queue`.
     let inbound: InboundPeers
     let replication: any ReplicationController
-    /// The application resolver connected over the admin socket, if any; on `queue`.
-    var resolver: ResolverBroker?
+    /// Resolvers connected over the admin socket and the conflicts waiting for them; on `queue`.
+    private(set) lazy var resolvers = ResolverHub(agent: self)
     /// The bound sockets, once `start` has bound them; on `queue`.
     var listening: Listening?
     /// Damage found in the store since start-up; on `queue`.
@@ -102,8 +102,8 @@ public final class Agent: @unchecked Sendable {
         try directory.restrictDatabaseFiles()
         do {
             let storeConfiguration = DocumentStore.Configuration(
-                revsLimit: config.revsLimit, conflictPolicy: config.conflicts == .manual ? .manual : .automatic,
-                logger: Logger(label: "canopy.store"), checkpointInBackground: true)
+                revsLimit: config.revsLimit, conflictPolicy: .rules(config.resolutionRules),
+                logger: Logger(label: "canopy.store"), checkpointInBackground: true, retriesConflictsOnOpen: false)
             store = try DocumentStore(path: directory.databasePath, configuration: storeConfiguration)
         } catch {
             throw .store(error.description)
@@ -148,6 +148,10 @@ public final class Agent: @unchecked Sendable {
             listening = bound
             peers.allow(config.peers)
             replication.apply(config: config)
+            events.observeDocuments { [unowned self] events, peer in resolvers.observe(events, peer: peer) }
+            // Conflicts kept before the restart: settled now if their rule can, offered when their
+            // resolver registers.
+            resolvers.scan()
             return bound.address
         }
         server.start()
@@ -171,6 +175,8 @@ public final class Agent: @unchecked Sendable {
             let finished = DispatchGroup()
             finished.enter()
             replication.shutdown { finished.leave() }
+            finished.enter()
+            resolvers.drain { finished.leave() }
             finished.notify(queue: queue) { self.finishShutdown() }
             queue.asyncAfter(deadline: .now() + AgentLimits.shutdownGraceSeconds) { self.finishShutdown() }
         }
@@ -181,7 +187,6 @@ public final class Agent: @unchecked Sendable {
         guard !shutdownProgress.finished else { return }
         shutdownProgress.finished = true
         peers.stop()
-        resolver?.stop()
         listening?.admin.stop()
         // Let a store operation in flight commit, then leave everything in canopy.sqlite itself:
         // a backup of the file alone after a clean stop must not lose the last transactions.

@@ -1,3 +1,4 @@
+import CanopyCore
 import CanopyReplication
 
 /// The agent's configuration, as read from `DIR/canopy.conf`.
@@ -7,8 +8,15 @@ import CanopyReplication
 /// ```
 /// # comment lines start with '#'; blank lines are ignored
 /// listen = 127.0.0.1:4987          # HOST:PORT, port 0 picks a free port
-/// conflicts = automatic            # automatic | manual
+/// conflicts = automatic            # the catch-all: automatic | local-wins | remote-wins |
+///                                  #   merge-json | manual | resolver NAME
 /// revs-limit = 1000                # ancestors kept per leaf
+///
+/// [rule NAME]                      # resolution rules, in file order, first match wins
+/// prefix = note:                   # documents whose id starts with this, and/or
+/// value = note                     # whose body's `field` holds this string
+/// field = type                     # the body member `value` is compared with (default type)
+/// strategy = merge-json            # as `conflicts`
 ///
 /// [limits]
 /// batch-revisions = 500            # revisions per replication batch
@@ -26,8 +34,10 @@ import CanopyReplication
 public struct AgentConfig: Sendable, Equatable {
     /// Where the agent listens for peers. Port 0 asks the kernel for a free port.
     public var listen: HostPort
-    /// How conflicts from peers are settled (`custom` is chosen at run time by a resolver client).
-    public var conflicts: ConflictMode
+    /// How a conflict no rule covers is settled (the `conflicts` setting).
+    public var conflicts: ResolutionStrategy
+    /// Resolution rules (`[rule NAME]` sections), in file order.
+    public var rules: [ResolutionRule]
     /// Revision ancestors kept per leaf.
     public var revsLimit: Int
     /// Replication tuning.
@@ -42,12 +52,13 @@ public struct AgentConfig: Sendable, Equatable {
 
     /// Creates a configuration.
     public init(
-        listen: HostPort = AgentConfig.defaultListen, conflicts: ConflictMode = .automatic,
-        revsLimit: Int = AgentConfig.defaultRevsLimit, limits: ReplicationLimits = ReplicationLimits(),
-        peers: [PeerConfig] = []
+        listen: HostPort = AgentConfig.defaultListen, conflicts: ResolutionStrategy = .automatic,
+        rules: [ResolutionRule] = [], revsLimit: Int = AgentConfig.defaultRevsLimit,
+        limits: ReplicationLimits = ReplicationLimits(), peers: [PeerConfig] = []
     ) {
         self.listen = listen
         self.conflicts = conflicts
+        self.rules = rules
         self.revsLimit = revsLimit
         self.limits = limits
         self.peers = peers
@@ -59,12 +70,11 @@ public struct AgentConfig: Sendable, Equatable {
     }
 }
 
-/// The node's conflict policy as the config file names it.
-public enum ConflictMode: String, Sendable, Equatable, CaseIterable {
-    /// Deletes win, then most revisions, then higher hash.
-    case automatic
-    /// Conflicts are kept until resolved through the admin socket or the library.
-    case manual
+extension AgentConfig {
+    /// The rules and the catch-all as the store applies them.
+    public var resolutionRules: ResolutionRules {
+        ResolutionRules(rules, fallback: conflicts)
+    }
 }
 
 /// Whether a replication runs until stopped or once.

@@ -43,8 +43,20 @@ public enum AgentLimits {
     /// kept (and retried on the next pass).
     public static let resolverTimeoutSeconds = 10.0
 
-    /// Conflicts sent to a resolver client per `resolver` pass.
-    public static let resolverBatchMax = 256
+    /// Offers outstanding at once for one resolver client: more conflicts wait, and go out as
+    /// answers come back (a resolver that stalls holds this many, not every conflict).
+    public static let resolverOffersInFlightMax = 4096
+
+    /// Seconds a shutdown (SIGTERM, `canopyctl shutdown`) waits for answers to offers already
+    /// sent to resolver clients before it goes on; an answer after that is lost with the
+    /// connection and the conflict is offered again when the agent restarts.
+    public static let resolverShutdownGraceSeconds = 3.0
+
+    /// Resolver clients registered at once.
+    public static let resolversMax = 64
+
+    /// `[rule NAME]` sections in the config file.
+    public static let rulesMax = 1024
 
     /// Seconds a shutdown waits for work in flight before closing anyway.
     public static let shutdownGraceSeconds = 10.0

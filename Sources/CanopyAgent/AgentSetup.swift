@@ -14,7 +14,7 @@ public enum AgentSetup {
         try directory.restrictDatabaseFiles()
         do {
             let storeConfiguration = DocumentStore.Configuration(
-                revsLimit: config.revsLimit, conflictPolicy: config.conflicts == .manual ? .manual : .automatic)
+                revsLimit: config.revsLimit, conflictPolicy: .rules(config.resolutionRules))
             _ = try DocumentStore(path: directory.databasePath, configuration: storeConfiguration)
         } catch {
             throw .store(error.description)

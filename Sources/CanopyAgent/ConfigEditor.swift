@@ -5,11 +5,11 @@ public enum ConfigEditor {
     public static func render(_ config: AgentConfig) -> String {
         var text = """
             # Canopy agent configuration (see README.md, "Running the agent").
-            # Edit freely. `canopyctl reload` or SIGHUP applies peers and [limits] at once;
-            # listen, conflicts and revs-limit take effect when canopyd restarts.
+            # Edit freely. `canopyctl reload` or SIGHUP applies peers, [limits], conflicts and
+            # [rule NAME] sections at once; listen and revs-limit take effect when canopyd restarts.
 
             listen = \(config.listen)          # HOST:PORT for peers; port 0 picks a free port
-            conflicts = \(config.conflicts.rawValue)     # automatic | manual
+            conflicts = \(config.conflicts)     # automatic | local-wins | remote-wins | merge-json | manual | resolver NAME
             revs-limit = \(config.revsLimit)          # revision ancestors kept per leaf
 
             [limits]

@@ -1,3 +1,4 @@
+import CanopyCore
 import CanopyReplication
 
 /// A problem in a config file, reported as `FILE:LINE: what is wrong` (the form compilers use, so
@@ -49,6 +50,8 @@ public struct ConfigParser: Sendable {
         case top
         case limits
         case peer(String)
+        /// A `[rule NAME]` section: the rule's index in `config.rules`.
+        case rule(Int)
     }
 
     /// Parses the whole text; the first problem found is thrown.
@@ -60,6 +63,7 @@ public struct ConfigParser: Sendable {
         var sections: [String: Range<Int>] = [:]
         var section = Section.top
         var seenKeys: Set<String> = []
+        var ruleLines: [Int] = []
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         for (index, rawLine) in lines.enumerated() {
             let lineNumber = index + 1
@@ -68,6 +72,7 @@ public struct ConfigParser: Sendable {
             if line.hasPrefix("[") {
                 section = try parseHeader(line, lineNumber: lineNumber, config: &config)
                 if case .peer(let id) = section { sections[id] = index..<index + 1 }
+                if case .rule = section { ruleLines.append(lineNumber) }
                 seenKeys = []
                 continue
             }
@@ -85,7 +90,14 @@ public struct ConfigParser: Sendable {
             case .peer(let id):
                 try applyPeer(key, value, lineNumber, &config.peers[config.peers.count - 1])
                 sections[id] = sections[id]!.lowerBound..<index + 1
+            case .rule(let rule): try applyRule(key, value, lineNumber, &config.rules[rule])
             }
+        }
+        for (rule, line) in zip(config.rules, ruleLines) {
+            guard rule.idPrefix != nil || rule.fieldValue != nil else {
+                throw error(line, "rule \(rule.name) needs `prefix`, `value` or both (the `conflicts` setting covers every other document)")
+            }
+            guard rule.strategy != Self.strategyMissing else { throw error(line, "rule \(rule.name) needs `strategy`") }
         }
         return ParsedConfig(config: config, peerSections: sections)
     }
@@ -95,8 +107,18 @@ public struct ConfigParser: Sendable {
         let inner = line.dropFirst().dropLast().trimmingSpaces
         if inner == "limits" { return .limits }
         let words = inner.split(separator: " ", omittingEmptySubsequences: true)
+        if words.count == 2, words[0] == "rule" {
+            let name = String(words[1])
+            guard ResolutionStrategy.isValidResolverName(name) else {
+                throw error(lineNumber, "rule name \"\(name.prefix(80))\" must be 1–64 letters, digits, '-', '_' or '.'")
+            }
+            guard !config.rules.contains(where: { $0.name == name }) else { throw error(lineNumber, "rule \(name) is defined twice") }
+            guard config.rules.count < AgentLimits.rulesMax else { throw error(lineNumber, "more than \(AgentLimits.rulesMax) rules") }
+            config.rules.append(ResolutionRule(name: name, strategy: Self.strategyMissing))
+            return .rule(config.rules.count - 1)
+        }
         guard words.count == 2, words[0] == "peer" else {
-            throw error(lineNumber, "unknown section [\(inner)]; expected [limits] or [peer NODE-ID]")
+            throw error(lineNumber, "unknown section [\(inner)]; expected [limits], [peer NODE-ID] or [rule NAME]")
         }
         guard let id = normalizeNodeID(String(words[1])) else {
             throw error(lineNumber, "\"\(words[1].prefix(80))\" is not a valid node id")
@@ -115,7 +137,7 @@ public struct ConfigParser: Sendable {
             guard let address = HostPort(parsing: value) else { throw error(line, "listen must be HOST:PORT, found \"\(value)\"") }
             config.listen = address
         case "conflicts":
-            config.conflicts = try choice(value, of: ConflictMode.self, key: key, line: line)
+            config.conflicts = try strategy(value, key: key, line: line)
         case "revs-limit":
             config.revsLimit = try integer(value, key: key, in: 2...100_000, line: line)
         default:
@@ -146,6 +168,26 @@ public struct ConfigParser: Sendable {
         default:
             throw error(line, "unknown key `\(key)` in a peer section; expected address, direction or mode")
         }
+    }
+
+    /// A placeholder for a rule whose section has not set `strategy` yet (no real resolver can be
+    /// named this: the name is invalid).
+    private static let strategyMissing = ResolutionStrategy.resolver("")
+
+    private func applyRule(_ key: String, _ value: String, _ line: Int, _ rule: inout ResolutionRule) throws(ConfigError) {
+        switch key {
+        case "prefix": rule.idPrefix = value
+        case "value": rule.fieldValue = value
+        case "field": rule.field = value
+        case "strategy": rule.strategy = try strategy(value, key: key, line: line)
+        default:
+            throw error(line, "unknown key `\(key)` in a rule section; expected prefix, value, field or strategy")
+        }
+    }
+
+    private func strategy(_ value: String, key: String, line: Int) throws(ConfigError) -> ResolutionStrategy {
+        if let strategy = ResolutionStrategy(parsing: value) { return strategy }
+        throw error(line, "\(key) must be automatic, local-wins, remote-wins, merge-json, manual or resolver NAME (NAME: 1–64 letters, digits, '-', '_' or '.'), found \"\(value.prefix(60))\"")
     }
 
     private func integer(_ value: String, key: String, in range: ClosedRange<Int>, line: Int) throws(ConfigError) -> Int {

@@ -174,7 +174,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 peers[id]?.lastRefusedByPeer = "\(event.documentID.prefix(200)): \(event.detail ?? "refused")"
             case .pushed:
                 pushed = true
-            case .pulled, .conflictResolved, .resolutionFailed:
+            case .pulled, .conflictDetected, .conflictResolved, .conflictAwaitingResolver, .resolutionFailed:
                 break
             }
         }

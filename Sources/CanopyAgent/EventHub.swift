@@ -13,6 +13,9 @@ final class EventHub: @unchecked Sendable {
     private let queue: DispatchQueue
     private var ring = EventRing()
     private var subscribers: [ObjectIdentifier: AdminClient] = [:]
+    /// Told of every batch of document events once it is recorded (the resolvers watch for
+    /// conflicts); on `queue`.
+    private var documentObserver: (([DocumentEvent], String) -> Void)?
 
     /// `queue` is the agent's.
     init(queue: DispatchQueue) {
@@ -38,12 +41,21 @@ final class EventHub: @unchecked Sendable {
         }
     }
 
+    /// Sets what is told of each batch of document events after it is recorded. On `queue`.
+    func observeDocuments(_ observer: @escaping ([DocumentEvent], String) -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        documentObserver = observer
+    }
+
     /// Records a replication batch's document events (one per document) as the array it is, and
-    /// streams them to subscribers. Callable from any queue.
+    /// streams them to subscribers. `nodeID` is the peer they came from; empty for an import or
+    /// the agent's own conflict scan. Callable from any queue.
     func emit(documentEvents: [DocumentEvent], peer nodeID: String) {
+        guard !documentEvents.isEmpty else { return }
         let time = Agent.wallClock()
         queue.async { [self] in
             let first = ring.append(documents: documentEvents, peer: nodeID, time: time)
+            documentObserver?(documentEvents, nodeID)
             guard !subscribers.isEmpty else { return }
             for (offset, event) in documentEvents.enumerated() {
                 publish(AgentEvent(sequence: first + UInt64(offset), time: time, content: .document(nodeID: nodeID, event: event)))

@@ -41,14 +41,22 @@ public struct AgentEvent: Sendable, Equatable {
                 if deleted { data["deleted"] = .bool(true) }
                 return data
             case .document(let nodeID, let event):
-                var data: [String: JSONValue] = ["node_id": .string(nodeID), "doc": .string(event.documentID)]
+                var data: [String: JSONValue] = ["doc": .string(event.documentID)]
+                // An import's or a conflict scan's events come from no peer.
+                if !nodeID.isEmpty { data["node_id"] = .string(nodeID) }
                 if let revision = event.revision { data["rev"] = .string(revision.description) }
                 switch event.kind {
                 case .pulled:
                     data["origin"] = .string("peer")
                     if event.deleted { data["deleted"] = .bool(true) }
+                case .conflictDetected:
+                    data["leaves"] = .array((event.conflict?.leaves ?? []).map { .string($0.description) })
+                    data["rule"] = .string(event.conflict?.rule ?? "conflicts")
+                    data["strategy"] = .string(event.conflict?.strategy.description ?? "automatic")
                 case .conflictResolved:
-                    data["by"] = .string("automatic")
+                    data["by"] = .string(event.detail ?? "automatic")
+                case .conflictAwaitingResolver:
+                    data["resolver"] = .string(event.detail ?? "")
                 case .resolutionFailed, .rejected, .refusedByPeer:
                     data["reason"] = .string(event.detail ?? "")
                 case .pushed:
@@ -60,8 +68,8 @@ public struct AgentEvent: Sendable, Equatable {
 
         /// The event type of each document event kind, fixed by the admin protocol.
         private static let documentEventTypes: [DocumentEventKind: String] = [
-            .pulled: "document.changed", .pushed: "document.pushed", .conflictResolved: "conflict.resolved",
-            .resolutionFailed: "resolution.failed", .rejected: "document.rejected", .refusedByPeer: "push.refused",
+            .pulled: "document.changed", .pushed: "document.pushed", .conflictDetected: "conflict.detected",
+            .conflictResolved: "conflict.resolved", .conflictAwaitingResolver: "conflict.waiting", .resolutionFailed: "resolution.failed", .rejected: "document.rejected", .refusedByPeer: "push.refused",
         ]
     }
 

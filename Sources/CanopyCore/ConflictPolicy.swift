@@ -7,6 +7,18 @@ public enum ConflictPolicy: Sendable {
     case manual
     /// An application resolver decides. If it throws, the conflict is kept and retried later.
     case custom(any ConflictResolver)
+    /// Per-document rules (by id prefix and body field), first match wins, and a catch-all.
+    case rules(ResolutionRules)
+
+    /// True when the policy can settle a kept conflict without anyone's help: a store opened with
+    /// it retries the conflicts a failed resolver left.
+    public var settlesKeptConflicts: Bool {
+        switch self {
+        case .manual: false
+        case .automatic, .custom: true
+        case .rules(let rules): rules.fallback != .manual || rules.rules.contains { $0.strategy != .manual }
+        }
+    }
 }
 
 /// A conflicted document as a resolver sees it.

@@ -1,4 +1,5 @@
 import CanopyCore
+import CanopyStore
 
 /// A replicator's activity (Couchbase Lite's levels, `Protocol/design.md` §4.4).
 public enum ReplicatorState: String, Sendable, Codable, CaseIterable {
@@ -54,8 +55,13 @@ public enum DocumentEventKind: String, Sendable, Codable, CaseIterable {
     case pulled
     /// The peer acknowledged a revision of the document.
     case pushed
+    /// Received revisions left the document conflicted (`conflict` says how, before the
+    /// policy acted).
+    case conflictDetected
     /// A conflict the received revisions caused was settled by the node's policy.
     case conflictResolved
+    /// The conflict is kept for the resolver its rule names (`detail`), which has not answered yet.
+    case conflictAwaitingResolver
     /// The resolver threw (or timed out); the conflict is kept and retried.
     case resolutionFailed
     /// The peer sent something for the document that was rejected (bad id, bad body, lying hash).
@@ -76,13 +82,44 @@ public struct DocumentEvent: Sendable, Equatable {
     public var detail: String?
     /// For `pulled`: the document's current revision is a deletion.
     public var deleted: Bool
+    /// For the conflict kinds: the conflict as the write found it.
+    public var conflict: DetectedConflict?
 
     /// Creates an event.
-    public init(kind: DocumentEventKind, documentID: String, revision: RevisionID? = nil, detail: String? = nil, deleted: Bool = false) {
+    public init(
+        kind: DocumentEventKind, documentID: String, revision: RevisionID? = nil, detail: String? = nil, deleted: Bool = false,
+        conflict: DetectedConflict? = nil
+    ) {
         self.kind = kind
         self.documentID = documentID
         self.revision = revision
         self.detail = detail
         self.deleted = deleted
+        self.conflict = conflict
+    }
+
+    /// The conflict events of one written document, in order: `conflictDetected` when the write
+    /// left it conflicted, then how the policy left it (`conflictResolved` with `detail` naming
+    /// who settled it, `resolutionFailed`, or `conflictAwaitingResolver` naming the resolver).
+    /// A document the write added nothing to (a re-sent revision) gets none.
+    public static func conflictEvents(for result: ForeignDocumentResult) -> [DocumentEvent] {
+        guard let conflict = result.conflict else {
+            if case .failed(let reason) = result.resolution {
+                return [DocumentEvent(kind: .resolutionFailed, documentID: result.documentID, detail: reason)]
+            }
+            return []
+        }
+        let id = result.documentID
+        let detected = DocumentEvent(kind: .conflictDetected, documentID: id, detail: conflict.rule, conflict: conflict)
+        switch result.resolution {
+        case .notConflicted, .kept:
+            return [detected]
+        case .resolved:
+            return [detected, DocumentEvent(kind: .conflictResolved, documentID: id, revision: result.current, detail: conflict.settledBy, conflict: conflict)]
+        case .failed(let reason):
+            return [detected, DocumentEvent(kind: .resolutionFailed, documentID: id, detail: reason, conflict: conflict)]
+        case .awaiting(let resolver):
+            return [detected, DocumentEvent(kind: .conflictAwaitingResolver, documentID: id, revision: result.current, detail: resolver, conflict: conflict)]
+        }
     }
 }

@@ -353,11 +353,7 @@ final class SubscriptionTarget {
                 events.append(DocumentEvent(
                     kind: .pulled, documentID: result.documentID, revision: result.current, deleted: result.currentIsDeleted))
             }
-            switch result.resolution {
-            case .notConflicted, .kept: break
-            case .resolved: events.append(DocumentEvent(kind: .conflictResolved, documentID: result.documentID, revision: result.current))
-            case .failed(let reason): events.append(DocumentEvent(kind: .resolutionFailed, documentID: result.documentID, detail: reason))
-            }
+            events.append(contentsOf: DocumentEvent.conflictEvents(for: result))
         }
         return events
     }

@@ -39,20 +39,67 @@ extension DocumentStore {
 
     /// The retry pass: runs the node's policy again over every still-conflicted document (a
     /// resolver that failed before, or a policy changed since), in one transaction. Under the
-    /// manual policy nothing changes. Returns one result per conflicted document, sorted by id.
+    /// manual policy nothing changes. Returns one result per conflicted document, sorted by id;
+    /// each carries the conflict as found (`conflict`), and a document whose rule names a
+    /// resolver the store does not hold comes back `.awaiting`.
     public func retryConflictResolution() throws(StoreError) -> [ForeignDocumentResult] {
-        let policy = configuration.conflictPolicy
+        let policy = conflictPolicy
         return try write { context in
             let ids = try readableIDs(context.db, "SELECT doc_id FROM documents WHERE conflicted = 1 ORDER BY doc_id")
             return try ids.map { id in
                 var document = try RevisionRows.loadForWrite(context.db, documentID: id)
-                let (resolution, added) = try PolicyRunner.run(policy, context.db, &document, localRevision: nil)
+                let outcome = try PolicyRunner.run(policy, context.db, &document, localRevision: nil)
                 RevisionRows.stem(&document, context)
                 try RevisionRows.persist(context, &document)
                 guard let current = document.tree.current else { throw StoreError.corrupt(detail: "empty tree") }
                 return ForeignDocumentResult(
-                    documentID: id, added: added, resolution: resolution, current: current.id,
-                    currentIsDeleted: current.kind.isDeleted)
+                    documentID: id, added: outcome.added, resolution: outcome.resolution, conflict: outcome.conflict,
+                    current: current.id, currentIsDeleted: current.kind.isDeleted)
+            }
+        }
+    }
+}
+
+/// Conflicts in batches, for a resolver outside the process: describing many in one read, and
+/// applying many answers in one transaction.
+extension DocumentStore {
+    /// The conflicts of `ids` as a resolver sees them (every open leaf with its body, deleted ones
+    /// included; the common ancestor's body when the store holds it), in one read. A document that
+    /// is missing, damaged or no longer conflicted is left out.
+    public func conflicts(ids: [String]) throws(StoreError) -> [Conflict] {
+        try readBatch { db in
+            try ids.compactMap { id -> Conflict? in
+                guard let document = try RevisionRows.load(db, documentID: id), document.tree.isConflicted else { return nil }
+                return try PolicyRunner.describe(db, document, leaves: document.tree.conflictingLeaves, localRevision: nil).0
+            }
+        }
+    }
+
+    /// Applies resolvers' decisions, one per document, in one transaction: each is written as
+    /// `resolveConflicts(id:resolver:)` writes it (the same content-addressed revisions), and a
+    /// decision that cannot apply (the document is gone or no longer conflicted, a `keep` naming a
+    /// revision that is not an open leaf) fails alone with nothing of it written. Returns, in
+    /// order, each document's new current revision or its error.
+    public func applyResolutions(_ decisions: [(id: String, decision: ResolutionDecision)]) throws(StoreError) -> [Result<RevisionID, StoreError>] {
+        try write { context in
+            try decisions.map { entry -> Result<RevisionID, StoreError> in
+                guard var document = try RevisionRows.load(context.db, documentID: entry.id) else {
+                    return .failure(.notFound(documentID: entry.id, revision: nil))
+                }
+                guard document.tree.isConflicted else {
+                    return .failure(.handlerFailed(documentID: entry.id, underlying: ConflictResolution.PlanError.notConflicted))
+                }
+                let bodies = try PolicyRunner.describe(
+                    context.db, document, leaves: document.tree.conflictingLeaves, localRevision: nil).1
+                do {
+                    _ = try PolicyRunner.apply(entry.decision, &document, bodies: bodies)
+                } catch let error as ConflictResolution.PlanError {
+                    return .failure(.handlerFailed(documentID: entry.id, underlying: error))
+                }
+                RevisionRows.stem(&document, context)
+                try RevisionRows.persist(context, &document)
+                guard let current = document.tree.current else { throw StoreError.corrupt(detail: "empty tree") }
+                return .success(current.id)
             }
         }
     }

@@ -42,7 +42,7 @@ extension DocumentStore {
     /// The write of checked revisions shared by both entry points.
     private func insertChecked(_ checked: [CheckedRevision], local: LocalDocument? = nil) throws(StoreError) -> [ForeignDocumentResult] {
         let groups = DocumentGroups(checked)
-        let policy = configuration.conflictPolicy
+        let policy = conflictPolicy
         return try write { context in
             let results = try Self.mergeAll(context, checked, groups, policy: policy)
             try local?.put(context.db)
@@ -211,9 +211,9 @@ extension DocumentStore {
             }
             added.append(contentsOf: outcome.added)
         }
-        let (resolution, planned) = try PolicyRunner.run(
-            policy, context.db, &document, localRevision: localRevision)
-        added.append(contentsOf: planned)
+        let policyOutcome = try PolicyRunner.run(policy, context.db, &document, localRevision: localRevision)
+        let resolution = policyOutcome.resolution
+        added.append(contentsOf: policyOutcome.added)
         if case .failed(let reason) = resolution {
             context.logger.warning("conflict kept: resolver failed", metadata: ["document": "\(documentID.prefix(80))", "reason": "\(reason)"])
         }
@@ -223,7 +223,8 @@ extension DocumentStore {
         try RevisionRows.persist(context, &document)
         guard let current = document.tree.current else { throw StoreError.corrupt(detail: "empty tree after merge") }
         return ForeignDocumentResult(
-            documentID: documentID, added: added, resolution: resolution, current: current.id,
+            documentID: documentID, added: added, resolution: resolution,
+            conflict: added.isEmpty ? nil : policyOutcome.conflict, current: current.id,
             currentIsDeleted: current.kind.isDeleted)
     }
 }

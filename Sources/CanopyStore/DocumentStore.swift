@@ -39,13 +39,18 @@ public final class DocumentStore: @unchecked Sendable {
         /// Storage faults on demand (`StoreFaultInjector`), for tests and the simulator; nil in
         /// production.
         public var faultInjector: (any StoreFaultInjector)?
+        /// Run the retry pass (`retryConflictResolution`) when the store opens, so that conflicts
+        /// a failed resolver left are settled as soon as the policy can (when it is not `.manual`).
+        /// An embedder that wants the pass's results (the agent offers them to its resolvers)
+        /// turns this off and calls it itself.
+        public var retriesConflictsOnOpen: Bool
 
         /// A configuration with the defaults: NORMAL sync, stored revsLimit, automatic policy,
         /// SQLite's own checkpoints, a random database id for a new file, no injected faults.
         public init(
             durable: Bool = false, revsLimit: Int? = nil, conflictPolicy: ConflictPolicy = .automatic,
             logger: Logger = Logger(label: "canopy.store"), checkpointInBackground: Bool = false,
-            databaseID: UUID? = nil, faultInjector: (any StoreFaultInjector)? = nil
+            databaseID: UUID? = nil, faultInjector: (any StoreFaultInjector)? = nil, retriesConflictsOnOpen: Bool = true
         ) {
             self.durable = durable
             self.revsLimit = revsLimit
@@ -54,6 +59,7 @@ public final class DocumentStore: @unchecked Sendable {
             self.checkpointInBackground = checkpointInBackground
             self.databaseID = databaseID
             self.faultInjector = faultInjector
+            self.retriesConflictsOnOpen = retriesConflictsOnOpen
         }
     }
 
@@ -65,6 +71,8 @@ public final class DocumentStore: @unchecked Sendable {
     let db: Database
     let configuration: Configuration
     var logger: Logger { configuration.logger }
+    /// The conflict policy in force (`conflictPolicy`); starts as the configuration's.
+    private let policy: Mutex<ConflictPolicy>
     /// The store's permanent 16-byte identity (made once when the file is created: random, or
     /// `Configuration.databaseID`).
     public let databaseID: UUID
@@ -99,6 +107,7 @@ public final class DocumentStore: @unchecked Sendable {
             precondition((StoreLimits.revsLimitMin...StoreLimits.revsLimitMax).contains(limit), "revsLimit out of range")
         }
         self.configuration = configuration
+        policy = Mutex(configuration.conflictPolicy)
         _ = Self.sodiumReady
         do {
             db = try Database(path: path, durable: configuration.durable)
@@ -128,6 +137,16 @@ public final class DocumentStore: @unchecked Sendable {
         } catch {
             throw StoreError.wrap(error)
         }
+        if configuration.retriesConflictsOnOpen && configuration.conflictPolicy.settlesKeptConflicts {
+            _ = try retryConflictResolution()
+        }
+    }
+
+    /// How conflicts are settled from now on: each write transaction reads it once when it
+    /// starts, so a change applies to the next batch, import or retry pass, without reopening.
+    public var conflictPolicy: ConflictPolicy {
+        get { policy.withLock { $0 } }
+        set { policy.withLock { $0 = newValue } }
     }
 
     /// Runs `body` under the store's lock, outside any transaction (each statement sees committed

@@ -58,6 +58,9 @@ public struct ForeignDocumentResult: Sendable, Equatable {
         case kept
         /// A custom resolver failed; the conflict is kept and will be retried. Holds the error.
         case failed(String)
+        /// The document's rule names a resolver the store does not hold (the agent's resolvers
+        /// are processes): the conflict is kept until that resolver answers.
+        case awaiting(resolver: String)
     }
 
     /// The document.
@@ -71,6 +74,9 @@ public struct ForeignDocumentResult: Sendable, Equatable {
     }
     /// The conflict outcome.
     public let resolution: Resolution
+    /// The conflict the batch left, before the policy acted on it; nil when the batch added
+    /// nothing or the document is not conflicted.
+    public let conflict: DetectedConflict?
     /// The current revision after the batch.
     public let current: RevisionID
     /// Whether the current revision is a deletion.
@@ -87,10 +93,14 @@ public struct ForeignDocumentResult: Sendable, Equatable {
 
     private let addedRevisions: AddedRevisions
 
-    init(documentID: String, added: [RevisionID], resolution: Resolution, current: RevisionID, currentIsDeleted: Bool) {
+    init(
+        documentID: String, added: [RevisionID], resolution: Resolution, conflict: DetectedConflict? = nil,
+        current: RevisionID, currentIsDeleted: Bool
+    ) {
         self.documentID = documentID
         self.addedRevisions = .list(added)
         self.resolution = resolution
+        self.conflict = conflict
         self.current = current
         self.currentIsDeleted = currentIsDeleted
     }
@@ -101,6 +111,7 @@ public struct ForeignDocumentResult: Sendable, Equatable {
         self.documentID = documentID
         self.addedRevisions = .newChain(path)
         self.resolution = .notConflicted
+        self.conflict = nil
         self.current = path.leaf
         self.currentIsDeleted = path.kind.isDeleted
     }
@@ -123,7 +134,39 @@ public struct ForeignDocumentResult: Sendable, Equatable {
 
     /// Equal when they report the same: however `added` is held.
     public static func == (lhs: Self, rhs: Self) -> Bool {
-        lhs.documentID == rhs.documentID && lhs.added == rhs.added && lhs.resolution == rhs.resolution
+        lhs.documentID == rhs.documentID && lhs.added == rhs.added && lhs.resolution == rhs.resolution && lhs.conflict == rhs.conflict
             && lhs.current == rhs.current && lhs.currentIsDeleted == rhs.currentIsDeleted
+    }
+}
+
+/// A conflict as a write found it, before the policy acted: for `conflict.detected` events and
+/// for offering it to a resolver. A class, so that a result or event without a conflict (nearly
+/// all of them) carries one pointer.
+public final class DetectedConflict: Sendable, Equatable, CustomStringConvertible {
+    /// The conflicting open leaves, canonical order (the automatic winner first).
+    public let leaves: [RevisionID]
+    /// The rule that covered the document (nil: the catch-all or a policy without rules).
+    public let rule: String?
+    /// The strategy that applied.
+    public let strategy: ResolutionStrategy
+    /// The document's current revision before the write (nil for a document new to the store).
+    public let previous: RevisionID?
+
+    /// A detected conflict.
+    public init(leaves: [RevisionID], rule: String?, strategy: ResolutionStrategy, previous: RevisionID?) {
+        self.leaves = leaves
+        self.rule = rule
+        self.strategy = strategy
+        self.previous = previous
+    }
+
+    /// Who settles it, as events name it (`by`): the rule's name, else the strategy (`automatic`,
+    /// `local-wins`, …; a resolver's name).
+    public var settledBy: String { rule ?? strategy.resolverName ?? strategy.description }
+
+    public var description: String { "\(leaves.count) leaves, \(rule.map { "rule \($0)" } ?? "catch-all") \(strategy)" }
+
+    public static func == (lhs: DetectedConflict, rhs: DetectedConflict) -> Bool {
+        lhs.leaves == rhs.leaves && lhs.rule == rhs.rule && lhs.strategy == rhs.strategy && lhs.previous == rhs.previous
     }
 }

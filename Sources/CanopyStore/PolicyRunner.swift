@@ -5,28 +5,57 @@ import Foundation
 /// with the automatic rule or a resolver, turns the decision into revisions with
 /// `ConflictResolution.plan`, and adds them to the tree with their bodies.
 enum PolicyRunner {
-    /// Applies `policy` to `document` if it is conflicted. Returns how the conflict stands and
-    /// the revisions the resolution added (oldest first).
+    /// How a policy left one document: the conflict outcome, the revisions the resolution added
+    /// (oldest first), and the conflict as found (nil when the document was not conflicted).
+    struct Outcome {
+        var resolution: ForeignDocumentResult.Resolution
+        var added: [RevisionID]
+        var conflict: DetectedConflict?
+    }
+
+    /// Applies `policy` to `document` if it is conflicted. `localRevision` is the document's
+    /// current revision before the write (nil for a new document or the retry pass).
     static func run(
         _ policy: ConflictPolicy, _ db: Database, _ document: inout StoredDocument, localRevision: RevisionID?
-    ) throws -> (ForeignDocumentResult.Resolution, [RevisionID]) {
-        guard document.tree.isConflicted else { return (.notConflicted, []) }
+    ) throws -> Outcome {
+        guard document.tree.isConflicted else { return Outcome(resolution: .notConflicted, added: [], conflict: nil) }
+        let leaves = document.tree.conflictingLeaves
+        let strategy: ResolutionStrategy
+        var rule: String?
+        var resolver: (any ConflictResolver)?
         switch policy {
-        case .manual:
-            return (.kept, [])
-        case .automatic:
-            return (.resolved, try applyAutomatic(&document))
-        case .custom(let resolver):
-            // Resolvers on two nodes that disagreed produced this conflict: settle it
-            // automatically rather than risk an endless exchange.
-            guard ConflictResolution.needsResolver(document.tree) else { return (.resolved, try applyAutomatic(&document)) }
-            let leaves = document.tree.conflictingLeaves
-            do {
-                let added = try resolve(with: resolver, db, &document, leaves: leaves, localRevision: localRevision)
-                return (.resolved, added)
-            } catch let error as ResolverFailure {
-                return (.failed(error.description), [])
-            }
+        case .manual: strategy = .manual
+        case .automatic: strategy = .automatic
+        case .custom(let custom):
+            strategy = .resolver("custom")
+            resolver = custom
+        case .rules(let rules):
+            let bodies = rules.readsBodies ? try leaves.map { try parsedBody(db, document, $0.id) } : []
+            (strategy, rule) = rules.strategy(for: document.id, bodies: bodies)
+            if let name = strategy.resolverName { resolver = rules.resolvers[name] }
+        }
+        let conflict = DetectedConflict(
+            leaves: leaves.map(\.id), rule: rule, strategy: strategy,
+            previous: localRevision.flatMap { document.tree.node($0) == nil ? nil : $0 })
+        func outcome(_ resolution: ForeignDocumentResult.Resolution, _ added: [RevisionID] = []) -> Outcome {
+            Outcome(resolution: resolution, added: added, conflict: conflict)
+        }
+        switch strategy {
+        case .manual: return outcome(.kept)
+        case .automatic: return outcome(.resolved, try applyAutomatic(&document))
+        case .localWins: resolver = BuiltInResolver.localWins
+        case .remoteWins: resolver = BuiltInResolver.remoteWins
+        case .mergeJSON: resolver = BuiltInResolver.mergeJSON
+        case .resolver: break
+        }
+        // Resolvers on two nodes that disagreed produced this conflict: settle it
+        // automatically rather than risk an endless exchange.
+        guard ConflictResolution.needsResolver(document.tree) else { return outcome(.resolved, try applyAutomatic(&document)) }
+        guard let resolver else { return outcome(.awaiting(resolver: strategy.resolverName ?? strategy.description)) }
+        do {
+            return outcome(.resolved, try resolve(with: resolver, db, &document, leaves: leaves, localRevision: localRevision))
+        } catch let error as ResolverFailure {
+            return outcome(.failed(error.description))
         }
     }
 
@@ -47,6 +76,23 @@ enum PolicyRunner {
         with resolver: any ConflictResolver, _ db: Database, _ document: inout StoredDocument,
         leaves: [RevTree.Node], localRevision: RevisionID?
     ) throws -> [RevisionID] {
+        let (conflict, bodies) = try describe(db, document, leaves: leaves, localRevision: localRevision)
+        let decision: ResolutionDecision
+        do { decision = try resolver.resolve(conflict) } catch {
+            throw ResolverFailure(description: "resolver threw: \(error)")
+        }
+        do {
+            return try apply(decision, &document, bodies: bodies)
+        } catch let error as ConflictResolution.PlanError {
+            throw ResolverFailure(description: "resolver's decision refused: \(error)")
+        }
+    }
+
+    /// The conflict among `leaves` as a resolver sees it (bodies, the common ancestor's body, the
+    /// node's revision before the write when it is still a leaf), and the leaves' bodies by id.
+    static func describe(
+        _ db: Database, _ document: StoredDocument, leaves: [RevTree.Node], localRevision: RevisionID?
+    ) throws -> (Conflict, [RevisionID: JSONValue]) {
         var bodies: [RevisionID: JSONValue] = [:]
         var conflictLeaves: [ConflictLeaf] = []
         for leaf in leaves {
@@ -59,15 +105,7 @@ enum PolicyRunner {
             documentID: document.id, leaves: conflictLeaves,
             commonAncestorBody: try ancestor.flatMap { try parsedBody(db, document, $0) },
             localRevision: localRevision.flatMap { document.tree.isLeaf($0) ? $0 : nil })
-        let decision: ResolutionDecision
-        do { decision = try resolver.resolve(conflict) } catch {
-            throw ResolverFailure(description: "resolver threw: \(error)")
-        }
-        do {
-            return try apply(decision, &document, bodies: bodies)
-        } catch let error as ConflictResolution.PlanError {
-            throw ResolverFailure(description: "resolver's decision refused: \(error)")
-        }
+        return (conflict, bodies)
     }
 
     /// Plans `decision` and adds the planned revisions to the tree and the new bodies.
@@ -90,7 +128,7 @@ enum PolicyRunner {
     }
 
     /// The parsed body of a revision, nil when it was dropped.
-    private static func parsedBody(_ db: Database, _ document: StoredDocument, _ revision: RevisionID) throws -> JSONValue? {
+    static func parsedBody(_ db: Database, _ document: StoredDocument, _ revision: RevisionID) throws -> JSONValue? {
         guard let bytes = try RevisionRows.body(db, of: document, revision: revision) else { return nil }
         do { return try InputValidation.storedBody(bytes, documentID: document.id) } catch {
             throw StoreError.corrupt(detail: "stored body of \"\(document.id.prefix(80))\" \(revision): \(error)")

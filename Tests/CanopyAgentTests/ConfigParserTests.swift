@@ -66,7 +66,7 @@ struct ConfigParserTests {
 
     @Test("errors name the file and the line", arguments: [
         ("listen = nowhere", 1, "listen must be HOST:PORT"),
-        ("\n\nconflicts = sometimes", 3, "conflicts must be one of automatic, manual"),
+        ("\n\nconflicts = sometimes", 3, "conflicts must be automatic, local-wins, remote-wins, merge-json, manual or resolver NAME"),
         ("revs-limit = 1", 1, "revs-limit must be an integer from 2 to 100000"),
         ("revs-limit = 12abc", 1, "revs-limit must be an integer"),
         ("colour = blue", 1, "unknown key `colour`"),

@@ -69,7 +69,8 @@ struct EventRingTests {
     @Test("every document event kind is named as the admin protocol lists it, and a pulled deletion says so")
     func documentEventTypes() {
         let expected: [DocumentEventKind: String] = [
-            .pulled: "document.changed", .pushed: "document.pushed", .conflictResolved: "conflict.resolved",
+            .pulled: "document.changed", .pushed: "document.pushed", .conflictDetected: "conflict.detected",
+            .conflictResolved: "conflict.resolved", .conflictAwaitingResolver: "conflict.waiting",
             .resolutionFailed: "resolution.failed", .rejected: "document.rejected", .refusedByPeer: "push.refused",
         ]
         for kind in DocumentEventKind.allCases {

@@ -73,11 +73,12 @@ extension AdminConformanceScenarios {
     }
 
     /// A resolver client on B answers with each kind of decision, one answer it cannot apply, and
-    /// a late one; a second resolver is refused; then it disconnects.
+    /// a late one; a second resolver under its name is refused; then it disconnects.
     func resolverClient(_ b: RecordingClient) throws {
         let resolver = try client(self.b)
-        #expect(try resolver.request("resolver.register", ["prefix": .string("r")])["prefix"] == .string("r"))
-        #expect(errorCode(of: try b.request("resolver.register")) == "failed")
+        let registered = try resolver.request("resolver.register", ["name": .string("reviews"), "prefix": .string("r")])
+        #expect(registered["prefix"] == .string("r") && registered["name"] == .string("reviews"))
+        #expect(errorCode(of: try b.request("resolver.register", ["name": .string("reviews")])) == "failed")
         var questions: [String: [String: JSONValue]] = [:]
         while questions.count < 4 {
             if case .object(let question)? = try resolver.nextStreamLine()["resolve"], case .string(let doc)? = question["doc"] {

@@ -44,13 +44,13 @@ struct UserInputEndToEndTests {
         #expect(try agent.ctl(["--json", "shutdown"]).stdout.contains("lock_path"))
     }
 
-    @Test("reload names the changed settings that wait for a restart, in its reply, its output and its event")
+    @Test("reload names the changed settings that wait for a restart, in its reply, its output and its event, and applies conflicts at once")
     func reloadSaysWhatNeedsRestart() throws {
         let agent = try AgentProcess()
         let configPath = agent.dataDir + "/canopy.conf"
         let original = try String(contentsOfFile: configPath, encoding: .utf8)
         #expect(!original.contains("applies changes without a restart"))
-        #expect(original.contains("listen, conflicts and revs-limit take effect when canopyd restarts"))
+        #expect(original.contains("listen and revs-limit take effect when canopyd restarts"))
         try agent.start()
         #expect(try agent.ctl(["reload"]).stdout == "reloaded\n")
 
@@ -58,23 +58,26 @@ struct UserInputEndToEndTests {
         _ = try events.request("events")
         let edited = original.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
             if line.hasPrefix("listen =") { return "listen = 127.0.0.1:9" }
+            if line.hasPrefix("revs-limit =") { return "revs-limit = 50" }
             if line.hasPrefix("conflicts =") { return "conflicts = manual" }
             return String(line)
         }.joined(separator: "\n")
         try edited.write(toFile: configPath, atomically: true, encoding: .utf8)
         let reload = try agent.ctl(["reload"])
         #expect(reload.status == 0, "\(reload.stderr)")
-        #expect(reload.stdout == "reloaded; restart canopyd to apply: listen, conflicts\n")
+        #expect(reload.stdout == "reloaded; restart canopyd to apply: listen, revs-limit\n")
         let json = try JSONValue.parse(try agent.ctl(["--json", "reload"]).stdout.trimmingCharacters(in: .newlines))
-        #expect(json.objectValue?["restart_required"] == .array([.string("listen"), .string("conflicts")]))
+        #expect(json.objectValue?["restart_required"] == .array([.string("listen"), .string("revs-limit")]))
         var reloaded: [String: JSONValue]?
         while reloaded == nil {
             let line = try events.readObject()
             if let event = line["event"]?.objectValue, event["type"] == .string("config.reloaded") { reloaded = event["data"]?.objectValue }
         }
-        #expect(reloaded?["restart_required"] == .array([.string("listen"), .string("conflicts")]))
-        // The running values are kept until the restart.
-        #expect(try agent.client().request("status")["conflicts"] == .string("automatic"))
+        #expect(reloaded?["restart_required"] == .array([.string("listen"), .string("revs-limit")]))
+        // The conflict setting applies at once; the listener is kept until the restart.
+        let status = try agent.client().request("status")
+        #expect(status["conflicts"] == .string("manual"))
+        #expect(status["listen"] != .string("127.0.0.1:9"))
     }
 
     @Test("a body with a duplicate member name is refused naming the name, from canopyctl, the socket and import")

@@ -84,7 +84,7 @@ struct ForeignInsertTests {
         #expect(try store.conflictedDocumentIDs() == [])
     }
 
-    @Test("a custom resolver that throws keeps the conflict, reports it, and a later pass resolves it")
+    @Test("a custom resolver that throws keeps the conflict, reports it, and opening the store with a policy that can settle it resolves it")
     func failingResolverThenRetry() throws {
         let test = try TestStore(.init(conflictPolicy: .custom(FailingResolver())))
         let store = test.store
@@ -97,10 +97,13 @@ struct ForeignInsertTests {
         #expect(result.added == [remote.path.leaf])
         #expect(try store.conflictedCount == 1)
         #expect(try store.retryConflictResolution().first?.resolution == .failed(message))
-        let fixed = try test.reopen(.init(conflictPolicy: .custom(BuiltInResolver.remoteWins)))
-        let retried = try fixed.retryConflictResolution()
+        // Reopened without the retry on open, the conflict is still there for an explicit pass.
+        let unretried = try test.reopen(.init(conflictPolicy: .custom(BuiltInResolver.remoteWins), retriesConflictsOnOpen: false))
+        #expect(try unretried.conflictedCount == 1)
+        let retried = try unretried.retryConflictResolution()
         #expect(retried.map(\.resolution) == [.resolved])
-        #expect(try fixed.conflictedCount == 0)
+        #expect(retried.first?.conflict?.strategy == .resolver("custom"))
+        #expect(try unretried.conflictedCount == 0)
     }
 
     @Test("a custom resolver gets the conflicting leaves with bodies and the common ancestor's body")

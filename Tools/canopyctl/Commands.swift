@@ -14,7 +14,7 @@ struct Status: ParsableCommand {
             ("node id", text(result["node_id"])), ("listen", text(result["listen"])),
             ("documents", text(result["doc_count"])), ("deleted", text(result["doc_del_count"])),
             ("update seq", text(result["update_seq"])),
-            ("conflicted", text(result["conflicted_count"])), ("conflicts", text(result["conflicts"])),
+            ("conflicted", conflictedSummary(result)), ("conflicts", text(result["conflicts"])),
         ]
         for (name, value) in rows { print(name.padding(toLength: 12, withPad: " ", startingAt: 0) + value) }
         if case .int(let damaged)? = result["damaged"], damaged > 0 {
@@ -23,8 +23,25 @@ struct Status: ParsableCommand {
             print("damaged".padding(toLength: 12, withPad: " ", startingAt: 0)
                 + "\(damaged) (last: \(text(last?["doc"])): \(text(last?["reason"]))); run `canopyctl check`, restore from a backup")
         }
+        if case .array(let resolvers)? = result["resolvers"], !resolvers.isEmpty {
+            let names = resolvers.map { row in
+                let members = row.objectValue
+                let prefix = text(members?["prefix"])
+                return "\(text(members?["name"])) (\(prefix.isEmpty ? "any id" : "prefix \(prefix)"), \(text(members?["offered"])) offered, \(text(members?["waiting"])) waiting)"
+            }
+            print("resolvers".padding(toLength: 12, withPad: " ", startingAt: 0) + names.joined(separator: "; "))
+        }
         print("")
         printPeerTable(result["peers"])
+    }
+
+    /// `N`, or `N (W waiting for a resolver, K kept for resolve)` when some are.
+    private func conflictedSummary(_ result: [String: JSONValue]) -> String {
+        let total = text(result["conflicted_count"])
+        guard case .int(let waiting)? = result["conflicts_awaiting_resolver"], case .int(let kept)? = result["conflicts_kept"],
+            waiting + kept > 0
+        else { return total }
+        return "\(total) (\(waiting) waiting for a resolver, \(kept) kept for resolve)"
     }
 }
 

@@ -2,6 +2,7 @@
 // the agent in the foreground until SIGTERM or SIGINT (see README.md, "Running the agent").
 import ArgumentParser
 import CanopyAgent
+import CanopyCore
 import CanopyStore
 import Dispatch
 import Logging
@@ -26,7 +27,9 @@ struct DirectoryOption: ParsableArguments {
     var dataDir: String
 }
 
-extension ConflictMode: ExpressibleByArgument {}
+extension ResolutionStrategy: ExpressibleByArgument {
+    public init?(argument: String) { self.init(parsing: argument) }
+}
 
 extension HostPort: ExpressibleByArgument {
     public init?(argument: String) { self.init(parsing: argument) }
@@ -59,8 +62,8 @@ struct Init: ParsableCommand {
         abstract: "Create a data directory: identity key, config file and database. Prints the node id last.")
 
     @OptionGroup var directory: DirectoryOption
-    @Option(help: "Conflict policy: automatic or manual.")
-    var conflicts: ConflictMode = .automatic
+    @Option(help: "How conflicts no rule covers are settled: automatic, local-wins, remote-wins, merge-json, manual or \"resolver NAME\".")
+    var conflicts: ResolutionStrategy = .automatic
     @Option(help: "HOST:PORT to listen on for peers (port 0 picks a free port).")
     var listen: HostPort = AgentConfig.defaultListen
 

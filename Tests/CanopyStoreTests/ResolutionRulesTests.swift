@@ -1,0 +1,132 @@
+import CanopyCore
+import Testing
+@testable import CanopyStore
+
+/// A document `id` with a local edit and a remote edit of the same first revision: the remote one
+/// arrives through `bulkInsertForeign` and makes the conflict. Returns the revisions and the result.
+private func makeConflict(
+    _ store: DocumentStore, _ id: String, base: JSONValue, local: JSONValue, remote: JSONValue
+) throws -> (first: RevisionID, local: RevisionID, remote: RevisionID, result: ForeignDocumentResult) {
+    let first = try store.put(id: id, body: base, replacing: nil)
+    let mine = try store.put(id: id, body: local, replacing: first)
+    let theirs = try foreign(id, parentPath: [first], body: remote)
+    let result = try store.bulkInsertForeign([theirs])[0]
+    return (first, mine, theirs.path.leaf, result)
+}
+
+@Suite("Resolution rules")
+struct ResolutionRulesTests {
+    /// Notes merge field by field, settings keep the other side's, everything else deletes-win.
+    static let rules = ResolutionRules([
+        ResolutionRule(name: "notes", fieldValue: "note", strategy: .mergeJSON),
+        ResolutionRule(name: "settings", idPrefix: "settings/", strategy: .remoteWins),
+        ResolutionRule(name: "reviews", idPrefix: "review:", strategy: .resolver("moderator")),
+    ], fallback: .automatic)
+
+    @Test("strategies are written and read back as the config file names them")
+    func strategyNames() {
+        let all: [ResolutionStrategy] = [.automatic, .localWins, .remoteWins, .mergeJSON, .manual, .resolver("notes-merger.v2")]
+        for strategy in all { #expect(ResolutionStrategy(parsing: strategy.description) == strategy) }
+        #expect(ResolutionStrategy(parsing: "resolver") == nil)
+        #expect(ResolutionStrategy(parsing: "resolver a b") == nil)
+        #expect(ResolutionStrategy(parsing: "resolver bad/name") == nil)
+        #expect(ResolutionStrategy(parsing: "newest") == nil)
+    }
+
+    @Test("the first matching rule wins; a field rule reads the first live leaf that has the field")
+    func matching() {
+        let note: JSONValue = .object(["type": .string("note")])
+        #expect(Self.rules.strategy(for: "settings/x", bodies: [note]) == (.mergeJSON, "notes"))
+        #expect(Self.rules.strategy(for: "settings/x", bodies: [.object([:])]) == (.remoteWins, "settings"))
+        #expect(Self.rules.strategy(for: "a", bodies: [.object([:]), note]) == (.mergeJSON, "notes"))
+        #expect(Self.rules.strategy(for: "a", bodies: [.object(["type": .int(1)]), note]) == (.automatic, nil))
+        #expect(Self.rules.strategy(for: "a", bodies: [nil]) == (.automatic, nil))
+        let both = ResolutionRule(name: "b", idPrefix: "n:", fieldValue: "note", field: "kind", strategy: .manual)
+        #expect(both.matches(id: "n:1", bodies: [.object(["kind": .string("note")])]))
+        #expect(!both.matches(id: "n:1", bodies: [note]))
+        #expect(!both.matches(id: "m:1", bodies: [.object(["kind": .string("note")])]))
+    }
+
+    @Test("each document's conflict is settled by its rule as it arrives, and says which rule did")
+    func perTypeRules() throws {
+        let store = try TestStore(.init(conflictPolicy: .rules(Self.rules))).store
+        let note = try makeConflict(store, "n1",
+            base: .object(["type": .string("note"), "title": .string("t"), "text": .string("a")]),
+            local: .object(["type": .string("note"), "title": .string("mine"), "text": .string("a")]),
+            remote: .object(["type": .string("note"), "title": .string("t"), "text": .string("theirs")]))
+        #expect(note.result.resolution == .resolved)
+        #expect(note.result.conflict?.rule == "notes")
+        #expect(note.result.conflict?.previous == note.local)
+        #expect(try store.get(id: "n1").body == .object(["type": .string("note"), "title": .string("mine"), "text": .string("theirs")]))
+
+        let setting = try makeConflict(store, "settings/theme",
+            base: .object(["v": .int(0)]), local: .object(["v": .int(1)]), remote: .object(["v": .int(2)]))
+        #expect(setting.result.conflict?.settledBy == "settings")
+        #expect(try store.get(id: "settings/theme").body == .object(["v": .int(2)]))
+
+        let other = try makeConflict(store, "x", base: .object(["v": .int(0)]), local: .object(["v": .int(1)]), remote: .object(["v": .int(2)]))
+        #expect(other.result.conflict?.settledBy == "automatic")
+        #expect(other.result.conflict?.leaves.count == 2)
+        #expect(try store.conflictedCount == 0)
+    }
+
+    @Test("a rule naming a resolver the store does not hold keeps the conflict as waiting; its answer applies in one batch")
+    func awaitingAndAnswers() throws {
+        let store = try TestStore(.init(conflictPolicy: .rules(Self.rules))).store
+        let review = try makeConflict(store, "review:1",
+            base: .object(["stars": .int(3)]), local: .object(["stars": .int(4)]), remote: .object(["stars": .int(5)]))
+        #expect(review.result.resolution == .awaiting(resolver: "moderator"))
+        let second = try makeConflict(store, "review:2",
+            base: .object(["stars": .int(1)]), local: .object(["stars": .int(2)]), remote: .object(["stars": .int(3)]))
+        #expect(try store.conflictedCount == 2)
+
+        let described = try store.conflicts(ids: ["review:1", "missing", "review:2"])
+        #expect(described.map(\.documentID) == ["review:1", "review:2"])
+        #expect(Set(described[0].leaves.map(\.revision)) == [review.local, review.remote])
+        #expect(described[0].commonAncestorBody == .object(["stars": .int(3)]))
+
+        let notALeaf = RevisionID(generation: 1, digestHigh: 7, digestLow: 7)
+        let applied = try store.applyResolutions([
+            (id: "review:1", decision: .keep(review.local)),
+            (id: "review:2", decision: .keep(notALeaf)),
+            (id: "missing", decision: .delete),
+        ])
+        guard case .success(let current) = applied[0] else { Issue.record("\(applied[0])"); return }
+        #expect(try store.get(id: "review:1").revision == current)
+        #expect(try store.get(id: "review:1").body == .object(["stars": .int(4)]))
+        guard case .failure(.handlerFailed(_, let underlying)) = applied[1] else { Issue.record("\(applied[1])"); return }
+        #expect(underlying as? ConflictResolution.PlanError == .notAConflictingLeaf(notALeaf))
+        guard case .failure(.notFound) = applied[2] else { Issue.record("\(applied[2])"); return }
+        #expect(try store.conflictedDocumentIDs() == ["review:2"])
+        _ = second
+
+        // The same answer on another node writes the same revisions: nodes that decide alike agree.
+        let twin = try TestStore(.init(conflictPolicy: .rules(Self.rules))).store
+        _ = try makeConflict(twin, "review:1",
+            base: .object(["stars": .int(3)]), local: .object(["stars": .int(4)]), remote: .object(["stars": .int(5)]))
+        guard case .success(let twinCurrent) = try twin.applyResolutions([(id: "review:1", decision: .keep(review.local))])[0] else {
+            Issue.record("twin refused"); return
+        }
+        #expect(twinCurrent == current)
+    }
+
+    @Test("a store opened with a policy that can settle kept conflicts settles them; a changed policy applies to the next write")
+    func retriedOnOpenAndPolicyChange() throws {
+        let test = try TestStore(.init(conflictPolicy: .manual))
+        _ = try makeConflict(test.store, "a", base: .object(["v": .int(0)]), local: .object(["v": .int(1)]), remote: .object(["v": .int(2)]))
+        #expect(try test.store.conflictedCount == 1)
+        #expect(try test.reopen(.init(conflictPolicy: .manual)).conflictedCount == 1)
+        // A retry pass does not know which leaf arrived last: local-wins keeps the current one.
+        let current = try test.store.get(id: "a").body
+        let reopened = try test.reopen(.init(conflictPolicy: .rules(ResolutionRules(fallback: .localWins))))
+        #expect(try reopened.conflictedCount == 0)
+        #expect(try reopened.get(id: "a").body == current)
+
+        reopened.conflictPolicy = .manual
+        let kept = try makeConflict(reopened, "b", base: .object(["v": .int(0)]), local: .object(["v": .int(1)]), remote: .object(["v": .int(2)]))
+        #expect(kept.result.resolution == .kept)
+        reopened.conflictPolicy = .rules(ResolutionRules(fallback: .remoteWins))
+        #expect(try reopened.retryConflictResolution().map(\.resolution) == [.resolved])
+        #expect(try reopened.get(id: "b").body == .object(["v": .int(2)]))
+    }
+}
