@@ -32,7 +32,8 @@ final class SubscriptionSource {
 
     let subscriptionID: RequestID
     let continuous: Bool
-    private let filter: ReplicationFilter
+    /// What this node pushes and what the peer asked for: a document is served when both accept it.
+    private let filters: [ReplicationFilter]
     private let store: any ReplicationStore
     private let batchSize: Int
     private let window: Int
@@ -54,7 +55,7 @@ final class SubscriptionSource {
     ) {
         subscriptionID = subscribe.requestID
         continuous = subscribe.continuous
-        filter = SubscriptionSource.intersect(pushFilter, ReplicationFilter(wire: subscribe.filter))
+        filters = [pushFilter, ReplicationFilter(wire: subscribe.filter)].filter { if case .all = $0 { false } else { true } }
         self.store = store
         self.batchSize = batchSize
         self.window = window
@@ -215,29 +216,19 @@ final class SubscriptionSource {
         try store.revisionsToSend(requests, revsLimit: WireLimits.revsLimitMax, knownAncestorReach: WireLimits.revsLimitMax)
     }
 
-    /// The changes entry for a document, or nil when the filter excludes it.
+    /// The changes entry for a document, or nil when a filter excludes it. Each filter is asked
+    /// on its own, so an id filter holds for deletions too (a predicate passes every deletion).
     private func entry(for change: Change) throws(StoreError) -> ChangesEntry? {
-        let accepted: Bool
-        if filter.needsBody && !change.deleted {
-            let body: JSONValue? = (try? store.get(id: change.documentID, options: []))?.body
-            accepted = filter.accepts(documentID: change.documentID, body: body)
-        } else {
-            accepted = filter.accepts(documentID: change.documentID, body: nil)
-        }
-        guard accepted else { return nil }
-        let leaves = change.leaves.prefix(WireLimits.entryRevisionsMax).map { LeafRevision(id: $0.revision, kind: $0.kind) }
-        return ChangesEntry(sequence: UInt64(change.sequence), docID: change.documentID, revisions: Array(leaves))
-    }
-
-    /// Documents this source serves: what the node pushes and the peer asked for.
-    static func intersect(_ push: ReplicationFilter, _ asked: ReplicationFilter) -> ReplicationFilter {
-        switch (push, asked) {
-        case (.all, _): return asked
-        case (_, .all): return push
-        default:
-            return .predicate(name: "intersection(\(push.identity),\(asked.identity))") { id, body in
-                push.accepts(documentID: id, body: body) && asked.accepts(documentID: id, body: body)
+        var body: JSONValue??
+        for filter in filters {
+            if filter.needsBody && !change.deleted {
+                if body == nil { body = .some((try? store.get(id: change.documentID, options: []))?.body) }
+                guard filter.accepts(documentID: change.documentID, body: body!) else { return nil }
+            } else {
+                guard filter.accepts(documentID: change.documentID, body: nil) else { return nil }
             }
         }
+        let leaves = change.leaves.prefix(WireLimits.entryRevisionsMax).map { LeafRevision(id: $0.revision, kind: $0.kind) }
+        return ChangesEntry(sequence: UInt64(change.sequence), docID: change.documentID, revisions: Array(leaves))
     }
 }

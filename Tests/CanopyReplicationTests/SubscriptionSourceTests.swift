@@ -250,11 +250,8 @@ struct SubscriptionSourceTests {
         let source = source(asked: .docIDs(["shared/a"]), serving: .idPrefix("shared/"), batchSize: 10)
         try pump(source)
         let entries = try #require(sent.take().first?.changes).entries
-        // The intersection of two id filters is a predicate, and a predicate passes every
-        // deletion (it has no body to look at): the id filters are never asked.
-        withKnownIssue("the intersection of two id filters passes every deletion") {
-            #expect(entries.isEmpty)
-        }
+        // Each id filter is asked on its own: neither holds the document.
+        #expect(entries.isEmpty)
     }
 
     @Test("a predicate filter reads the current body of live documents; a deletion always passes")
