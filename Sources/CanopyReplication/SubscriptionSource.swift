@@ -149,7 +149,8 @@ final class SubscriptionSource {
         // One store call for the whole batch; if a document changed or was compacted since the
         // batch was read, fall back to one call per document and skip what can no longer be
         // supplied (the next batch carries its newer revisions).
-        let batched = try? revisionsToSend(requests)
+        // A batch the peer already holds whole needs no read at all.
+        let batched = requests.isEmpty ? [] : try? revisionsToSend(requests)
         var offset = 0
         for position in requests.indices {
             let count = requests[position].revisions.count
