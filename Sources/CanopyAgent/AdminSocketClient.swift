@@ -67,6 +67,12 @@ public final class AdminSocketClient: @unchecked Sendable {
 
     deinit { close(fd) }
 
+    /// Ends the connection now (the agent sees it close); later calls fail with `closed`. The
+    /// descriptor itself is released when the client is.
+    public func disconnect() {
+        shutdown(fd, Int32(SHUT_RDWR))
+    }
+
     /// Sends `{"id":N,"cmd":command,…arguments}` and returns the matching response object,
     /// skipping any event or resolver lines that arrive first. An agent at its client limit
     /// answers `busy` (with a null `id`) and closes: that line is returned as the response, also

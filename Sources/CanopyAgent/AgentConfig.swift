@@ -22,6 +22,7 @@ import CanopyReplication
 /// batch-revisions = 500            # revisions per replication batch
 /// batches-in-flight = 16           # pipelined batches per peer (at most 16 are used)
 /// heartbeat-seconds = 30           # idle connections send a heartbeat this often
+/// resolver-timeout-seconds = 10    # a resolver client's time to answer one offer
 ///
 /// [peer NODE-ID]                   # one section per allowed peer
 /// address = 192.0.2.7:4987         # where to dial it; "-" or absent: never dial, accept only
@@ -93,12 +94,16 @@ public struct ReplicationLimits: Sendable, Equatable {
     public var batchesInFlight: Int = 16
     /// Heartbeat interval on idle connections.
     public var heartbeatSeconds: Int = 30
+    /// Seconds a resolver client has to answer one offer before the conflict is kept
+    /// (`resolution.failed`) until it is offered again.
+    public var resolverTimeoutSeconds: Int = 10
 
     /// Creates limits with the defaults.
-    public init(batchRevisions: Int = 500, batchesInFlight: Int = 16, heartbeatSeconds: Int = 30) {
+    public init(batchRevisions: Int = 500, batchesInFlight: Int = 16, heartbeatSeconds: Int = 30, resolverTimeoutSeconds: Int = 10) {
         self.batchRevisions = batchRevisions
         self.batchesInFlight = batchesInFlight
         self.heartbeatSeconds = heartbeatSeconds
+        self.resolverTimeoutSeconds = resolverTimeoutSeconds
     }
 }
 

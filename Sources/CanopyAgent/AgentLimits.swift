@@ -39,10 +39,6 @@ public enum AgentLimits {
     /// it missed (`gap`), as Syncthing's and Nomad's event streams do.
     public static let eventRingCapacity = 4096
 
-    /// Seconds a registered resolver client has to answer one conflict before the conflict is
-    /// kept (and retried on the next pass).
-    public static let resolverTimeoutSeconds = 10.0
-
     /// Offers outstanding at once for one resolver client: more conflicts wait, and go out as
     /// answers come back (a resolver that stalls holds this many, not every conflict).
     public static let resolverOffersInFlightMax = 4096

@@ -16,6 +16,7 @@ public enum ConfigEditor {
             batch-revisions = \(config.limits.batchRevisions)
             batches-in-flight = \(config.limits.batchesInFlight)
             heartbeat-seconds = \(config.limits.heartbeatSeconds)
+            resolver-timeout-seconds = \(config.limits.resolverTimeoutSeconds)
 
             """
         for peer in config.peers {

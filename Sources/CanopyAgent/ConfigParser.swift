@@ -150,8 +150,9 @@ public struct ConfigParser: Sendable {
         case "batch-revisions": limits.batchRevisions = try integer(value, key: key, in: 1...10_000, line: line)
         case "batches-in-flight": limits.batchesInFlight = try integer(value, key: key, in: 1...64, line: line)
         case "heartbeat-seconds": limits.heartbeatSeconds = try integer(value, key: key, in: 1...3600, line: line)
+        case "resolver-timeout-seconds": limits.resolverTimeoutSeconds = try integer(value, key: key, in: 1...3600, line: line)
         default:
-            throw error(line, "unknown key `\(key)` in [limits]; expected batch-revisions, batches-in-flight or heartbeat-seconds")
+            throw error(line, "unknown key `\(key)` in [limits]; expected batch-revisions, batches-in-flight, heartbeat-seconds or resolver-timeout-seconds")
         }
     }
 

@@ -25,7 +25,8 @@ final class ResolverHub: @unchecked Sendable {
     /// A connected resolver.
     private struct Registration {
         let name: String
-        let prefix: String
+        /// The ids it claims beyond what rules route to it; nil: none.
+        let prefix: String?
         let client: AdminClient
         /// Tickets sent and not yet answered.
         var outstanding: Set<Int64> = []
@@ -89,7 +90,8 @@ final class ResolverHub: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(agent.queue))
         var rules = agent.config.rules
         for registration in registrations.values.sorted(by: { $0.name < $1.name }) {
-            rules.append(ResolutionRule(name: registration.name, idPrefix: registration.prefix, strategy: .resolver(registration.name)))
+            guard let prefix = registration.prefix else { continue }
+            rules.append(ResolutionRule(name: registration.name, idPrefix: prefix, strategy: .resolver(registration.name)))
         }
         agent.store.conflictPolicy = .rules(ResolutionRules(rules, fallback: agent.config.conflicts))
     }
@@ -111,9 +113,18 @@ final class ResolverHub: @unchecked Sendable {
     }
 
     /// A scan's events: how the policy left each conflict it settled or routed (no
-    /// `conflict.detected`: each was detected when it arose).
+    /// `conflict.detected`: each was detected when it arose). A conflict still waiting carries no
+    /// `conflict`, which tells `observe` it was found again, not changed: an offer outstanding
+    /// for it stands.
     private static func scanEvents(_ result: ForeignDocumentResult) -> [DocumentEvent] {
-        DocumentEvent.conflictEvents(for: result).filter { $0.kind != .conflictDetected }
+        DocumentEvent.conflictEvents(for: result).compactMap { event in
+            switch event.kind {
+            case .conflictDetected: return nil
+            case .conflictAwaitingResolver:
+                return DocumentEvent(kind: event.kind, documentID: event.documentID, revision: event.revision, detail: event.detail)
+            default: return event
+            }
+        }
     }
 
     // MARK: Conflicts arriving
@@ -207,14 +218,15 @@ final class ResolverHub: @unchecked Sendable {
         let ticket = nextTicket
         nextTicket += 1
         let document = conflict.documentID
+        let seconds = agent.config.limits.resolverTimeoutSeconds
         let timeout = DispatchWorkItem { [weak self] in
-            self?.failed(ticket: ticket, reason: "resolver \(name) did not answer within \(Int(AgentLimits.resolverTimeoutSeconds)) s; conflict kept")
+            self?.failed(ticket: ticket, reason: "resolver \(name) did not answer within \(seconds) s; conflict kept")
         }
         tickets[ticket] = Ticket(document: document, resolver: name, timeout: timeout)
         registrations[name]!.outstanding.insert(ticket)
         waiting[document]!.ticket = ticket
         registrations[name]!.client.sendLine(.object(["resolve": .object(Self.offerFields(conflict, entry, ticket: ticket, resolver: name))]))
-        agent.queue.asyncAfter(deadline: .now() + AgentLimits.resolverTimeoutSeconds, execute: timeout)
+        agent.queue.asyncAfter(deadline: .now() + .seconds(seconds), execute: timeout)
     }
 
     /// The offer as `Protocol/admin-v1.md` §5 specifies it: every open leaf (current first,
@@ -285,9 +297,12 @@ final class ResolverHub: @unchecked Sendable {
             case .success(let results): result = results[index]
             case .failure(let error): result = .failure(error)
             }
+            // A newer offer for the document (it changed meanwhile) stands; this answer's is done.
+            let current = waiting[answer.document]?.ticket == answer.ticket
+            if current { waiting[answer.document]?.ticket = nil }
             switch result {
             case .success(let revision):
-                if waiting[answer.document]?.ticket == nil { waiting.removeValue(forKey: answer.document) }
+                if current { waiting.removeValue(forKey: answer.document) }
                 resolved.append(.fields(type: "conflict.resolved", data: [
                     "doc": .string(answer.document), "rev": .string(revision.description), "by": .string(answer.resolver),
                 ]))
@@ -340,7 +355,10 @@ final class ResolverHub: @unchecked Sendable {
         guard ResolutionStrategy.isValidResolverName(name) else {
             throw AdminFailure(.invalidArgument, "resolver name \"\(name.prefix(80))\" must be 1–64 letters, digits, '-', '_' or '.'")
         }
-        let prefix = try request.optionalString("prefix") ?? ""
+        // Without a prefix, a resolver that rules name gets what they route to it; any other
+        // claims every conflict no rule covers.
+        let named = agent.config.rules.contains { $0.strategy == .resolver(name) } || agent.config.conflicts == .resolver(name)
+        let prefix = try request.optionalString("prefix") ?? (named ? nil : "")
         guard registrations[name] == nil else {
             throw AdminFailure(.failed, "a resolver named \(name) is already registered; pick another \"name\"")
         }
@@ -356,7 +374,7 @@ final class ResolverHub: @unchecked Sendable {
             guard let self else { return }
             self.agent.queue.async { self.disconnected(name, connection) }
         }
-        reply(.success(["name": .string(name), "prefix": .string(prefix)]))
+        reply(.success(["name": .string(name), "prefix": prefix.map(JSONValue.string) ?? .null]))
         // Its conflicts that failed before are offered again, with what the scan finds.
         for (document, entry) in waiting where entry.resolver == name {
             waiting[document]!.failed = false
@@ -390,7 +408,7 @@ final class ResolverHub: @unchecked Sendable {
     var statusRows: [JSONValue] {
         registrations.values.sorted { $0.name < $1.name }.map { registration in
             .object([
-                "name": .string(registration.name), "prefix": .string(registration.prefix),
+                "name": .string(registration.name), "prefix": registration.prefix.map(JSONValue.string) ?? .null,
                 "offered": .int(Int64(registration.outstanding.count)),
                 "waiting": .int(Int64(waiting.values.filter { $0.resolver == registration.name }.count)),
             ])

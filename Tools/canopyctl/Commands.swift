@@ -26,8 +26,12 @@ struct Status: ParsableCommand {
         if case .array(let resolvers)? = result["resolvers"], !resolvers.isEmpty {
             let names = resolvers.map { row in
                 let members = row.objectValue
-                let prefix = text(members?["prefix"])
-                return "\(text(members?["name"])) (\(prefix.isEmpty ? "any id" : "prefix \(prefix)"), \(text(members?["offered"])) offered, \(text(members?["waiting"])) waiting)"
+                let claims: String
+                switch members?["prefix"] {
+                case .string(let prefix)?: claims = prefix.isEmpty ? "every id no rule covers" : "prefix \(prefix)"
+                default: claims = "what rules route to it"
+                }
+                return "\(text(members?["name"])) (\(claims), \(text(members?["offered"])) offered, \(text(members?["waiting"])) waiting)"
             }
             print("resolvers".padding(toLength: 12, withPad: " ", startingAt: 0) + names.joined(separator: "; "))
         }

@@ -1,0 +1,298 @@
+import CanopyAgent
+import CanopyCore
+import Foundation
+import Testing
+
+/// A resolver connection that keeps the offers it reads while it waits for a response.
+private final class ResolverConnection {
+    let client: AdminSocketClient
+    private var nextID: Int64 = 1
+    private var offers: [[String: JSONValue]] = []
+
+    init(_ agent: AgentProcess, name: String, prefix: String? = nil) throws {
+        client = try agent.client()
+        var arguments: [String: JSONValue] = ["name": .string(name)]
+        if let prefix { arguments["prefix"] = .string(prefix) }
+        let registered = try request("resolver.register", arguments)
+        guard registered["ok"] == .bool(true) else { throw TimedOut(what: "resolver.register: \(registered)") }
+    }
+
+    func request(_ command: String, _ arguments: [String: JSONValue] = [:]) throws -> [String: JSONValue] {
+        let id = nextID
+        nextID += 1
+        try client.sendLine(CanonicalJSON.encode(.object(arguments.merging(["id": .int(id), "cmd": .string(command)]) { $1 })))
+        while true {
+            let line = try client.readObject()
+            if case .object(let offer)? = line["resolve"] { offers.append(offer); continue }
+            if line["id"] == .int(id) { return line }
+        }
+    }
+
+    /// The next offer, in the order the agent sent them.
+    func nextOffer() throws -> [String: JSONValue] {
+        if !offers.isEmpty { return offers.removeFirst() }
+        while true {
+            if case .object(let offer)? = try client.readObject()["resolve"] { return offer }
+        }
+    }
+
+    /// Offers until one for each of `documents` came, by document.
+    func offers(for documents: Set<String>) throws -> [String: [String: JSONValue]] {
+        var found: [String: [String: JSONValue]] = [:]
+        while found.count < documents.count {
+            let offer = try nextOffer()
+            if case .string(let doc)? = offer["doc"], documents.contains(doc) { found[doc] = offer }
+        }
+        return found
+    }
+
+    func answer(_ offer: [String: JSONValue], _ decision: [String: JSONValue]) throws -> [String: JSONValue] {
+        try request("resolver.answer", decision.merging(["ticket": offer["ticket"] ?? .null]) { $1 })
+    }
+}
+
+/// An agent's event stream, read until an event matches.
+private final class EventReader {
+    let client: AdminSocketClient
+    init(_ agent: AgentProcess) throws {
+        client = try agent.client()
+        _ = try client.request("events")
+    }
+
+    /// The data of the next event of `type` for which `matches` holds.
+    func next(_ type: String, where matches: ([String: JSONValue]) -> Bool = { _ in true }) throws -> [String: JSONValue] {
+        while true {
+            guard let event = try client.readObject()["event"]?.objectValue, event["type"] == .string(type),
+                let data = event["data"]?.objectValue, matches(data)
+            else { continue }
+            return data
+        }
+    }
+}
+
+/// Appends config text (rule sections, limits) to the agent's canopy.conf, before it starts.
+private func appendConfig(_ agent: AgentProcess, _ text: String) throws {
+    let path = agent.dataDir + "/canopy.conf"
+    let original = try String(contentsOfFile: path, encoding: .utf8)
+    try (original + "\n" + text).write(toFile: path, atomically: true, encoding: .utf8)
+}
+
+/// Imports the same first revision of `id` with `body` (so peers share it as an ancestor).
+private func importBase(_ agents: [AgentProcess], _ id: String, _ body: [String: JSONValue]) throws {
+    var doc = body
+    doc["_id"] = .string(id)
+    doc["_rev"] = .string("1-" + String(repeating: "e", count: 32))
+    for agent in agents {
+        let imported = try agent.client().request("import", ["docs": .array([.object(doc)])])
+        guard imported["ok"] == .bool(true) else { throw TimedOut(what: "import: \(imported)") }
+    }
+}
+
+/// Two generation-1 revisions of `id` in one import: a conflict with no peer and no ancestor.
+private func importConflict(_ agent: AgentProcess, _ id: String, _ first: [String: JSONValue], _ second: [String: JSONValue]) throws {
+    let docs: [JSONValue] = [(first, "a"), (second, "b")].map { body, digit in
+        .object(body.merging(["_id": .string(id), "_rev": .string("1-" + String(repeating: digit, count: 32))]) { $1 })
+    }
+    let imported = try agent.client().request("import", ["docs": .array(docs)])
+    guard imported["ok"] == .bool(true) else { throw TimedOut(what: "import: \(imported)") }
+}
+
+private func revision(_ agent: AgentProcess, _ id: String) throws -> JSONValue? {
+    try agent.client().request("get", ["doc": .string(id)])["doc"]?.objectValue?["_rev"]
+}
+
+private func conflicted(_ agent: AgentProcess) throws -> Int64 {
+    guard case .int(let count)? = try agent.client().request("status")["conflicted_count"] else { return -1 }
+    return count
+}
+
+/// Connects every pair of agents both ways.
+private func mesh(_ agents: [AgentProcess]) throws {
+    for a in agents { for b in agents where a !== b { try a.allow(b) } }
+}
+
+@Suite("conflicts resolved on receipt: rules and resolvers in the agent", .serialized)
+struct ResolutionOnReceiptEndToEndTests {
+    @Test("a conflict from a peer is offered at once to the resolver its rule names, with the ancestor, the revision it replaced and the peer; the answer settles it on both nodes")
+    func offeredOnReceipt() throws {
+        let a = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
+        let b = try AgentProcess()
+        try appendConfig(b, "[rule notes]\nprefix = note:\nstrategy = resolver notes\n")
+        try a.start()
+        try b.start()
+        let base: [String: JSONValue] = ["type": .string("note"), "title": .string("t"), "text": .string("base")]
+        try importBase([a, b], "note:1", base)
+        let baseRevision = try #require(try revision(a, "note:1")?.stringValue)
+        let fromA = try a.client().request("put", ["doc": .string("note:1"), "rev": .string(baseRevision), "body": .object(base.merging(["title": .string("A")]) { $1 })])
+        let fromB = try b.client().request("put", ["doc": .string("note:1"), "rev": .string(baseRevision), "body": .object(base.merging(["text": .string("B")]) { $1 })])
+        let resolver = try ResolverConnection(b, name: "notes")
+        let events = try EventReader(b)
+        try mesh([a, b])
+
+        let offer = try resolver.nextOffer()
+        #expect(offer["doc"] == .string("note:1"))
+        #expect(offer["resolver"] == .string("notes"))
+        #expect(offer["rule"] == .string("notes"))
+        #expect(offer["ancestor"] == .object(base))
+        #expect(offer["local_rev"] == fromB["rev"])
+        #expect(offer["node_id"] == .string(a.nodeID))
+        let leaves = try #require(offer["leaves"]?.arrayValue)
+        #expect(Set(leaves.compactMap { $0.objectValue?["rev"] }) == [fromA["rev"], fromB["rev"]].compactMap { $0 }.reduce(into: Set()) { $0.insert($1) })
+
+        let detected = try events.next("conflict.detected") { $0["doc"] == .string("note:1") }
+        #expect(detected["rule"] == .string("notes") && detected["strategy"] == .string("resolver notes"), "\(detected)")
+        #expect(detected["node_id"] == .string(a.nodeID))
+        let waiting = try events.next("conflict.waiting") { $0["doc"] == .string("note:1") }
+        #expect(waiting["resolver"] == .string("notes"))
+
+        let merged: JSONValue = .object(base.merging(["title": .string("A"), "text": .string("B")]) { $1 })
+        let answered = try resolver.answer(offer, ["body": merged])
+        #expect(answered["ok"] == .bool(true), "\(answered)")
+        let resolved = try events.next("conflict.resolved") { $0["doc"] == .string("note:1") }
+        #expect(resolved["by"] == .string("notes"))
+        #expect(try b.value(of: "note:1", "title") == .string("A") && b.value(of: "note:1", "text") == .string("B"))
+        // A keeps conflicts for `resolve`, yet B's resolution ends its conflict too: one revision on both.
+        try poll("A to take B's resolution") { try revision(a, "note:1") == revision(b, "note:1") && conflicted(a) == 0 }
+        #expect(try conflicted(b) == 0)
+    }
+
+    @Test("per-type rules settle each conflict as it arrives and say which rule did; reload applies new rules to the conflicts kept")
+    func perTypeRules() throws {
+        let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
+        try appendConfig(agent, """
+            [rule notes]
+            value = note
+            strategy = merge-json
+
+            [rule settings]
+            prefix = settings/
+            strategy = remote-wins
+            """)
+        try agent.start()
+        let events = try EventReader(agent)
+        try importConflict(agent, "n1", ["type": .string("note"), "a": .int(1)], ["type": .string("note"), "b": .int(2)])
+        let noteResolved = try events.next("conflict.resolved") { $0["doc"] == .string("n1") }
+        #expect(noteResolved["by"] == .string("notes"))
+        #expect(try agent.value(of: "n1", "a") == .int(1) && agent.value(of: "n1", "b") == .int(2))
+
+        try importConflict(agent, "settings/theme", ["v": .int(1)], ["v": .int(2)])
+        #expect(try events.next("conflict.resolved") { $0["doc"] == .string("settings/theme") }["by"] == .string("settings"))
+
+        // No rule covers it and the catch-all is manual: kept for `resolve`.
+        try importConflict(agent, "other", ["v": .int(1)], ["v": .int(2)])
+        let detected = try events.next("conflict.detected") { $0["doc"] == .string("other") }
+        #expect(detected["rule"] == .string("conflicts") && detected["strategy"] == .string("manual"))
+        #expect(detected["leaves"]?.arrayValue?.count == 2)
+        let status = try agent.client().request("status")
+        #expect(status["conflicts_kept"] == .int(1) && status["conflicts_awaiting_resolver"] == .int(0), "\(status)")
+        #expect(try agent.ctl(["status"]).stdout.contains("1 (0 waiting for a resolver, 1 kept for resolve)"))
+
+        // A rule added and reloaded settles the kept conflict without a restart.
+        try appendConfig(agent, "[rule rest]\nprefix = o\nstrategy = automatic\n")
+        #expect(try agent.ctl(["reload"]).status == 0)
+        #expect(try events.next("conflict.resolved") { $0["doc"] == .string("other") }["by"] == .string("rest"))
+        #expect(try conflicted(agent) == 0)
+
+        // A rule that is wrong is reported with its file and line, and the running rules stay.
+        try appendConfig(agent, "[rule broken]\nstrategy = newest\n")
+        let reload = try agent.ctl(["reload"])
+        #expect(reload.status != 0)
+        #expect(reload.stderr.contains("canopy.conf:") && reload.stderr.contains("strategy must be automatic"), "\(reload.stderr)")
+    }
+
+    @Test("an offer that fails keeps the conflict and it is offered again: refused answer, timeout, disconnect, re-registration, a new revision, a restart")
+    func failedOffersComeBack() throws {
+        let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
+        try appendConfig(agent, "[rule fix]\nprefix = r\nstrategy = resolver fixer\n\n[limits]\nresolver-timeout-seconds = 1\n")
+        try agent.start()
+        let events = try EventReader(agent)
+        for id in ["r1", "r2", "r3"] { try importConflict(agent, id, ["side": .string("a")], ["side": .string("b")]) }
+        try importConflict(agent, "m1", ["side": .string("a")], ["side": .string("b")])
+        var status = try agent.client().request("status")
+        #expect(status["conflicts_awaiting_resolver"] == .int(3) && status["conflicts_kept"] == .int(1), "\(status)")
+
+        var resolver = try ResolverConnection(agent, name: "fixer")
+        var offers = try resolver.offers(for: ["r1", "r2", "r3"])
+        #expect(offers["r1"]?["node_id"] == .null && offers["r1"]?["ancestor"] == .null)
+        let notALeaf = JSONValue.string("1-" + String(repeating: "c", count: 32))
+        let refused = try resolver.answer(offers["r1"]!, ["pick": notALeaf])
+        #expect(refused["error"]?.objectValue?["code"] == .string("invalid_argument"), "\(refused)")
+        #expect(try events.next("resolution.failed") { $0["doc"] == .string("r1") }["resolver"] == .string("fixer"))
+        let notObject = try resolver.answer(offers["r3"]!, ["body": .array([])])
+        #expect(notObject["error"]?.objectValue?["code"] == .string("invalid_argument"), "\(notObject)")
+        // r2 gets no answer: after the timeout it is kept and reported.
+        let timedOut = try events.next("resolution.failed") { $0["doc"] == .string("r2") }
+        #expect(timedOut["reason"]?.stringValue?.contains("did not answer within 1 s") == true, "\(timedOut)")
+        #expect(try conflicted(agent) == 4)
+
+        // A new revision of r1 is a change: r1 is offered again, on the same connection.
+        let third: JSONValue = .object(["_id": .string("r1"), "_rev": .string("1-" + String(repeating: "d", count: 32)), "side": .string("d")])
+        #expect(try agent.client().request("import", ["docs": .array([third])])["ok"] == .bool(true))
+        let again = try resolver.nextOffer()
+        #expect(again["doc"] == .string("r1") && again["leaves"]?.arrayValue?.count == 3, "\(again)")
+
+        // A disconnect with r1 outstanding keeps it; registering again offers everything kept.
+        resolver.client.disconnect()
+        #expect(try events.next("resolution.failed") { $0["doc"] == .string("r1") }["reason"]?.stringValue?.contains("disconnected") == true)
+        #expect(try events.next("resolver.disconnected")["name"] == .string("fixer"))
+        resolver = try ResolverConnection(agent, name: "fixer")
+        offers = try resolver.offers(for: ["r1", "r2", "r3"])
+        #expect(try resolver.answer(offers["r1"]!, ["delete": .bool(true)])["ok"] == .bool(true))
+        #expect(try resolver.answer(offers["r2"]!, ["pick": offers["r2"]!["rev"]!])["ok"] == .bool(true))
+        #expect(try events.next("conflict.resolved") { $0["doc"] == .string("r2") }["by"] == .string("fixer"))
+        status = try agent.client().request("status")
+        #expect(status["conflicts_awaiting_resolver"] == .int(1) && status["conflicts_kept"] == .int(1), "\(status)")
+        let row = try #require(status["resolvers"]?.arrayValue?.first?.objectValue)
+        #expect(row["name"] == .string("fixer") && row["waiting"] == .int(1), "\(row)")
+
+        // r3 was refused on this connection's predecessor; after a restart it waits, counted, and
+        // is offered when the resolver registers.
+        resolver.client.disconnect()
+        #expect(try agent.ctl(["shutdown"]).status == 0)
+        try agent.restart()
+        status = try agent.client().request("status")
+        #expect(status["conflicts_awaiting_resolver"] == .int(1), "\(status)")
+        resolver = try ResolverConnection(agent, name: "fixer")
+        let afterRestart = try resolver.nextOffer()
+        #expect(afterRestart["doc"] == .string("r3"))
+        #expect(try resolver.answer(afterRestart, ["body": .object(["side": .string("merged")])])["ok"] == .bool(true))
+        #expect(try conflicted(agent) == 1)
+    }
+
+    @Test("on SIGTERM an answer to an offer already sent is still applied before the agent exits")
+    func answersDuringShutdown() throws {
+        let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
+        try agent.start()
+        let resolver = try ResolverConnection(agent, name: "late", prefix: "s")
+        try importConflict(agent, "s1", ["side": .string("a")], ["side": .string("b")])
+        let offer = try resolver.nextOffer()
+        let events = try EventReader(agent)
+        agent.signal(SIGTERM)
+        _ = try events.next("agent.stopping")
+        let answered = try resolver.answer(offer, ["body": .object(["side": .string("kept")])])
+        #expect(answered["ok"] == .bool(true), "\(answered)")
+        try waitForExit(agent.process)
+        try agent.restart()
+        #expect(try agent.value(of: "s1", "side") == .string("kept"))
+        #expect(try conflicted(agent) == 0)
+    }
+
+    @Test("three nodes with different rules (merge-json, remote-wins, automatic) converge on one revision")
+    func differentRulesConverge() throws {
+        let a = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "merge-json"])
+        let b = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "remote-wins"])
+        let c = try AgentProcess()
+        for agent in [a, b, c] { try agent.start() }
+        let base: [String: JSONValue] = ["x": .int(0), "y": .int(0)]
+        try importBase([a, b, c], "d", base)
+        let first = try #require(try revision(a, "d")?.stringValue)
+        _ = try a.client().request("put", ["doc": .string("d"), "rev": .string(first), "body": .object(["x": .int(1), "y": .int(0)])])
+        _ = try b.client().request("put", ["doc": .string("d"), "rev": .string(first), "body": .object(["x": .int(0), "y": .int(2)])])
+        try mesh([a, b, c])
+        try poll("the three nodes to agree on one revision, with no conflict") {
+            let revisions = try [a, b, c].map { try revision($0, "d") }
+            return Set(revisions.compactMap { $0?.stringValue }).count == 1 && revisions.allSatisfy { $0 != nil }
+                && [a, b, c].allSatisfy { (try? conflicted($0)) == 0 }
+        }
+    }
+}
