@@ -130,3 +130,46 @@ struct ResolutionRulesTests {
         #expect(try reopened.get(id: "b").body == .object(["v": .int(2)]))
     }
 }
+
+/// The README's worked example (*Conflicts: rules and resolvers*), as written there.
+private func newest(_ conflict: Conflict) -> ResolutionDecision {
+    func updated(_ leaf: ConflictLeaf) -> String {
+        if case .string(let time)? = leaf.body?.objectValue?["updated_at"] { return time }
+        return ""
+    }
+    if conflict.leaves.contains(where: \.isDeleted) { return .delete }
+    return .keep(conflict.leaves.max { updated($0) < updated($1) }!.revision)
+}
+
+@Suite("Resolution rules: the README's example")
+struct ReadmeRulesExampleTests {
+    @Test("notes merge field by field, settings keep the newest edit, everything else deletes-win")
+    func workedExample() throws {
+        let rules = ResolutionRules([
+            ResolutionRule(name: "notes", fieldValue: "note", strategy: .mergeJSON),
+            ResolutionRule(name: "settings", idPrefix: "settings/", strategy: .resolver("newest")),
+        ], fallback: .automatic, resolvers: ["newest": ClosureResolver(newest)])
+        let store = try TestStore(.init(conflictPolicy: .rules(rules))).store
+
+        _ = try makeConflict(store, "n",
+            base: .object(["type": .string("note"), "a": .int(0), "b": .int(0)]),
+            local: .object(["type": .string("note"), "a": .int(1), "b": .int(0)]),
+            remote: .object(["type": .string("note"), "a": .int(0), "b": .int(2)]))
+        #expect(try store.get(id: "n").body == .object(["type": .string("note"), "a": .int(1), "b": .int(2)]))
+
+        // The older edit arrives last: the newer one stays.
+        let setting = try makeConflict(store, "settings/theme",
+            base: .object(["v": .string("base"), "updated_at": .string("2026-01-01T00:00:00Z")]),
+            local: .object(["v": .string("dark"), "updated_at": .string("2026-03-01T00:00:00Z")]),
+            remote: .object(["v": .string("light"), "updated_at": .string("2026-02-01T00:00:00Z")]))
+        #expect(setting.result.conflict?.settledBy == "settings")
+        #expect(try store.get(id: "settings/theme").body.objectValue?["v"] == .string("dark"))
+
+        let first = try store.put(id: "x", body: .object(["v": .int(0)]), replacing: nil)
+        try store.put(id: "x", body: .object(["v": .int(1)]), replacing: first)
+        let deletion = try foreign("x", parentPath: [first], kind: .deleted, body: .emptyObject)
+        _ = try store.bulkInsertForeign([deletion])
+        #expect(try store.get(id: "x").isDeleted)
+        #expect(try store.conflictedCount == 0)
+    }
+}
