@@ -1,0 +1,102 @@
+import CanopyCore
+
+/// One conflict the agent offers a resolver client: the `{"resolve":{…}}` line of
+/// `Protocol/admin-v1.md` §5, *Resolvers*, as ``ResolverClient`` hands it to the application.
+///
+/// The line's shape:
+///
+///     {"resolve":{"ticket":T,"resolver":NAME,"doc":ID,"rev":CURRENT,
+///                 "leaves":[{"rev":R,"deleted":false,"body":{…}},…],
+///                 "ancestor":{…}|null,"local_rev":R|null,"node_id":PEER|null,"rule":RULE|null}}
+///
+/// `doc`, `leaves`, `ancestor` and `local_rev` become ``conflict`` (the same ``Conflict`` a library
+/// ``ConflictResolver`` sees); the other members are kept beside it.
+public struct ResolverOffer: Sendable {
+    /// The agent's ticket for this offer; the answer names it. A ticket is never reused.
+    public let ticket: Int64
+    /// The resolver name the offer was sent to (the registration's `name`).
+    public let resolver: String
+    /// The conflicted document: its open leaves (current first) with bodies, the common
+    /// ancestor's body (`ancestor`, for a three-way merge) and the revision that was current on
+    /// this node before the write that made the conflict (`local_rev`).
+    ///
+    /// A deleted leaf has kind ``RevisionKind/deleted`` and the body the agent sent (`{}`); a leaf
+    /// whose body the agent no longer stores has a nil body. ``Conflict/commonAncestorBody`` and
+    /// ``Conflict/localRevision`` are nil when the agent sent null.
+    public let conflict: Conflict
+    /// The node id of the peer whose revisions made the conflict (`node_id`); nil for an import or
+    /// a conflict found by the agent's scan.
+    public let peer: String?
+    /// The config rule that routed the conflict to this resolver (`rule`); nil when the
+    /// registration's prefix claimed it.
+    public let rule: String?
+
+    /// Creates an offer (an application's tests use it to call their resolve closure directly).
+    public init(ticket: Int64, resolver: String, conflict: Conflict, peer: String? = nil, rule: String? = nil) {
+        self.ticket = ticket
+        self.resolver = resolver
+        self.conflict = conflict
+        self.peer = peer
+        self.rule = rule
+    }
+
+    /// The conflicted document's id (``Conflict/documentID``).
+    public var documentID: String { conflict.documentID }
+}
+
+extension ResolverOffer {
+    /// Reads the `resolve` member of an offer line; nil when it does not have the shape §5
+    /// specifies (a ticket, a resolver, a document id and at least one leaf with a valid revision).
+    init?(offer value: JSONValue) {
+        guard let members = value.objectValue,
+            case .int(let ticket)? = members["ticket"],
+            case .string(let resolver)? = members["resolver"],
+            case .string(let documentID)? = members["doc"],
+            case .array(let rows)? = members["leaves"], !rows.isEmpty
+        else { return nil }
+        var leaves: [ConflictLeaf] = []
+        for row in rows {
+            guard let leaf = Self.leaf(row) else { return nil }
+            leaves.append(leaf)
+        }
+        var localRevision: RevisionID?
+        switch members["local_rev"] {
+        case nil, .null?: localRevision = nil
+        case .string(let text)?:
+            guard let revision = RevisionID(text) else { return nil }
+            localRevision = revision
+        default: return nil
+        }
+        let ancestor = members["ancestor"].flatMap { $0 == .null ? nil : $0 }
+        self.init(
+            ticket: ticket, resolver: resolver,
+            conflict: Conflict(documentID: documentID, leaves: leaves, commonAncestorBody: ancestor, localRevision: localRevision),
+            peer: Self.optionalString(members["node_id"]), rule: Self.optionalString(members["rule"]))
+    }
+
+    private static func leaf(_ row: JSONValue) -> ConflictLeaf? {
+        guard let members = row.objectValue, case .string(let text)? = members["rev"], let revision = RevisionID(text) else {
+            return nil
+        }
+        let deleted = members["deleted"] == .bool(true)
+        let body = members["body"].flatMap { $0 == .null ? nil : $0 }
+        return ConflictLeaf(revision: revision, kind: deleted ? .deleted : .live, body: body)
+    }
+
+    private static func optionalString(_ value: JSONValue?) -> String? {
+        if case .string(let text)? = value { return text }
+        return nil
+    }
+}
+
+extension ResolutionDecision {
+    /// The members of a `resolver.answer` request that carry this decision: `pick`, `body` or
+    /// `delete` (§5).
+    var answerMembers: [String: JSONValue] {
+        switch self {
+        case .keep(let revision): ["pick": .string(revision.description)]
+        case .merged(let body): ["body": body]
+        case .delete: ["delete": .bool(true)]
+        }
+    }
+}
