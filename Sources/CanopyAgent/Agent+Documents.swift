@@ -1,4 +1,5 @@
 import CanopyCore
+import CanopyReplication
 import CanopyStore
 import Dispatch
 
@@ -50,9 +51,34 @@ extension Agent {
             try store.localPut(id, body: members.body)
             return ["doc": .string(id), "local": .bool(true)]
         }
-        let revision = try store.put(id: id, body: members.body, replacing: members.replacing)
+        let revision: RevisionID
+        do {
+            revision = try store.put(id: id, body: members.body, replacing: members.replacing)
+        } catch StoreError.conflict(_, let replacing?, _) where coveredByRule(id, members.body) {
+            return try branch(id, body: members.body, parent: replacing)
+        }
         events.emit("document.changed", ["doc": .string(id), "rev": .string(revision.description), "origin": .string("local")])
         return ["doc": .string(id), "rev": .string(revision.description)]
+    }
+
+    /// True when a rule covers the document (by its id, or the field of the body written): a
+    /// config rule, or a connected resolver's prefix (the store's policy holds both).
+    private func coveredByRule(_ id: String, _ body: JSONValue?) -> Bool {
+        guard case .rules(let rules) = store.conflictPolicy else { return false }
+        return rules.rule(for: id, bodies: [body]) != nil
+    }
+
+    /// A stale write to a document a rule covers: kept as a branch from the revision it replaced,
+    /// and the conflict settled by the rule as one from a peer would be (`DocumentStore.putBranch`).
+    /// The reply's `rev` is the revision written; `current` the document's current revision after
+    /// the rule acted, and `branched: true` says the write met a newer revision.
+    private func branch(_ id: String, body: JSONValue?, parent: RevisionID) throws -> [String: JSONValue] {
+        let (revision, result) = try store.putBranch(id: id, body: body, parent: parent)
+        var changed: [String: JSONValue] = ["doc": .string(id), "rev": .string(result.current.description), "origin": .string("local")]
+        if result.currentIsDeleted { changed["deleted"] = .bool(true) }
+        events.emit("document.changed", changed)
+        events.emit(documentEvents: DocumentEvent.conflictEvents(for: result), peer: "")
+        return ["doc": .string(id), "rev": .string(revision.description), "current": .string(result.current.description), "branched": .bool(true)]
     }
 
     private func get(_ request: AdminRequest) throws -> [String: JSONValue] {

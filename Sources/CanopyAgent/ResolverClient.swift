@@ -104,8 +104,9 @@ public final class ResolverClient: Sendable {
 
     /// The registration's name: the agent offers it the conflicts whose rule says `resolver NAME`.
     public let name: String
-    /// The registration's id prefix.
-    public let prefix: String
+    /// The registration's id prefix; nil: the agent's default (what rules route to this name,
+    /// or every conflict no rule covers when no rule names it).
+    public let prefix: String?
     /// Each answer's outcome, as its response arrives, and each offer left unanswered. One reader;
     /// it finishes when ``run(_:)`` ends.
     public let outcomes: AsyncStream<Outcome>
@@ -116,11 +117,12 @@ public final class ResolverClient: Sendable {
     /// - Parameters:
     ///   - name: the resolver's name, 1–64 letters, digits, `-`, `_`, `.` (the agent checks it when
     ///     ``run(_:)`` registers); the config's `strategy = resolver NAME` names it.
-    ///   - prefix: document ids it claims while connected, beyond those a rule routes to it.
+    ///   - prefix: document ids it claims while connected, beyond those a rule routes to it (nil:
+    ///     none when a rule names this resolver, every id no rule covers when none does).
     ///   - logger: where refusals, skipped offers and a broken connection are logged; the library
     ///     never bootstraps logging.
     /// - Throws: ``Failure/unreachable(path:detail:)`` when nothing listens at `socketPath`.
-    public init(socketPath: String, name: String = "default", prefix: String = "", logger: Logger = Logger(label: "canopy.resolver-client")) throws(Failure) {
+    public init(socketPath: String, name: String = "default", prefix: String? = nil, logger: Logger = Logger(label: "canopy.resolver-client")) throws(Failure) {
         self.name = name
         self.prefix = prefix
         let (outcomes, continuation) = AsyncStream.makeStream(of: Outcome.self, bufferingPolicy: .bufferingNewest(Self.outcomesBufferedMax))

@@ -65,7 +65,7 @@ final class ResolverConnection: @unchecked Sendable {
 
     /// Starts reading and sends `resolver.register`; returns once the agent has answered it.
     /// Called once (`ResolverClient.run` checks).
-    func register(name: String, prefix: String) async throws(ResolverClient.Failure) {
+    func register(name: String, prefix: String?) async throws(ResolverClient.Failure) {
         let first = queue.sync {
             defer { registerCalled = true }
             return !registerCalled
@@ -75,7 +75,9 @@ final class ResolverConnection: @unchecked Sendable {
             queue.async { [self] in
                 guard !closed else { return reply.resume(returning: .failure(failure ?? .closed)) }
                 connection.start(onRead: { [unowned self] in received($0) }, onClose: { [unowned self] in finished() })
-                let id = send("resolver.register", ["name": .string(name), "prefix": .string(prefix)])
+                var arguments: [String: JSONValue] = ["name": .string(name)]
+                if let prefix { arguments["prefix"] = .string(prefix) }
+                let id = send("resolver.register", arguments)
                 registration = (id, reply)
             }
         }

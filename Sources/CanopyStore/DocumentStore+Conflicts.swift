@@ -104,3 +104,30 @@ extension DocumentStore {
         }
     }
 }
+
+/// A stale local write kept as a branch, for the documents a rule covers.
+extension DocumentStore {
+    /// Writes `body` (nil: a deletion) as a new child of `parent`, a revision of `id` that is no
+    /// longer current: the write a `put` naming a stale revision would have made, kept beside the
+    /// current one instead of refused. The document is then conflicted, and the conflict policy
+    /// settles it (or keeps it, or leaves it for a resolver) exactly as when a peer's revision makes
+    /// the same conflict. Returns the new revision's id and the result, whose `current` is the
+    /// revision current after the policy acted. Throws `notFound` when the tree does not hold
+    /// `parent` (stemmed away, or never part of it).
+    public func putBranch(id: String, body: JSONValue?, parent: RevisionID) throws(StoreError) -> (revision: RevisionID, result: ForeignDocumentResult) {
+        guard let tree = try revisionTree(id: id), tree.node(parent) != nil else {
+            throw StoreError.notFound(documentID: id, revision: parent)
+        }
+        let kind: RevisionKind = body == nil ? .deleted : .live
+        let content = body ?? .emptyObject
+        let bytes: [UInt8]
+        do { bytes = try InputValidation.canonicalBody(content, documentID: id) } catch { throw .invalidInput(error) }
+        let leaf = RevisionHasher.revisionID(parent: parent, kind: kind, body: content)
+        let path: RevisionPath
+        do { path = try RevisionPath(leaf: leaf, kind: kind, ancestors: tree.ancestry(of: parent)) } catch {
+            throw StoreError.corrupt(detail: "the stored history of \"\(id.prefix(80))\" is not a chain: \(error)")
+        }
+        let revision = ForeignRevision(documentID: id, path: path, body: .canonical(bytes))
+        return (leaf, try bulkInsertForeign([revision])[0])
+    }
+}

@@ -96,6 +96,14 @@ extension AdminConformanceScenarios {
         let unknown = JSONValue.string("1-" + String(repeating: "c", count: 32))
         #expect(try resolver.request("resolver.answer", ["ticket": ticket("r4"), "pick": unknown])["ok"] == .bool(false))
         #expect(errorCode(of: try resolver.request("resolver.answer", ["ticket": ticket("r1"), "delete": .bool(true)])) == "not_found")
+        // A stale put to a document the resolver's prefix covers is kept as a branch and offered.
+        let first = try #require(b.request("put", ["doc": .string("r9"), "body": .object(["n": .int(1)])])["rev"])
+        _ = try b.request("put", ["doc": .string("r9"), "body": .object(["n": .int(2)]), "rev": first])
+        let stale = try b.request("put", ["doc": .string("r9"), "body": .object(["n": .int(3)]), "rev": first])
+        #expect(stale["branched"] == .bool(true) && stale["current"]?.stringValue != nil && stale["rev"]?.stringValue != nil, "\(stale)")
+        while true {
+            if case .object(let offer)? = try resolver.nextStreamLine()["resolve"], offer["doc"] == .string("r9") { break }
+        }
     }
 
     /// C, which A does not know, dials A: A lists it as pending, accepts it, then removes it.

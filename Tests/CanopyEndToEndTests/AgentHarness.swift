@@ -195,8 +195,10 @@ extension AgentProcess {
 
     /// Writes a document through the admin socket and returns its revision.
     @discardableResult
-    func put(_ id: String, _ body: [String: JSONValue]) throws -> String {
-        guard case .string(let rev)? = try client().request("put", ["doc": .string(id), "body": .object(body)])["rev"] else {
+    func put(_ id: String, _ body: [String: JSONValue], replacing: String? = nil) throws -> String {
+        var arguments: [String: JSONValue] = ["doc": .string(id), "body": .object(body)]
+        if let replacing { arguments["rev"] = .string(replacing) }
+        guard case .string(let rev)? = try client().request("put", arguments)["rev"] else {
             throw TimedOut(what: "put \(id) to succeed")
         }
         return rev

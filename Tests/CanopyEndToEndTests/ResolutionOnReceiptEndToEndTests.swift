@@ -178,6 +178,18 @@ struct ResolutionOnReceiptEndToEndTests {
         try importConflict(agent, "settings/theme", ["v": .int(1)], ["v": .int(2)])
         #expect(try events.next("conflict.resolved") { $0["doc"] == .string("settings/theme") }["by"] == .string("settings"))
 
+        // A stale write to a note is kept as a branch and merged by the rule, not refused.
+        let first = try agent.put("n2", ["type": .string("note"), "a": .int(0), "b": .int(0)])
+        _ = try agent.put("n2", ["type": .string("note"), "a": .int(1), "b": .int(0)], replacing: first)
+        let stale = try agent.ctl(["put", "n2", "--rev", first, "--body", #"{"type":"note","a":0,"b":2}"#])
+        #expect(stale.status == 0 && stale.stdout.contains("kept as a conflicting branch"), "\(stale)")
+        #expect(try events.next("conflict.resolved") { $0["doc"] == .string("n2") }["by"] == .string("notes"))
+        #expect(try agent.value(of: "n2", "a") == .int(1) && agent.value(of: "n2", "b") == .int(2))
+        // Without a rule, a stale write is still refused (exit 3).
+        let plain = try agent.put("p", ["v": .int(0)])
+        _ = try agent.put("p", ["v": .int(1)], replacing: plain)
+        #expect(try agent.ctl(["put", "p", "--rev", plain, "--body", #"{"v":2}"#]).status == 3)
+
         // No rule covers it and the catch-all is manual: kept for `resolve`.
         try importConflict(agent, "other", ["v": .int(1)], ["v": .int(2)])
         let detected = try events.next("conflict.detected") { $0["doc"] == .string("other") }

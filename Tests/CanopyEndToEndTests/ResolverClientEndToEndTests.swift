@@ -170,7 +170,7 @@ private final class OfferLog: @unchecked Sendable {
 
 /// Runs the resolver client's task on a Dispatch queue of its own rather than the cooperative
 /// pool: the other end-to-end tests block pool threads while they wait for their agents, and an
-/// offer not answered within the agent's `resolverTimeoutSeconds` would be kept unmerged.
+/// offer not answered within the agent's `resolver-timeout-seconds` would be kept unmerged.
 @available(macOS 15.0, *)
 private final class QueueExecutor: TaskExecutor {
     static let shared = QueueExecutor()

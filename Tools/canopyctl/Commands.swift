@@ -118,7 +118,7 @@ struct PeerCommand: ParsableCommand {
 
 struct Put: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Write a document; prints its id and new revision. A stale --rev exits 3 (conflict).")
+        abstract: "Write a document; prints its id and new revision. A stale --rev exits 3 (conflict), unless a rule covers the document.")
     @OptionGroup var connection: ConnectionOptions
     @Argument var id: String
     @Option(help: "The revision this write replaces (omit to create).") var rev: String?
@@ -276,6 +276,10 @@ struct Shutdown: ParsableCommand {
 /// that it was stored locally.
 func writeSummary(_ result: [String: JSONValue]) -> String {
     if result["local"] == .bool(true) { return "\(text(result["doc"])) (local document: stored on this node only, never replicated)" }
+    if result["branched"] == .bool(true) {
+        // Not silent: the write met a newer revision, and a rule settled or kept the conflict.
+        return "\(text(result["doc"])) \(text(result["rev"])) (the given --rev was stale: kept as a conflicting branch, its rule applied; current revision \(text(result["current"])))"
+    }
     return "\(text(result["doc"])) \(text(result["rev"]))"
 }
 

@@ -107,7 +107,10 @@ class Connection:
 
 def serve(connection, name, prefix):
     """Registers, then answers offers until the agent closes. Returns the exit status."""
-    register_id = connection.send("resolver.register", name=name, prefix=prefix)
+    # Without a prefix the agent decides: what rules route to this name, or, when no rule names
+    # it, every conflict no rule covers.
+    claim = {} if prefix is None else {"prefix": prefix}
+    register_id = connection.send("resolver.register", name=name, **claim)
     pending = {}  # request id -> document id, for answers sent and not yet answered
     for line in connection.lines():
         if "resolve" in line:
@@ -141,7 +144,7 @@ def main():
     parser = argparse.ArgumentParser(description="Answer canopyd's conflicts with a three-way JSON merge.")
     parser.add_argument("--socket", required=True, help="the agent's admin socket (DATA_DIR/admin.sock)")
     parser.add_argument("--name", default="default", help="resolver name, as the config's `strategy = resolver NAME`")
-    parser.add_argument("--prefix", default="", help="document ids claimed while connected, beyond rules naming this resolver")
+    parser.add_argument("--prefix", default=None, help="document ids claimed while connected, beyond rules naming this resolver")
     arguments = parser.parse_args()
     try:
         connection = Connection(arguments.socket)
