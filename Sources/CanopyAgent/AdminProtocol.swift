@@ -43,7 +43,7 @@ public struct AdminFailure: Error, Sendable, Equatable {
 
 /// A line that is not a valid request: the error and the request id if one could be read (so the
 /// error response can still echo it).
-public struct AdminDecodeFailure: Error, Sendable, Equatable {
+package struct AdminDecodeFailure: Error, Sendable, Equatable {
     /// The request's `id`, or nil when the line has none.
     public var id: Int64?
     /// What is wrong.
@@ -53,7 +53,7 @@ public struct AdminDecodeFailure: Error, Sendable, Equatable {
 /// One decoded request line: `{"id":N,"cmd":"…", …arguments}`. Arguments are the other members of
 /// the object (flat, so `{"id":1,"cmd":"get","doc":"a"}` rather than a nested `args` object:
 /// shorter to type with `socat`, and every command's argument names are distinct from `id`/`cmd`).
-public struct AdminRequest: Sendable, Equatable {
+package struct AdminRequest: Sendable, Equatable {
     /// The client's request id, echoed in the response. Any integer; the agent does not require
     /// uniqueness (clients use it to match responses when they pipeline).
     public var id: Int64
@@ -182,7 +182,7 @@ public struct AdminRequest: Sendable, Equatable {
 
 /// Builds response lines. Every response is one line of canonical JSON (keys sorted, so output is
 /// byte-for-byte reproducible in tests) terminated by `\n`.
-public enum AdminResponse {
+package enum AdminResponse {
     /// `{"id":N,"ok":true, …result}`: the result's members are merged at the top level.
     public static func success(id: Int64, _ result: [String: JSONValue] = [:]) -> [UInt8] {
         var members = result

@@ -9,7 +9,7 @@ import Musl
 /// first waits for the end of that connection, then for the data directory's lock
 /// (`canopyd.lock`, held by the agent for its whole life) to be free. Only then can a new
 /// `canopyd run` on the same directory take the lock.
-public enum AgentExitWait {
+package enum AgentExitWait {
     /// The agent did not let go within the wait.
     public struct StillRunning: Error, CustomStringConvertible {
         /// The lock file still held.

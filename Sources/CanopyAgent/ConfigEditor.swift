@@ -1,6 +1,6 @@
 /// Writes config files: a fresh one for `canopyd init`, and line edits for `peer add/remove` that
 /// leave every other line (comments included) exactly as the operator wrote it.
-public enum ConfigEditor {
+package enum ConfigEditor {
     /// The text of a new config file, with comments explaining each setting.
     public static func render(_ config: AgentConfig) -> String {
         var text = """

@@ -23,7 +23,7 @@ public struct ConfigError: Error, Equatable, CustomStringConvertible {
 
 /// The result of parsing: the configuration and, for each peer section, the lines it spans, which
 /// `ConfigEditor` uses to remove or replace a peer without touching the rest of the file.
-public struct ParsedConfig: Sendable, Equatable {
+package struct ParsedConfig: Sendable, Equatable {
     /// The configuration.
     public var config: AgentConfig
     /// Node id → 0-based line range of its `[peer …]` section, from the header through its last
@@ -33,7 +33,7 @@ public struct ParsedConfig: Sendable, Equatable {
 
 /// Parses the agent's line-based config format (see `AgentConfig` for the grammar). Pure: it reads
 /// only the text it is given.
-public struct ConfigParser: Sendable {
+package struct ConfigParser: Sendable {
     /// Turns a node id as written in the file into its canonical text, or nil if it is not one.
     public typealias NodeIDNormalizer = @Sendable (String) -> String?
 

@@ -135,7 +135,7 @@ public struct DataDirectory: Sendable {
 /// The data directory's exclusive lock: `flock(LOCK_EX | LOCK_NB)` on `canopyd.lock`, held until
 /// the process exits (the kernel releases it even after kill -9, so a crashed agent never leaves
 /// a stale lock). The file holds the owner's pid for people, not for the protocol.
-public final class DirectoryLock: Sendable {
+package final class DirectoryLock: Sendable {
     private let fd: Int32
     /// The lock file path.
     public let path: String

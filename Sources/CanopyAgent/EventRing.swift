@@ -120,7 +120,7 @@ public struct AgentEvent: Sendable, Equatable {
 /// most `capacity` are held (`count`): the oldest segment may hold up to `headSkip` events
 /// already dropped, freed with the segment; sequence numbers start at 1 and never repeat. Pure:
 /// time is passed in.
-public struct EventRing: Sendable {
+package struct EventRing: Sendable {
     /// Events recorded by one append, with consecutive sequence numbers from `firstSequence`.
     private struct Segment: Sendable {
         enum Events: Sendable {

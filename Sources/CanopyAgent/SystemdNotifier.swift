@@ -7,7 +7,7 @@ import Musl
 /// sd_notify without libsystemd: one datagram per state change to the Unix datagram socket named
 /// by `$NOTIFY_SOCKET` (a path, or an abstract-namespace name when it starts with '@').
 /// Without the variable (not started by systemd with `Type=notify`) every call does nothing.
-public struct SystemdNotifier: Sendable {
+package struct SystemdNotifier: Sendable {
     private let socketPath: String?
 
     /// Reads `$NOTIFY_SOCKET` from `environment`.

@@ -1,7 +1,7 @@
 import CSodium
 
 /// BLAKE2b hashing (libsodium's `crypto_generichash`): computation only, no I/O.
-public enum Blake2b {
+package enum Blake2b {
     /// The unkeyed BLAKE2b digest of `input`, `outputBytes` long (16...64).
     public static func hash(_ input: [UInt8], outputBytes: Int = 32) -> [UInt8] {
         precondition((16...64).contains(outputBytes), "BLAKE2b output must be 16...64 bytes")

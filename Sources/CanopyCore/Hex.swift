@@ -1,5 +1,5 @@
 /// Lowercase hexadecimal text, the form revision digests, session ids and checkpoint ids take.
-public enum Hex {
+package enum Hex {
     /// The sixteen digits, as ASCII bytes.
     static let digits = Array("0123456789abcdef".utf8)
 

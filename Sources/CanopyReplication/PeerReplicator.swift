@@ -100,7 +100,7 @@ public final class PeerReplicator: @unchecked Sendable {
     }
 
     /// The open session, if any.
-    public var currentSession: ReplicationSession? { session }
+    package var currentSession: ReplicationSession? { session }
 
     /// The peer-horizon name of the peer called `peerName` (see `ReplicationConfiguration.peerHorizonKey`).
     public static func peerHorizonKey(_ peerName: String) -> String { "peer/" + peerName }

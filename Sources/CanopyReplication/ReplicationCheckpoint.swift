@@ -8,7 +8,7 @@ import CanopyCore
 /// source writes its own only after the target acknowledged the batch, so neither is ever ahead of
 /// durable data. The two sides can still differ (an acknowledgement lost with the connection);
 /// `startSequence` picks the newest sequence both agree is safe.
-public struct ReplicationCheckpoint: Codable, Equatable, Sendable {
+package struct ReplicationCheckpoint: Codable, Equatable, Sendable {
     /// One session's last recorded sequence.
     public struct Entry: Codable, Equatable, Sendable {
         /// The session id (random, made when a replication session starts).

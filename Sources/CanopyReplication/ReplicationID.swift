@@ -3,7 +3,7 @@ import CanopyCore
 /// The id of one replication, which names its checkpoints on both sides: a digest of the source
 /// and target database ids and the filter, as CouchDB derives its replication id. A database
 /// made anew gets a new database id, so its replications start from zero, as they must.
-public enum ReplicationIdentity {
+package enum ReplicationIdentity {
     /// 16 bytes identifying the replication from `source` to `target` with `filter`.
     public static func replicationID(source: [UInt8], target: [UInt8], filter: ReplicationFilter) -> [UInt8] {
         var input: [UInt8] = Array("canopy-replication-v1".utf8)

@@ -21,7 +21,7 @@ import Logging
 /// dispatch, draining and failure; the pull and push drivers are in `ReplicationSession+Pull`
 /// and `+Push`, which is why the members they use are internal rather than private: nothing
 /// else in the module touches them.
-public final class ReplicationSession: @unchecked Sendable {
+package final class ReplicationSession: @unchecked Sendable {
     let store: any ReplicationStore
     private let transport: any MessageTransport
     let scheduler: any ReplicationScheduler

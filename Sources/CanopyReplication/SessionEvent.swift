@@ -2,7 +2,7 @@ import CanopyCore
 import CanopyStore
 
 /// What a session reports to whoever owns it (a `PeerReplicator`, a test, the simulator).
-public enum SessionEvent: Sendable {
+package enum SessionEvent: Sendable {
     /// The peer's `hello` arrived.
     case connected(peerDatabaseID: [UInt8])
     /// Something happened to documents: one event per document, in the order the batch (or the

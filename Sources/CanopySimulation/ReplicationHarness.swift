@@ -42,7 +42,7 @@ public final class ReplicationHarness: @unchecked Sendable {
         /// The link (cut it to simulate a reset).
         public let link: InMemoryLink
         /// The sessions at each end.
-        public let sessions: (ReplicationSession, ReplicationSession)
+        package let sessions: (ReplicationSession, ReplicationSession)
     }
 
     public let scheduler = SimulatedScheduler()

@@ -13,7 +13,7 @@
 /// element's own JSON is parsed by the caller, which reports its errors with the element's index.
 /// Feeding the same bytes in any chunking gives the same elements (tested byte by byte, at once
 /// and in random chunks).
-public struct BulkDocsSplitter: Sendable {
+package struct BulkDocsSplitter: Sendable {
     /// Why a body is not a `_bulk_docs` body.
     public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
         /// Offset of the offending byte from the start of the body.

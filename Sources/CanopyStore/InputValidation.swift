@@ -60,7 +60,7 @@ enum InputValidation {
 }
 
 /// Parsing of ids received as text or bytes (from the wire or a file), with typed errors.
-public enum StoreInput {
+package enum StoreInput {
     /// Decodes and checks a document id given as UTF-8 bytes.
     public static func documentID(utf8 bytes: some Collection<UInt8>) throws(StoreInputError) -> String {
         guard bytes.count <= StoreLimits.documentIDBytesMax else {
