@@ -1,0 +1,319 @@
+import CanopyCore
+import CanopyStore
+import DequeModule
+
+/// The decisions of offering conflicts to resolvers outside the process (`Protocol/admin-v1.md`
+/// §5, *Resolvers*), as a state machine with no I/O: the agent's `ResolverHub` and the
+/// simulator's resolver driver feed it events and carry out the actions it returns, so the
+/// simulator tests the logic production runs.
+///
+/// The data it keeps:
+///
+///     registrations  name → (prefix?, connection, tickets outstanding, documents to offer in
+///                    arrival order, a read of conflicts running?)
+///     waiting        document → (resolver, rule, previous revision, peer, ticket?, failed)
+///     tickets        ticket → (document, resolver, timeout seconds): offers sent, not answered
+///     answers        answers received, waiting for the next batch; `applying`: the batch being
+///                    written
+///
+/// A conflict waits for a resolver when its rule names one (a `conflictAwaitingResolver` event).
+/// It is offered as soon as that resolver is connected: the machine asks for its conflict to be
+/// read (`readConflicts`), then sends the offer (`send`) and starts its timeout. An offer with no
+/// answer in time, a refused answer and a disconnect leave the conflict `failed`: not offered
+/// again until its resolver registers again or the document changes again (a new event carrying a
+/// conflict). An event without a conflict is the scan finding it again: an offer outstanding for it
+/// stands, and so does `failed`.
+///
+/// Invariants: a document has at most one offer outstanding; a ticket is never reused; at most
+/// `offersInFlightMax` offers are outstanding per resolver; at most one read of conflicts runs per
+/// resolver and one batch of answers is written at a time; nothing is offered once draining.
+/// Every choice that reaches an action is made in a sorted order, never a dictionary's.
+package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
+    /// What the driver carries out, in order.
+    package enum Action: Sendable, Equatable {
+        /// Read the conflicts of `documents` (`DocumentStore.conflicts(ids:)`), then call
+        /// `conflictsRead`.
+        case readConflicts(resolver: String, documents: [String])
+        /// Send `{"resolve": offer}` to the connection.
+        case send(Connection, offer: [String: JSONValue])
+        /// Call `timeoutFired(ticket)` after `seconds`, unless cancelled first.
+        case scheduleTimeout(ticket: Int64, seconds: Int)
+        /// The ticket's timeout is no longer needed.
+        case cancelTimeout(ticket: Int64)
+        /// Write these decisions in one transaction (`DocumentStore.applyResolutions`), then call
+        /// `answersApplied` with one result per entry, in order.
+        case apply([PendingAnswer])
+        /// Publish these events as one batch.
+        case emit([ResolverEvent])
+        /// Answer the `resolver.answer` that carried `ticket`: the document's new current
+        /// revision, or why the answer was refused.
+        case reply(ticket: Int64, document: String, Result<RevisionID, Refusal>)
+        /// The store's policy is now `ConflictPolicy.rules(policy)`: the registrations changed.
+        case policyChanged
+        /// Run the policy over every conflicted document (`retryConflictResolution`) and observe
+        /// the results as `scanEvents` makes them.
+        case scan
+        /// Draining has finished: every offer sent was answered and written (or none was sent).
+        case drainFinished
+    }
+
+    /// An answer received and not yet written.
+    package struct PendingAnswer: Sendable, Equatable {
+        package let ticket: Int64
+        package let document: String
+        package let resolver: String
+        package let decision: ResolutionDecision
+    }
+
+    /// An event the driver publishes: `type` and `data` as `Protocol/admin-v1.md` §5 lists them.
+    package struct ResolverEvent: Sendable, Equatable {
+        package let type: String
+        package let data: [String: JSONValue]
+    }
+
+    /// Why a registration or an answer was refused: an admin error code (`invalid_argument`,
+    /// `failed`, `not_found`, …) and the message the client is told.
+    package struct Refusal: Error, Sendable, Equatable {
+        package let code: String
+        package let message: String
+
+        package init(code: String, message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    /// A connected resolver.
+    struct Registration: Sendable {
+        let name: String
+        /// The ids it claims beyond what rules route to it; nil: none.
+        let prefix: String?
+        let connection: Connection
+        /// Tickets sent and not yet answered.
+        var outstanding: Set<Int64> = []
+        /// Documents to offer, in arrival order.
+        var toOffer: Deque<String> = []
+        /// A read of conflicts to offer is running.
+        var reading = false
+    }
+
+    /// A conflict kept for a resolver.
+    struct Waiting: Sendable {
+        var resolver: String
+        /// The rule that routed it (nil: the catch-all or a registration's prefix).
+        var rule: String?
+        /// The node's current revision before the write that left the conflict.
+        var previous: RevisionID?
+        /// The peer whose revisions made it (nil: an import, or found by a scan).
+        var peer: String?
+        /// The offer outstanding, if one is.
+        var ticket: Int64?
+        /// Offered and not settled (no answer in time, a refused answer, a disconnect): not offered
+        /// again until its resolver registers again or the document changes.
+        var failed = false
+    }
+
+    /// An offer sent.
+    struct Ticket: Sendable {
+        let document: String
+        let resolver: String
+        let timeoutSeconds: Int
+    }
+
+    /// The config's rules and catch-all (the policy adds a rule per connected resolver's prefix).
+    package var configuredRules: ResolutionRules
+    /// Seconds an offer waits for its answer.
+    package var timeoutSeconds: Int
+    /// Offers outstanding at once per resolver.
+    package let offersInFlightMax: Int
+    /// Documents read per `readConflicts`.
+    package let readBatchMax: Int
+    /// Resolvers registered at once.
+    package let resolversMax: Int
+
+    var registrations: [String: Registration] = [:]
+    var waiting: [String: Waiting] = [:]
+    var tickets: [Int64: Ticket] = [:]
+    var nextTicket: Int64 = 1
+    var answers: [PendingAnswer] = []
+    /// The batch being written, nil when none is.
+    var applying: [PendingAnswer]?
+    var stopping = false
+
+    /// A machine with nothing registered and nothing waiting.
+    package init(
+        rules: ResolutionRules, timeoutSeconds: Int, offersInFlightMax: Int, readBatchMax: Int = 512, resolversMax: Int
+    ) {
+        precondition(offersInFlightMax > 0 && readBatchMax > 0 && resolversMax > 0, "resolver limits must be positive")
+        configuredRules = rules
+        self.timeoutSeconds = timeoutSeconds
+        self.offersInFlightMax = offersInFlightMax
+        self.readBatchMax = readBatchMax
+        self.resolversMax = resolversMax
+    }
+
+    // MARK: Policy and scans
+
+    /// The store's policy: the config's rules, then a rule per connected resolver for its prefix
+    /// (by name), then the catch-all.
+    package var policy: ResolutionRules {
+        var rules = configuredRules
+        for registration in registrations.values.sorted(by: { $0.name < $1.name }) {
+            guard let prefix = registration.prefix else { continue }
+            rules.rules.append(ResolutionRule(name: registration.name, idPrefix: prefix, strategy: .resolver(registration.name)))
+        }
+        return rules
+    }
+
+    /// A scan is due (start, reload): the policy as it now stands, then the scan.
+    package func scanRequested() -> [Action] {
+        [.policyChanged, .scan]
+    }
+
+    /// A scan's events for one document: how the policy left each conflict it settled or routed
+    /// (no `conflictDetected`: each was detected when it arose). A conflict still waiting carries
+    /// no `conflict`, which tells `observe` it was found again, not changed.
+    package static func scanEvents(_ result: ForeignDocumentResult) -> [DocumentEvent] {
+        DocumentEvent.conflictEvents(for: result).compactMap { event in
+            switch event.kind {
+            case .conflictDetected: return nil
+            case .conflictAwaitingResolver:
+                return DocumentEvent(kind: event.kind, documentID: event.documentID, revision: event.revision, detail: event.detail)
+            default: return event
+            }
+        }
+    }
+
+    // MARK: Conflicts arriving
+
+    /// A batch of document events (replication, import, scan; `peer` nil for the last two):
+    /// conflicts now waiting for a resolver are offered, settled ones forgotten.
+    package mutating func observe(_ events: [DocumentEvent], peer: String?) -> [Action] {
+        var actions: [Action] = []
+        for event in events {
+            switch event.kind {
+            case .conflictAwaitingResolver:
+                guard let resolver = event.detail else { continue }
+                keepWaiting(event.documentID, resolver: resolver, conflict: event.conflict, peer: peer, &actions)
+            case .conflictResolved:
+                forget(event.documentID, &actions)
+            default:
+                continue
+            }
+        }
+        return actions
+    }
+
+    /// The document was settled some other way (`resolve`, a policy): no offer stands for it.
+    package mutating func forget(_ document: String) -> [Action] {
+        var actions: [Action] = []
+        forget(document, &actions)
+        return actions
+    }
+
+    private mutating func forget(_ document: String, _ actions: inout [Action]) {
+        guard let entry = waiting.removeValue(forKey: document) else { return }
+        if let ticket = entry.ticket { withdraw(ticket, &actions) }
+    }
+
+    private mutating func keepWaiting(_ document: String, resolver: String, conflict: DetectedConflict?, peer: String?, _ actions: inout [Action]) {
+        var entry = Waiting(resolver: resolver, rule: conflict?.rule, previous: conflict?.previous, peer: peer)
+        if let known = waiting[document] {
+            // Found again by a scan: keep what the write that made it knew, and its offer.
+            if conflict == nil && known.resolver == resolver { return }
+            if let ticket = known.ticket { withdraw(ticket, &actions) }
+            if conflict == nil { entry.previous = known.previous; entry.peer = known.peer; entry.rule = known.rule }
+        }
+        waiting[document] = entry
+        guard registrations[resolver] != nil else { return }
+        registrations[resolver]!.toOffer.append(document)
+        pump(resolver, &actions)
+    }
+
+    /// Voids an offer: its answer, if it comes, gets `not_found`.
+    mutating func withdraw(_ ticket: Int64, _ actions: inout [Action]) {
+        guard let sent = tickets.removeValue(forKey: ticket) else { return }
+        actions.append(.cancelTimeout(ticket: ticket))
+        registrations[sent.resolver]?.outstanding.remove(ticket)
+        waiting[sent.document]?.ticket = nil
+    }
+
+    // MARK: Offers
+
+    /// Asks for the next conflicts to offer `name`, within its in-flight limit.
+    mutating func pump(_ name: String, _ actions: inout [Action]) {
+        guard !stopping, var registration = registrations[name], !registration.reading else { return }
+        let room = offersInFlightMax - registration.outstanding.count
+        var batch: [String] = []
+        while batch.count < min(room, readBatchMax), let document = registration.toOffer.popFirst() {
+            guard let entry = waiting[document], entry.resolver == name, entry.ticket == nil, !entry.failed else { continue }
+            batch.append(document)
+        }
+        registration.reading = !batch.isEmpty
+        registrations[name] = registration
+        if !batch.isEmpty { actions.append(.readConflicts(resolver: name, documents: batch)) }
+    }
+
+    /// The read `readConflicts(name, asked)` asked for finished: `conflicts` are those still
+    /// conflicted (a failed read passes none). Each still waiting for `name` is offered.
+    package mutating func conflictsRead(_ conflicts: [Conflict], asked: [String], resolver name: String) -> [Action] {
+        guard registrations[name] != nil else { return [] }
+        registrations[name]!.reading = false
+        var actions: [Action] = []
+        let found = Set(conflicts.map(\.documentID))
+        for document in asked where !found.contains(document) && waiting[document]?.ticket == nil {
+            waiting.removeValue(forKey: document)  // settled meanwhile, or gone
+        }
+        for conflict in conflicts {
+            guard let entry = waiting[conflict.documentID], entry.resolver == name, entry.ticket == nil, !entry.failed else { continue }
+            send(conflict, entry, to: name, &actions)
+        }
+        pump(name, &actions)
+        return actions
+    }
+
+    private mutating func send(_ conflict: Conflict, _ entry: Waiting, to name: String, _ actions: inout [Action]) {
+        let ticket = nextTicket
+        nextTicket += 1
+        let document = conflict.documentID
+        tickets[ticket] = Ticket(document: document, resolver: name, timeoutSeconds: timeoutSeconds)
+        registrations[name]!.outstanding.insert(ticket)
+        waiting[document]!.ticket = ticket
+        actions.append(.send(registrations[name]!.connection, offer: Self.offerFields(conflict, entry, ticket: ticket, resolver: name)))
+        actions.append(.scheduleTimeout(ticket: ticket, seconds: timeoutSeconds))
+    }
+
+    /// The offer as `Protocol/admin-v1.md` §5 specifies it: every open leaf (current first,
+    /// deletions marked), the common ancestor's body, what this node had before, and who sent it.
+    static func offerFields(_ conflict: Conflict, _ entry: Waiting, ticket: Int64, resolver: String) -> [String: JSONValue] {
+        let leaves: [JSONValue] = conflict.leaves.map { leaf in
+            .object(["rev": .string(leaf.revision.description), "deleted": .bool(leaf.isDeleted), "body": leaf.body ?? .null])
+        }
+        return [
+            "ticket": .int(ticket), "resolver": .string(resolver), "doc": .string(conflict.documentID),
+            "rev": .string(conflict.leaves[0].revision.description), "leaves": .array(leaves),
+            "ancestor": conflict.commonAncestorBody ?? .null,
+            "local_rev": entry.previous.map { .string($0.description) } ?? .null,
+            "node_id": entry.peer.map { .string($0) } ?? .null,
+            "rule": entry.rule.map { .string($0) } ?? .null,
+        ]
+    }
+
+    // MARK: Status
+
+    /// Conflicts waiting for a resolver (connected or not), by document.
+    package var waitingDocuments: Set<String> { Set(waiting.keys) }
+
+    /// The connected resolvers by name: prefix, offers outstanding, conflicts waiting for it.
+    package var registrationRows: [(name: String, prefix: String?, offered: Int, waiting: Int)] {
+        registrations.values.sorted { $0.name < $1.name }.map { registration in
+            (registration.name, registration.prefix, registration.outstanding.count,
+             waiting.values.filter { $0.resolver == registration.name }.count)
+        }
+    }
+
+    /// True when nothing is under way: no read, no offer outstanding, no answer to write.
+    package var isIdle: Bool {
+        tickets.isEmpty && answers.isEmpty && applying == nil && !registrations.values.contains(where: \.reading)
+    }
+}
