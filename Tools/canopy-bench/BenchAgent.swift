@@ -47,6 +47,13 @@ final class BenchAgent {
         try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
     }
 
+    /// Appends sections (`[rule NAME]`, …) to the agent's config file (before `start`).
+    func appendConfig(_ text: String) throws {
+        let path = dataDir + "/canopy.conf"
+        let original = try String(contentsOfFile: path, encoding: .utf8)
+        try (original + "\n" + text).write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
     /// The agent's database file, for loading documents before it starts.
     var databasePath: String { dataDir + "/canopy.sqlite" }
 
@@ -73,6 +80,15 @@ final class BenchAgent {
     @discardableResult
     func request(_ command: String, _ arguments: [String: JSONValue] = [:]) throws -> [String: JSONValue] {
         try Self.checked(try client().request(command, arguments), command)
+    }
+
+    /// Makes this agent pull from `source` once (`peer.add` with `direction` pull, `mode` once)
+    /// and waits until `sync --wait` says it is caught up, on `client` (one of this agent's).
+    func pullOnce(from source: BenchAgent, address: String, on client: AdminSocketClient) throws {
+        try Self.checked(client.request("peer.add", [
+            "node_id": .string(source.nodeID), "address": .string(address), "direction": .string("pull"), "mode": .string("once"),
+        ]), "peer.add")
+        try Self.checked(client.request("sync", ["node_id": .string(source.nodeID), "wait": .bool(true)]), "sync")
     }
 
     /// The listen address the agent bound (`status.listen`).

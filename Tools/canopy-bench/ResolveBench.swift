@@ -1,0 +1,456 @@
+import ArgumentParser
+import CanopyAgent
+import CanopyCore
+import CanopyStore
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `canopy-bench resolve`: conflicts settled by real agents, three figures each beside a ceiling
+/// measured in the same run.
+///
+/// - latency: one conflict at a time reaches B from A and is settled by a resolver client
+///   registered on B; from `conflict.detected` to `conflict.resolved` in B's event stream, beside
+///   the round trip of a no-op admin request to B.
+/// - throughput: conflicts kept for a resolver, offered in bulk when it registers, answered by a
+///   client that pipelines its answers; beside as many `put` requests pipelined on one connection.
+/// - replication: a pull in which every document conflicts and is settled on receipt (automatic,
+///   or by rules), beside the same pull without conflicts.
+struct ResolveBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resolve", abstract: "Conflicts settled by a resolver client and by rules: latency, throughput, replication overhead.")
+
+    enum Phase: String, ExpressibleByArgument, CaseIterable { case latency, throughput, replication }
+
+    @Option(help: "Conflicts timed one at a time (latency).") var samples = 500
+    @Option(help: "Conflicts offered in bulk to a resolver that pipelines its answers (throughput).") var conflicts = 20_000
+    @Option(help: "Documents pulled per replication run (overhead).") var count = 20_000
+    @Option(help: "Rounds of the three replication runs (no conflicts, automatic, rules); the median ratio is reported.")
+    var rounds = 3
+    @Option(parsing: .upToNextOption, help: "Parts to run: latency throughput replication.") var phases: [Phase] = Phase.allCases
+    @OptionGroup var agents: AgentBenchOptions
+    @Flag(help: "Print the results as JSON.") var json = false
+
+    func validate() throws {
+        guard (1...100_000).contains(samples) else { throw ValidationError("--samples must be 1…100000") }
+        guard (1...1_000_000).contains(conflicts), (2...1_000_000).contains(count) else {
+            throw ValidationError("--conflicts must be 1…1000000 and --count 2…1000000")
+        }
+        guard rounds >= 1 else { throw ValidationError("--rounds must be at least 1") }
+    }
+
+    func run() throws {
+        let directory = agents.temporaryDirectory()
+        defer { directory.remove() }
+        let setting = ResolveSetting(directory: directory.path, canopyd: try agents.canopydPath(), options: agents)
+        var figures: [Figure] = []
+        if phases.contains(.latency) { figures += try ResolveLatency(setting: setting, samples: samples).run() }
+        if phases.contains(.throughput) { figures += try ResolveThroughput(setting: setting, conflicts: conflicts).run() }
+        if phases.contains(.replication) { figures += try ResolveReplication(setting: setting, count: count, rounds: rounds).run() }
+        FigureReport.print(figures, json: json)
+    }
+}
+
+/// Where the parts' agents live, and what they share.
+struct ResolveSetting {
+    let directory: String
+    let canopyd: String
+    let options: AgentBenchOptions
+
+    /// The rule that keeps every conflict in a `c:` document for the resolver client `bench`.
+    static let resolverRule = "[rule bench]\nprefix = c:\nstrategy = resolver bench\n"
+    /// Documents per `import` or `bulk_docs` request (as `canopyctl import` sends them).
+    static let requestDocuments = 2_000
+
+    /// A new agent `name` with the `--batch-revisions`/`--batches-in-flight` limits and `config`
+    /// appended; not started.
+    func agent(_ name: String, config: String = "") throws -> BenchAgent {
+        let agent = try BenchAgent(name: name, parent: directory, canopyd: canopyd)
+        try agent.setLimits(batchRevisions: options.batchRevisions, batchesInFlight: options.batchesInFlight)
+        if !config.isEmpty { try agent.appendConfig(config) }
+        return agent
+    }
+
+    /// A small body for the resolver parts: document `index` as edited by `side`.
+    static func body(_ index: Int, side: String) -> JSONValue {
+        .object(["n": .int(Int64(index)), "side": .string(side), "text": .string("a conflict to settle, number \(index)")])
+    }
+
+    /// The revision id `body` gets as a new document (generation 1), as every node computes it.
+    static func firstRevision(_ body: JSONValue) -> String {
+        RevisionHasher.revisionID(parent: nil, kind: .live, body: body).description
+    }
+
+    /// Sends `docs` to `command` (`import` or `bulk_docs`) in requests of `requestDocuments`
+    /// documents (`perDocument` entries each).
+    static func send(_ command: String, _ docs: [JSONValue], perDocument: Int = 1, to agent: BenchAgent) throws {
+        let client = try agent.client()
+        let step = requestDocuments * perDocument
+        for start in stride(from: 0, to: docs.count, by: step) {
+            try BenchAgent.checked(client.request(command, ["docs": .array(Array(docs[start..<min(start + step, docs.count)]))]), command)
+        }
+    }
+
+    /// `body` as a CouchDB-shaped entry of document `id` (with `_rev` when given).
+    static func entry(_ id: String, _ body: JSONValue, rev: String?) -> JSONValue {
+        var members = body.objectValue ?? [:]
+        members["_id"] = .string(id)
+        if let rev { members["_rev"] = .string(rev) }
+        return .object(members)
+    }
+}
+
+/// A resolver client on its own thread, as an application runs one: it registers, then answers
+/// every offer as soon as it reads it (`pick` of the first leaf, the current revision) without
+/// waiting for the response, and counts the responses. Times are taken when lines are read, on
+/// `BenchClock`.
+final class BenchResolver: Sendable {
+    struct Progress {
+        var offers = 0
+        var answered = 0
+        var refused: [String] = []
+        var firstOffer: Double?
+        var lastResponse: Double?
+    }
+
+    private let client: AdminSocketClient
+    private let progress = Mutex(Progress())
+
+    /// Registers `name` on `agent` and starts answering.
+    init(_ agent: BenchAgent, name: String) throws {
+        client = try agent.client()
+        // The response comes before any offer (the agent replies, then offers).
+        try BenchAgent.checked(client.request("resolver.register", ["name": .string(name)]), "resolver.register")
+        Thread { [self] in serve() }.start()
+    }
+
+    /// What has been read so far.
+    var snapshot: Progress { progress.withLock { $0 } }
+
+    /// Ends the connection; the thread stops at its next read.
+    func stop() { client.disconnect() }
+
+    /// Polls until `count` responses came (or one was refused).
+    func waitUntilAnswered(_ count: Int) throws -> Progress {
+        let deadline = BenchClock.now() + 600
+        while BenchClock.now() < deadline {
+            let seen = snapshot
+            if let refusal = seen.refused.first { throw ValidationError("an answer was refused: \(refusal)") }
+            if seen.answered >= count { return seen }
+            usleep(500)
+        }
+        throw ValidationError("the resolver got \(snapshot.answered) of \(count) responses in 600 s")
+    }
+
+    private func serve() {
+        var nextID: Int64 = 1_000
+        while let bytes = try? client.readLine() {
+            let read = BenchClock.now()
+            guard case .object(let line)? = try? JSONValue.parse(bytes) else { continue }
+            if case .object(let offer)? = line["resolve"] {
+                progress.withLock {
+                    if $0.firstOffer == nil { $0.firstOffer = read }
+                    $0.offers += 1
+                }
+                guard case .array(let leaves)? = offer["leaves"], let rev = leaves.first?.objectValue?["rev"], let ticket = offer["ticket"] else {
+                    progress.withLock { $0.refused.append("an offer without leaves: \(line)") }
+                    continue
+                }
+                let answer: JSONValue = .object(["id": .int(nextID), "cmd": .string("resolver.answer"), "ticket": ticket, "pick": rev])
+                nextID += 1
+                guard (try? client.sendLine(CanonicalJSON.encode(answer))) != nil else { return }
+            } else if line["ok"] != nil {
+                progress.withLock {
+                    if line["ok"] == .bool(true) { $0.answered += 1 } else { $0.refused.append("\(line)") }
+                    $0.lastResponse = read
+                }
+            }
+        }
+    }
+}
+
+/// Part 1: a conflict's latency from durable on B to settled by B's resolver client. A and B
+/// hold the same first revision of each `c:` document (imported on both) and B its own edit of
+/// it; B pulls continuously from A. Each sample edits one document on A.
+struct ResolveLatency {
+    let setting: ResolveSetting
+    let samples: Int
+    /// Samples run first and not counted (the first waits for B's connection to A).
+    static let warmUp = 20
+
+    func run() throws -> [Figure] {
+        let a = try setting.agent("latency-a")
+        let b = try setting.agent("latency-b", config: ResolveSetting.resolverRule)
+        try a.start()
+        try b.start()
+        defer { b.stop(); a.stop() }
+        let total = samples + Self.warmUp
+        let bases = (0..<total).map { ResolveSetting.body($0, side: "base") }
+        let baseRevisions = bases.map(ResolveSetting.firstRevision)
+        let imported = (0..<total).map { ResolveSetting.entry("c:\($0)", bases[$0], rev: baseRevisions[$0]) }
+        try ResolveSetting.send("import", imported, to: a)
+        try ResolveSetting.send("import", imported, to: b)
+        let edits = (0..<total).map { ResolveSetting.entry("c:\($0)", ResolveSetting.body($0, side: "b"), rev: baseRevisions[$0]) }
+        try ResolveSetting.send("bulk_docs", edits, to: b)
+
+        let resolver = try BenchResolver(b, name: "bench")
+        defer { resolver.stop() }
+        let events = try b.client()
+        try BenchAgent.checked(events.request("events"), "events")
+        try a.request("peer.add", ["node_id": .string(b.nodeID), "direction": .string("push"), "mode": .string("continuous")])
+        try b.request("peer.add", [
+            "node_id": .string(a.nodeID), "address": .string(try a.listenAddress()), "direction": .string("pull"),
+            "mode": .string("continuous"),
+        ])
+        let writer = try a.client()
+        let probe = try b.client()
+        var settled: [Double] = []
+        var endToEnd: [Double] = []
+        var roundTrips: [Double] = []
+        let cpuB = BenchClock.cpuSeconds(pid: b.pid)
+        for index in 0..<total {
+            let sample = try conflict(index, base: baseRevisions[index], writer: writer, events: events)
+            let start = BenchClock.now()
+            try BenchAgent.checked(probe.request("stats"), "stats")
+            guard index >= Self.warmUp else { continue }
+            roundTrips.append(BenchClock.now() - start)
+            settled.append(sample.settled)
+            endToEnd.append(sample.endToEnd)
+        }
+        let cpu = (BenchClock.cpuSeconds(pid: b.pid) - cpuB) / Double(total)
+        if let refusal = resolver.snapshot.refused.first { throw ValidationError("an answer was refused: \(refusal)") }
+        settled.sort()
+        endToEnd.sort()
+        roundTrips.sort()
+        return [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)].map { label, fraction in
+            Figure(
+                name: "conflict durable on B → settled by a resolver, \(label)", value: BenchClock.percentile(settled, fraction) * 1000,
+                unit: "ms", ceiling: BenchClock.percentile(roundTrips, fraction) * 1000, ceilingName: "admin round trip to B",
+                note: String(format: "put on A → settled on B %.2f ms", BenchClock.percentile(endToEnd, fraction) * 1000)
+                    + (label == "p50" ? String(format: "; %d samples; CPU of B %.2f ms per conflict", samples, cpu * 1000) : ""))
+        }
+    }
+
+    /// Edits `c:INDEX` on A and reads B's events until B's resolver settled the conflict: the
+    /// seconds from `conflict.detected` to `conflict.resolved`, and from the put on A.
+    private func conflict(_ index: Int, base: String, writer: AdminSocketClient, events: AdminSocketClient) throws
+        -> (settled: Double, endToEnd: Double)
+    {
+        let id = "c:\(index)"
+        let start = BenchClock.now()
+        try BenchAgent.checked(writer.request("put", ["doc": .string(id), "rev": .string(base), "body": ResolveSetting.body(index, side: "a")]), "put")
+        var detected: Double?
+        while true {
+            guard BenchClock.now() - start < BenchAgent.stopWaitSeconds else { throw ValidationError("\(id) was not settled on B") }
+            let bytes = try events.readLine()
+            let read = BenchClock.now()
+            guard let event = try JSONValue.parse(bytes).objectValue?["event"]?.objectValue, case .string(let type)? = event["type"],
+                let data = event["data"]?.objectValue, data["doc"] == .string(id)
+            else { continue }
+            switch type {
+            case "conflict.detected":
+                detected = read
+            case "conflict.resolved":
+                guard let detected, data["by"] == .string("bench") else { throw ValidationError("\(id) settled otherwise: \(data)") }
+                return (read - detected, read - start)
+            case "resolution.failed":
+                throw ValidationError("\(id): \(data)")
+            default:
+                continue
+            }
+        }
+    }
+}
+
+/// Part 2: conflicts offered in bulk to a resolver that pipelines its answers. Each document is
+/// imported as two generation-1 revisions while no resolver is connected (the rule keeps them
+/// for `bench`); the resolver then registers and every kept conflict is offered, at most 4096 at
+/// a time. The ceiling is as many `put`s of bodies of the same size, pipelined on one connection,
+/// in the same agent just before.
+struct ResolveThroughput {
+    let setting: ResolveSetting
+    let conflicts: Int
+
+    func run() throws -> [Figure] {
+        let agent = try setting.agent("throughput", config: ResolveSetting.resolverRule)
+        try agent.start()
+        defer { agent.stop() }
+        let leaves = (0..<conflicts).flatMap { index in
+            ["a", "b"].map { side in
+                let body = ResolveSetting.body(index, side: side)
+                return ResolveSetting.entry("c:\(index)", body, rev: ResolveSetting.firstRevision(body))
+            }
+        }
+        try ResolveSetting.send("import", leaves, perDocument: 2, to: agent)
+        let status = try agent.request("status")
+        guard status["conflicts_awaiting_resolver"] == .int(Int64(conflicts)) else {
+            throw ValidationError("\(String(describing: status["conflicts_awaiting_resolver"])) conflicts kept, not \(conflicts)")
+        }
+
+        let ceiling = try pipelinedPuts(agent)
+        let cpuBefore = BenchClock.cpuSeconds(pid: agent.pid)
+        let registered = BenchClock.now()
+        let resolver = try BenchResolver(agent, name: "bench")
+        defer { resolver.stop() }
+        let progress = try resolver.waitUntilAnswered(conflicts)
+        let cpu = BenchClock.cpuSeconds(pid: agent.pid) - cpuBefore
+        guard let first = progress.firstOffer, let last = progress.lastResponse else { throw ValidationError("no offers") }
+        let left = try agent.request("stats")["conflicted_count"]
+        guard left == .int(0) else { throw ValidationError("\(String(describing: left)) conflicts left after the resolver answered") }
+        let ceilingRate = Double(conflicts) / ceiling.wall
+        return [
+            Figure(name: "pipelined puts on one connection (ceiling)", value: ceilingRate, unit: "docs/s",
+                   note: String(format: "%.3f s; CPU of the agent %.1f µs per put", ceiling.wall, ceiling.cpu / Double(conflicts) * 1e6)),
+            Figure(name: "conflicts settled by a pipelining resolver", value: Double(conflicts) / (last - first), unit: "conflicts/s",
+                   ceiling: ceilingRate, ceilingName: "pipelined puts",
+                   note: String(format: "%d conflicts, first offer → last response %.3f s; registration → first offer %.1f ms; CPU of the agent %.1f µs per conflict",
+                                conflicts, last - first, (first - registered) * 1000, cpu / Double(conflicts) * 1e6)),
+        ]
+    }
+
+    /// `conflicts` puts of new documents, every request sent before the responses are read (the
+    /// agent answers each in order); from the first send to the last response.
+    private func pipelinedPuts(_ agent: BenchAgent) throws -> (wall: Double, cpu: Double) {
+        let client = try agent.client()
+        let lines = (0..<conflicts).map { index in
+            CanonicalJSON.encode(.object([
+                "id": .int(Int64(index)), "cmd": .string("put"), "doc": .string("p:\(index)"), "body": ResolveSetting.body(index, side: "a"),
+            ]))
+        }
+        let cpuBefore = BenchClock.cpuSeconds(pid: agent.pid)
+        let start = BenchClock.now()
+        for line in lines { try client.sendLine(line) }
+        for _ in 0..<conflicts {
+            let response = try client.readObject()
+            guard response["ok"] == .bool(true) else { throw ValidationError("put failed: \(response)") }
+        }
+        return (BenchClock.now() - start, BenchClock.cpuSeconds(pid: agent.pid) - cpuBefore)
+    }
+}
+
+/// Part 3: what settling conflicts on receipt costs a pull. A holds `count` documents, each its
+/// first revision and an edit; B starts from the same first revisions (written with the library,
+/// so the revision ids match) and pulls once. In the conflict runs B also holds its own edit of
+/// every document, so each of A's edits makes a conflict, settled in the batch's transaction; in
+/// the ceiling run B holds the first revisions alone, so it receives the same revisions, checks
+/// and stores them as extensions of what it holds. Half the documents are notes (`type` note),
+/// half settings (ids `set-…`).
+struct ResolveReplication {
+    let setting: ResolveSetting
+    let count: Int
+    let rounds: Int
+
+    /// What B holds and how it settles conflicts.
+    enum Setup: String, CaseIterable {
+        case noConflicts = "no conflicts"
+        case automatic = "every document conflicts, conflicts = automatic"
+        case rules = "every document conflicts, rules merge-json + remote-wins"
+
+        var config: String {
+            self == .rules ? "[rule notes]\nvalue = note\nstrategy = merge-json\n\n[rule settings]\nprefix = set-\nstrategy = remote-wins\n" : ""
+        }
+    }
+
+    private struct Pull {
+        let wall: Double
+        let cpuB: Double
+    }
+
+    func run() throws -> [Figure] {
+        let a = try setting.agent("replicate-a")
+        try load(a, edit: "A")
+        try a.start()
+        defer { a.stop() }
+        var pulls: [Setup: [Pull]] = [:]
+        for round in 0..<rounds {
+            // The order turns each round, so no setup always runs first.
+            let order = Setup.allCases.indices.map { Setup.allCases[($0 + round) % Setup.allCases.count] }
+            for setup in order { pulls[setup, default: []].append(try pull(setup, round: round, from: a)) }
+        }
+        let ceilings = pulls[.noConflicts]!.map { Double(count) / $0.wall }
+        var figures = [Figure(
+            name: "pull of \(count) edits, no conflicts (ceiling)", value: ceilings.sorted()[(rounds - 1) / 2], unit: "docs/s",
+            note: "median; all: " + ceilings.map { String(format: "%.0f", $0) }.joined(separator: " / "))]
+        for setup in [Setup.automatic, .rules] {
+            let ratios = (0..<rounds).map { pulls[.noConflicts]![$0].wall / pulls[setup]![$0].wall }
+            let median = (0..<rounds).sorted { ratios[$0] < ratios[$1] }[(rounds - 1) / 2]
+            let run = pulls[setup]![median]
+            figures.append(Figure(
+                name: "pull of \(count) edits, \(setup.rawValue)", value: Double(count) / run.wall, unit: "docs/s", ceiling: ceilings[median],
+                ceilingName: "no conflicts, same round",
+                note: String(format: "overhead %.1f%%; rounds: ", 100 * (1 - ratios[median]))
+                    + ratios.map { String(format: "%.0f%%", 100 * $0) }.joined(separator: " / ")
+                    + String(format: "; CPU of B %.1f µs per document (no conflicts %.1f)", run.cpuB / Double(count) * 1e6,
+                             pulls[.noConflicts]![median].cpuB / Double(count) * 1e6)))
+        }
+        return figures
+    }
+
+    /// Document `index`'s id and first revision's body (about 1 KiB).
+    private static func document(_ index: Int) -> (id: String, body: [String: JSONValue]) {
+        let note = index % 2 == 0
+        return (note ? "note-\(index)" : "set-\(index)", [
+            "type": .string(note ? "note" : "setting"), "index": .int(Int64(index)), "title": .string("Document number \(index)"),
+            "owner": .string("user\(index % 1000)"), "text": .string(String(repeating: "lorem ipsum dolor sit amet ", count: 34)),
+        ])
+    }
+
+    /// Each node's edit: A changes `title`, B `owner`, so a three-way merge keeps both.
+    private static func edited(_ body: [String: JSONValue], by node: String) -> JSONValue {
+        .object(body.merging(node == "A" ? ["title": .string("edited on A")] : ["owner": .string("edited on B")]) { $1 })
+    }
+
+    /// Writes the first revisions, and `edit`'s edit of each when given, into the agent's
+    /// database with the library (the agent is not running).
+    private func load(_ agent: BenchAgent, edit: String?) throws {
+        let store = try DocumentStore(path: agent.databasePath)
+        for start in stride(from: 0, to: count, by: 1_000) {
+            let documents = (start..<min(start + 1_000, count)).map(Self.document)
+            let bases = try store.putBatch(documents.map { LocalWrite(documentID: $0.id, body: .object($0.body), replacing: nil) })
+            guard let edit else { continue }
+            _ = try store.putBatch(zip(documents, bases).map { LocalWrite(documentID: $0.id, body: Self.edited($0.body, by: edit), replacing: $1) })
+        }
+    }
+
+    /// A new B set up for `setup` pulls everything from A once; timed from the `peer.add` that
+    /// makes it dial A to the end of `sync --wait`. Checks that B holds every document with no
+    /// conflict left, and what the rules made of a note and a setting.
+    private func pull(_ setup: Setup, round: Int, from a: BenchAgent) throws -> Pull {
+        let b = try setting.agent("replicate-b\(round)-\(Setup.allCases.firstIndex(of: setup)!)", config: setup.config)
+        try load(b, edit: setup == .noConflicts ? nil : "B")
+        try b.start()
+        defer {
+            b.stop()
+            try? FileManager.default.removeItem(atPath: b.dataDir)
+        }
+        try a.request("peer.add", ["node_id": .string(b.nodeID), "direction": .string("push"), "mode": .string("continuous")])
+        defer { _ = try? a.request("peer.remove", ["node_id": .string(b.nodeID)]) }
+        let client = try b.client()
+        let address = try a.listenAddress()
+        let cpuB = BenchClock.cpuSeconds(pid: b.pid)
+        let start = BenchClock.now()
+        try b.pullOnce(from: a, address: address, on: client)
+        let pull = Pull(wall: BenchClock.now() - start, cpuB: BenchClock.cpuSeconds(pid: b.pid) - cpuB)
+        let stats = try BenchAgent.checked(client.request("stats"), "stats")
+        guard stats["doc_count"] == .int(Int64(count)), stats["conflicted_count"] == .int(0) else {
+            throw ValidationError("\(setup.rawValue): B holds \(String(describing: stats["doc_count"])) documents, \(String(describing: stats["conflicted_count"])) conflicted")
+        }
+        if setup == .rules { try checkRules(client) }
+        return pull
+    }
+
+    /// A note merged both edits; a setting took A's (remote-wins).
+    private func checkRules(_ client: AdminSocketClient) throws {
+        for index in [0, 1] {
+            let (id, _) = Self.document(index)
+            let body = try BenchAgent.checked(client.request("get", ["doc": .string(id)]), "get")["doc"]?.objectValue ?? [:]
+            let owner: JSONValue = index == 0 ? .string("edited on B") : .string("user\(index % 1000)")
+            guard body["title"] == .string("edited on A"), body["owner"] == owner else {
+                throw ValidationError("\(id) under the rules: \(body)")
+            }
+        }
+    }
+}
