@@ -242,8 +242,13 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
 
     /// Asks for the next conflicts to offer `name`, within its in-flight limit.
     mutating func pump(_ name: String, _ actions: inout [Action]) {
-        guard !stopping, var registration = registrations[name], !registration.reading else { return }
-        let room = offersInFlightMax - registration.outstanding.count
+        guard !stopping, let waitingRegistration = registrations[name], !waitingRegistration.reading else { return }
+        let room = offersInFlightMax - waitingRegistration.outstanding.count
+        // Refill a batch at a time: one answer freeing one slot would otherwise cost a store read
+        // per offer.
+        guard room >= min(readBatchMax, max(1, offersInFlightMax / 2)) || waitingRegistration.outstanding.isEmpty else { return }
+        // Taken out of the dictionary while it changes, so its queue is not copied.
+        var registration = registrations.removeValue(forKey: name)!
         var batch: [String] = []
         while batch.count < min(room, readBatchMax), let document = registration.toOffer.popFirst() {
             guard let entry = waiting[document], entry.resolver == name, entry.ticket == nil, !entry.failed else { continue }
