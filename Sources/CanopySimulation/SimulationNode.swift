@@ -118,10 +118,16 @@ public final class SimulationNode: @unchecked Sendable {
         let lifetime = generation
         configuration.faultInjector = StorageFaults.Lifetime(storage) { [weak self] in
             guard let self else { return false }
-            return self.generation == lifetime && self.store != nil
+            return self.generation == lifetime && (self.store != nil || self.opening)
         }
+        // The process lives while it opens its store: the open may write (the retry pass).
+        opening = true
+        defer { opening = false }
         return try DocumentStore(path: path, configuration: configuration)
     }
+
+    /// True while `openStore` runs: the store is not assigned yet, but the process is alive.
+    private var opening = false
 
     /// True when the node is up and not paused (it can take writes).
     public var isRunning: Bool { store != nil && !scheduler.isPaused }
