@@ -23,7 +23,11 @@ public enum ConflictResolution {
     /// deletion wins (the highest such by generation, then digest); otherwise the highest live
     /// leaf. Nil when the tree is not conflicted.
     public static func automaticWinner(of tree: RevTree) -> RevTree.Node? {
-        let conflicting = tree.conflictingLeaves
+        automaticWinner(among: tree.conflictingLeaves)
+    }
+
+    /// The automatic rule over a tree's `conflictingLeaves` (nil when there are none).
+    public static func automaticWinner(among conflicting: [RevTree.Node]) -> RevTree.Node? {
         guard !conflicting.isEmpty else { return nil }
         let deletions = conflicting.filter { $0.kind.isDeleted }
         let candidates = deletions.isEmpty ? conflicting : deletions
@@ -38,7 +42,12 @@ public enum ConflictResolution {
     /// False when every conflicting leaf was itself written by a resolution: resolvers on two nodes
     /// disagreed, asking again could disagree forever, so the automatic rule settles it.
     public static func needsResolver(_ tree: RevTree) -> Bool {
-        !tree.conflictingLeaves.allSatisfy { $0.kind.isResolution }
+        needsResolver(among: tree.conflictingLeaves)
+    }
+
+    /// `needsResolver` over a tree's `conflictingLeaves`.
+    public static func needsResolver(among conflicting: [RevTree.Node]) -> Bool {
+        !conflicting.allSatisfy { $0.kind.isResolution }
     }
 
     /// Errors in a decision.
@@ -62,8 +71,14 @@ public enum ConflictResolution {
     /// The revisions that carry out `decision` on `tree`. `bodies` holds the conflicting leaves'
     /// bodies (needed only to keep a leaf other than the automatic winner).
     public static func plan(_ decision: ResolutionDecision, tree: RevTree, bodies: [RevisionID: JSONValue]) throws(PlanError) -> [PlannedRevision] {
-        let conflicting = tree.conflictingLeaves
-        guard let winner = automaticWinner(of: tree) else { throw .notConflicted }
+        try plan(decision, conflicting: tree.conflictingLeaves, bodies: bodies)
+    }
+
+    /// `plan` over a tree's `conflictingLeaves`, for a caller that has them already.
+    public static func plan(
+        _ decision: ResolutionDecision, conflicting: [RevTree.Node], bodies: [RevisionID: JSONValue]
+    ) throws(PlanError) -> [PlannedRevision] {
+        guard let winner = automaticWinner(among: conflicting) else { throw .notConflicted }
         var outcome: (kind: RevisionKind, body: JSONValue)?
         switch decision {
         case .keep(let id):

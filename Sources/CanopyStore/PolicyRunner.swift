@@ -18,10 +18,12 @@ enum PolicyRunner {
     static func run(
         _ policy: ConflictPolicy, _ db: Database, _ document: inout StoredDocument, localRevision: RevisionID?
     ) throws -> Outcome {
-        guard document.tree.isConflicted else { return Outcome(resolution: .notConflicted, added: [], conflict: nil) }
         let leaves = document.tree.conflictingLeaves
+        guard !leaves.isEmpty else { return Outcome(resolution: .notConflicted, added: [], conflict: nil) }
         let strategy: ResolutionStrategy
         var rule: String?
+        // Bodies already parsed (for a rule's field), so a resolver's input does not parse them again.
+        var parsed: [RevisionID: JSONValue?] = [:]
         var resolver: (any ConflictResolver)?
         switch policy {
         case .manual: strategy = .manual
@@ -30,8 +32,10 @@ enum PolicyRunner {
             strategy = .resolver("custom")
             resolver = custom
         case .rules(let rules):
-            let bodies = rules.readsBodies ? try leaves.map { try parsedBody(db, document, $0.id) } : []
-            (strategy, rule) = rules.strategy(for: document.id, bodies: bodies)
+            if rules.readsBodies {
+                for leaf in leaves { parsed[leaf.id] = try parsedBody(db, document, leaf.id) }
+            }
+            (strategy, rule) = rules.strategy(for: document.id, bodies: rules.readsBodies ? leaves.map { parsed[$0.id] ?? nil } : [])
             if let name = strategy.resolverName { resolver = rules.resolvers[name] }
         }
         let conflict = DetectedConflict(
@@ -42,7 +46,7 @@ enum PolicyRunner {
         }
         switch strategy {
         case .manual: return outcome(.kept)
-        case .automatic: return outcome(.resolved, try applyAutomatic(&document))
+        case .automatic: return outcome(.resolved, try applyAutomatic(&document, leaves))
         case .localWins: resolver = BuiltInResolver.localWins
         case .remoteWins: resolver = BuiltInResolver.remoteWins
         case .mergeJSON: resolver = BuiltInResolver.mergeJSON
@@ -50,19 +54,19 @@ enum PolicyRunner {
         }
         // Resolvers on two nodes that disagreed produced this conflict: settle it
         // automatically rather than risk an endless exchange.
-        guard ConflictResolution.needsResolver(document.tree) else { return outcome(.resolved, try applyAutomatic(&document)) }
+        guard ConflictResolution.needsResolver(among: leaves) else { return outcome(.resolved, try applyAutomatic(&document, leaves)) }
         guard let resolver else { return outcome(.awaiting(resolver: strategy.resolverName ?? strategy.description)) }
         do {
-            return outcome(.resolved, try resolve(with: resolver, db, &document, leaves: leaves, localRevision: localRevision))
+            return outcome(.resolved, try resolve(with: resolver, db, &document, leaves: leaves, localRevision: localRevision, parsed: parsed))
         } catch let error as ResolverFailure {
             return outcome(.failed(error.description))
         }
     }
 
     /// Applies the automatic rule (deletes win, then most revisions, then higher hash).
-    static func applyAutomatic(_ document: inout StoredDocument) throws -> [RevisionID] {
-        guard let decision = ConflictResolution.automaticDecision(for: document.tree) else { return [] }
-        return try apply(decision, &document, bodies: [:])
+    static func applyAutomatic(_ document: inout StoredDocument, _ conflicting: [RevTree.Node]) throws -> [RevisionID] {
+        guard let winner = ConflictResolution.automaticWinner(among: conflicting) else { return [] }
+        return try apply(.keep(winner.id), &document, conflicting: conflicting, bodies: [:])
     }
 
     /// A resolver threw, or returned a decision the planner refused: the conflict is kept.
@@ -74,14 +78,15 @@ enum PolicyRunner {
     /// applies its decision. Throws `ResolverFailure` when the resolver or its decision fails.
     static func resolve(
         with resolver: any ConflictResolver, _ db: Database, _ document: inout StoredDocument,
-        leaves: [RevTree.Node], localRevision: RevisionID?
+        leaves: [RevTree.Node], localRevision: RevisionID?, parsed: [RevisionID: JSONValue?] = [:]
     ) throws -> [RevisionID] {
-        let (conflict, bodies) = try describe(db, document, leaves: leaves, localRevision: localRevision)
+        let (conflict, bodies) = try describe(db, document, leaves: leaves, localRevision: localRevision, parsed: parsed)
         let decision: ResolutionDecision
         do { decision = try resolver.resolve(conflict) } catch {
             throw ResolverFailure(description: "resolver threw: \(error)")
         }
         do {
+            // Planned over every conflicting leaf: `leaves` may be only the live ones a resolver sees.
             return try apply(decision, &document, bodies: bodies)
         } catch let error as ConflictResolution.PlanError {
             throw ResolverFailure(description: "resolver's decision refused: \(error)")
@@ -91,12 +96,13 @@ enum PolicyRunner {
     /// The conflict among `leaves` as a resolver sees it (bodies, the common ancestor's body, the
     /// node's revision before the write when it is still a leaf), and the leaves' bodies by id.
     static func describe(
-        _ db: Database, _ document: StoredDocument, leaves: [RevTree.Node], localRevision: RevisionID?
+        _ db: Database, _ document: StoredDocument, leaves: [RevTree.Node], localRevision: RevisionID?,
+        parsed: [RevisionID: JSONValue?] = [:]
     ) throws -> (Conflict, [RevisionID: JSONValue]) {
         var bodies: [RevisionID: JSONValue] = [:]
         var conflictLeaves: [ConflictLeaf] = []
         for leaf in leaves {
-            let body = try parsedBody(db, document, leaf.id)
+            let body = try parsed[leaf.id] ?? parsedBody(db, document, leaf.id)
             if let body { bodies[leaf.id] = body }
             conflictLeaves.append(ConflictLeaf(revision: leaf.id, kind: leaf.kind, body: body))
         }
@@ -110,12 +116,14 @@ enum PolicyRunner {
 
     /// Plans `decision` and adds the planned revisions to the tree and the new bodies.
     static func apply(
-        _ decision: ResolutionDecision, _ document: inout StoredDocument, bodies: [RevisionID: JSONValue]
+        _ decision: ResolutionDecision, _ document: inout StoredDocument, conflicting: [RevTree.Node]? = nil,
+        bodies: [RevisionID: JSONValue]
     ) throws -> [RevisionID] {
-        let plan = try ConflictResolution.plan(decision, tree: document.tree, bodies: bodies)
+        let plan = try ConflictResolution.plan(decision, conflicting: conflicting ?? document.tree.conflictingLeaves, bodies: bodies)
         var added: [RevisionID] = []
         for revision in plan {
-            let bytes = try InputValidation.canonicalBody(revision.body, documentID: document.id)
+            // A closing or deleting tombstone's `{}` needs no encoding.
+            let bytes = revision.body == .emptyObject ? Self.emptyBody : try InputValidation.canonicalBody(revision.body, documentID: document.id)
             do {
                 try document.tree.insertEdit(id: revision.id, parent: revision.parent, kind: revision.kind)
             } catch {
@@ -126,6 +134,9 @@ enum PolicyRunner {
         }
         return added
     }
+
+    /// `{}` as canonical JSON.
+    private static let emptyBody: [UInt8] = Array("{}".utf8)
 
     /// The parsed body of a revision, nil when it was dropped.
     static func parsedBody(_ db: Database, _ document: StoredDocument, _ revision: RevisionID) throws -> JSONValue? {
