@@ -2,16 +2,23 @@
 public enum BuiltInResolver {
     /// Keeps the node's own current revision (the remote one if the node had none).
     public static let localWins: any ConflictResolver = ClosureResolver { conflict in
-        if let local = conflict.localRevision, conflict.leaves.contains(where: { $0.revision == local }) {
-            return .keep(local)
-        }
-        return .keep(conflict.leaves[0].revision)
+        localWins(leaves: conflict.leaves.map(\.revision), local: conflict.localRevision)
     }
 
     /// Keeps the best leaf (canonical order) that is not the node's own current revision.
     public static let remoteWins: any ConflictResolver = ClosureResolver { conflict in
-        let remote = conflict.leaves.first { $0.revision != conflict.localRevision } ?? conflict.leaves[0]
-        return .keep(remote.revision)
+        remoteWins(leaves: conflict.leaves.map(\.revision), local: conflict.localRevision)
+    }
+
+    /// `localWins` on the leaves' ids alone (canonical order; it reads no body).
+    public static func localWins(leaves: [RevisionID], local: RevisionID?) -> ResolutionDecision {
+        if let local, leaves.contains(local) { return .keep(local) }
+        return .keep(leaves[0])
+    }
+
+    /// `remoteWins` on the leaves' ids alone (canonical order; it reads no body).
+    public static func remoteWins(leaves: [RevisionID], local: RevisionID?) -> ResolutionDecision {
+        .keep(leaves.first { $0 != local } ?? leaves[0])
     }
 
     /// Three-way merge of JSON objects, field by field against the common ancestor's body: a field

@@ -127,6 +127,9 @@ public struct ResolutionRules: Sendable {
     /// True when some rule looks at bodies (a match then needs the leaves' bodies).
     public var readsBodies: Bool { rules.contains { $0.fieldValue != nil } }
 
+    /// The body members rules look at: a match needs only these of each leaf's body.
+    public var fieldsRead: Set<String> { Set(rules.filter { $0.fieldValue != nil }.map(\.field)) }
+
     /// The first rule covering the document, or nil when the catch-all applies.
     public func rule(for id: String, bodies: [JSONValue?]) -> ResolutionRule? {
         rules.first { $0.matches(id: id, bodies: bodies) }

@@ -22,7 +22,73 @@ struct CanonicalJSONReader {
         }
     }
 
+    /// The top-level member `name` of the canonical object `bytes`: `.some(nil)` when the object
+    /// has no such member, nil when the bytes are not canonical JSON this reader understands (the
+    /// caller then parses them whole). Other members are stepped over, not built: a rule that
+    /// looks at one field of a large body reads it without parsing the rest.
+    static func member(_ name: String, of bytes: [UInt8]) -> JSONValue?? {
+        bytes.withUnsafeBufferPointer { buffer in
+            var reader = CanonicalJSONReader(bytes: buffer)
+            return reader.member(name)
+        }
+    }
+
     private init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    private mutating func member(_ name: String) -> JSONValue?? {
+        guard peek == UInt8(ascii: "{") else { return nil }
+        index += 1
+        if peek == UInt8(ascii: "}") { return .some(nil) }
+        while true {
+            guard peek == UInt8(ascii: "\""), let key = string(), peek == UInt8(ascii: ":") else { return nil }
+            index += 1
+            if key == name { return value(depth: 1).map { .some($0) } }
+            guard skipValue(depth: 1) else { return nil }
+            switch peek {
+            case UInt8(ascii: ","): index += 1
+            case UInt8(ascii: "}"): return .some(nil)
+            default: return nil
+            }
+        }
+    }
+
+    /// Steps over one value without building it; false for anything unexpected.
+    private mutating func skipValue(depth: Int) -> Bool {
+        guard depth < StoreLimits.bodyDepthMax, let byte = peek else { return false }
+        switch byte {
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            let close = byte == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+            index += 1
+            if peek == close { index += 1; return true }
+            while true {
+                if byte == UInt8(ascii: "{") {
+                    guard peek == UInt8(ascii: "\""), skipString(), peek == UInt8(ascii: ":") else { return false }
+                    index += 1
+                }
+                guard skipValue(depth: depth + 1) else { return false }
+                switch peek {
+                case UInt8(ascii: ","): index += 1
+                case close: index += 1; return true
+                default: return false
+                }
+            }
+        case UInt8(ascii: "\""): return skipString()
+        default: return value(depth: depth) != nil
+        }
+    }
+
+    /// Steps over a string, escapes included.
+    private mutating func skipString() -> Bool {
+        index += 1
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "\""): index += 1; return true
+            case UInt8(ascii: "\\"): index += 2
+            default: index += 1
+            }
+        }
+        return false
+    }
 
     private var peek: UInt8? { index < bytes.count ? bytes[index] : nil }
 

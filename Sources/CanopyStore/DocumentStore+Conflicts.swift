@@ -90,7 +90,7 @@ extension DocumentStore {
                     return .failure(.handlerFailed(documentID: entry.id, underlying: ConflictResolution.PlanError.notConflicted))
                 }
                 let conflicting = document.tree.conflictingLeaves
-                let bodies = try Self.bodiesNeeded(by: entry.decision, conflicting: conflicting, context.db, document)
+                let bodies = try PolicyRunner.bodiesNeeded(by: entry.decision, conflicting: conflicting, context.db, document)
                 do {
                     _ = try PolicyRunner.apply(entry.decision, &document, conflicting: conflicting, bodies: bodies)
                 } catch let error as ConflictResolution.PlanError {
@@ -102,22 +102,6 @@ extension DocumentStore {
                 return .success(current.id)
             }
         }
-    }
-
-    /// The leaf bodies planning `decision` reads: the kept leaf's when it is live and not the
-    /// automatic winner, the winner's for a merged body (an unchanged body writes nothing).
-    private static func bodiesNeeded(
-        by decision: ResolutionDecision, conflicting: [RevTree.Node], _ db: Database, _ document: StoredDocument
-    ) throws -> [RevisionID: JSONValue] {
-        guard let winner = ConflictResolution.automaticWinner(among: conflicting) else { return [:] }
-        let needed: RevisionID?
-        switch decision {
-        case .keep(let id): needed = conflicting.first { $0.id == id && $0.id != winner.id && !$0.kind.isDeleted }?.id
-        case .merged: needed = winner.kind.isDeleted ? nil : winner.id
-        case .delete: needed = nil
-        }
-        guard let needed, let body = try PolicyRunner.parsedBody(db, document, needed) else { return [:] }
-        return [needed: body]
     }
 }
 

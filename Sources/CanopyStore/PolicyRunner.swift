@@ -32,10 +32,8 @@ enum PolicyRunner {
             strategy = .resolver("custom")
             resolver = custom
         case .rules(let rules):
-            if rules.readsBodies {
-                for leaf in leaves { parsed[leaf.id] = try parsedBody(db, document, leaf.id) }
-            }
-            (strategy, rule) = rules.strategy(for: document.id, bodies: rules.readsBodies ? leaves.map { parsed[$0.id] ?? nil } : [])
+            let bodies = rules.readsBodies ? try leaves.map { try fields(rules.fieldsRead, of: $0.id, db, document, &parsed) } : []
+            (strategy, rule) = rules.strategy(for: document.id, bodies: bodies)
             if let name = strategy.resolverName { resolver = rules.resolvers[name] }
         }
         let conflict = DetectedConflict(
@@ -47,8 +45,14 @@ enum PolicyRunner {
         switch strategy {
         case .manual: return outcome(.kept)
         case .automatic: return outcome(.resolved, try applyAutomatic(&document, leaves))
-        case .localWins: resolver = BuiltInResolver.localWins
-        case .remoteWins: resolver = BuiltInResolver.remoteWins
+        case .localWins, .remoteWins:
+            // Decided on the leaves' ids: only the kept leaf's body is read, and only when it is written.
+            guard ConflictResolution.needsResolver(among: leaves) else { return outcome(.resolved, try applyAutomatic(&document, leaves)) }
+            let ids = leaves.map(\.id)
+            let local = localRevision.flatMap { document.tree.isLeaf($0) ? $0 : nil }
+            let decision = strategy == .localWins ? BuiltInResolver.localWins(leaves: ids, local: local) : BuiltInResolver.remoteWins(leaves: ids, local: local)
+            let bodies = try bodiesNeeded(by: decision, conflicting: leaves, db, document)
+            return outcome(.resolved, try apply(decision, &document, conflicting: leaves, bodies: bodies))
         case .mergeJSON: resolver = BuiltInResolver.mergeJSON
         case .resolver: break
         }
@@ -133,6 +137,44 @@ enum PolicyRunner {
             added.append(revision.id)
         }
         return added
+    }
+
+    /// The members `names` of a leaf's body, as an object holding only those it has (nil when the
+    /// body was dropped), read without parsing the rest; a body the quick reader does not take is
+    /// parsed whole and kept in `parsed`.
+    private static func fields(
+        _ names: Set<String>, of revision: RevisionID, _ db: Database, _ document: StoredDocument,
+        _ parsed: inout [RevisionID: JSONValue?]
+    ) throws -> JSONValue? {
+        guard let bytes = try RevisionRows.body(db, of: document, revision: revision) else { return nil }
+        var members: [String: JSONValue] = [:]
+        for name in names {
+            switch CanonicalJSONReader.member(name, of: bytes) {
+            case .some(.some(let value)): members[name] = value
+            case .some(.none): continue
+            case .none:
+                let body = try parsedBody(db, document, revision)
+                parsed[revision] = body
+                return body
+            }
+        }
+        return .object(members)
+    }
+
+    /// The leaf bodies planning `decision` reads: the kept leaf's when it is live and not the
+    /// automatic winner, the winner's for a merged body (an unchanged body writes nothing).
+    static func bodiesNeeded(
+        by decision: ResolutionDecision, conflicting: [RevTree.Node], _ db: Database, _ document: StoredDocument
+    ) throws -> [RevisionID: JSONValue] {
+        guard let winner = ConflictResolution.automaticWinner(among: conflicting) else { return [:] }
+        let needed: RevisionID?
+        switch decision {
+        case .keep(let id): needed = conflicting.first { $0.id == id && $0.id != winner.id && !$0.kind.isDeleted }?.id
+        case .merged: needed = winner.kind.isDeleted ? nil : winner.id
+        case .delete: needed = nil
+        }
+        guard let needed, let body = try parsedBody(db, document, needed) else { return [:] }
+        return [needed: body]
     }
 
     /// `{}` as canonical JSON.
