@@ -157,9 +157,20 @@ struct InvariantChecker {
     }
 
     /// Invariant 5 after settling: no node is left with a conflicted document (automatic and
-    /// merge settle on receipt; the fixed flaky resolver and the manual passes settle the rest).
+    /// merge settle on receipt; the fixed flaky resolver and the manual passes settle the rest;
+    /// under rules, resolvers connected for good and the built-in strategies settle all but what
+    /// the node's rules leave to manual).
     private func conflicts() throws -> [Violation] {
         var violations: [Violation] = []
+        if simulation.hasResolvers {
+            for node in nodes {
+                for (id, strategy) in try simulation.unsettledConflicts(on: node.index) {
+                    violations.append(Violation(invariant: .conflicts, documentID: id, nodes: [node.index],
+                                                detail: "still conflicted after settling, under \(strategy)"))
+                }
+            }
+            return violations
+        }
         for node in nodes {
             guard let store = node.store else { continue }
             for id in try store.conflictedDocumentIDs() {

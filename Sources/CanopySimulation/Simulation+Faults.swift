@@ -122,6 +122,7 @@ extension Simulation {
         } catch {
             crashCheckViolations.append(Violation(invariant: .lostWrite, documentID: nil, nodes: [node], detail: "could not keep the crashed node's files: \(error)"))
         }
+        if hasResolvers { resolverClients[node].nodeDied() }
         scheduler.schedule(after: seconds) { [weak self] in
             guard let self, victim.store == nil else { return }
             do {
@@ -137,6 +138,7 @@ extension Simulation {
     func restart(_ node: Int) throws {
         try nodes[node].restart(configuration: replication)
         trace.record("restart n\(node)")
+        startResolverHub(node)
         checkCheckpointsAtCrash(of: node)
     }
 

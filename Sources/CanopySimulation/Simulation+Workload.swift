@@ -68,15 +68,20 @@ extension Simulation {
         }
     }
 
+    /// `doc-NNN`; under the `rules` policy the prefix cycles through `SimulationRules.prefixes`.
     func documentID(_ number: Int) -> String {
         let digits = String(number)
-        return "doc-" + String(repeating: "0", count: max(0, 3 - digits.count)) + digits
+        let prefix = configuration.policy == .rules ? SimulationRules.prefixes[number % SimulationRules.prefixes.count] : "doc-"
+        return prefix + String(repeating: "0", count: max(0, 3 - digits.count)) + digits
     }
 
-    private func nextBody(_ node: SimulationNode) -> JSONValue {
+    /// A new body for `id`; a `typ-` document's says `type: note` (or, one time in four, `memo`).
+    private func nextBody(_ node: SimulationNode, for id: String) -> JSONValue {
         nextBodyNumber += 1
         let field = "f\(workloadRandom.index(below: 4))"
-        return .object(["by": .string(node.name), "n": .int(nextBodyNumber), field: .int(Int64(workloadRandom.index(below: 1000)))])
+        var members: [String: JSONValue] = ["by": .string(node.name), "n": .int(nextBodyNumber), field: .int(Int64(workloadRandom.index(below: 1000)))]
+        if id.hasPrefix("typ-") { members["type"] = .string(workloadRandom.chance(1, in: 4) ? "memo" : "note") }
+        return .object(members)
     }
 
     private func current(_ store: DocumentStore, _ id: String) throws -> Document? {
@@ -90,7 +95,7 @@ extension Simulation {
     private func create(on node: SimulationNode, _ store: DocumentStore) throws {
         let id = documentID(workloadRandom.index(below: configuration.documents))
         guard try current(store, id) == nil else { return try update(on: node, store, documentID: id) }
-        let revision = try store.put(id: id, body: nextBody(node), replacing: nil)
+        let revision = try store.put(id: id, body: nextBody(node, for: id), replacing: nil)
         acknowledge(node: node.index, documentID: id, revision: revision, deletion: false)
     }
 
@@ -98,7 +103,7 @@ extension Simulation {
     private func update(on node: SimulationNode, _ store: DocumentStore, documentID id: String) throws {
         let document = try current(store, id)
         let parent = document.flatMap { $0.isDeleted ? nil : $0.revision }
-        let revision = try store.put(id: id, body: nextBody(node), replacing: parent)
+        let revision = try store.put(id: id, body: nextBody(node, for: id), replacing: parent)
         acknowledge(node: node.index, documentID: id, revision: revision, deletion: false)
     }
 
@@ -112,7 +117,7 @@ extension Simulation {
     private func recreateSomething(on node: SimulationNode, _ store: DocumentStore) throws {
         let id = documentID(workloadRandom.index(below: configuration.documents))
         guard let document = try current(store, id), document.isDeleted else { return }
-        let revision = try store.put(id: id, body: nextBody(node), replacing: nil)
+        let revision = try store.put(id: id, body: nextBody(node, for: id), replacing: nil)
         acknowledge(node: node.index, documentID: id, revision: revision, deletion: false)
     }
 

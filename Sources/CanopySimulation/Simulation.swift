@@ -50,7 +50,8 @@ public final class Simulation: @unchecked Sendable {
     public internal(set) var resolutionFailures: [(node: Int, documentID: String)] = []
     /// Called for every document event (node, peer, event); the mesh experiment tracks hops.
     public var observer: (@Sendable (Int, Int, DocumentEvent) -> Void)?
-    /// Whether the heal fixes the flaky resolver (tests turn it off to plant a violation).
+    /// Whether the heal fixes the flaky resolver and reconnects the resolver clients for good
+    /// (tests turn it off to plant a violation: the clients then close for good).
     public var healFixesResolver = true
 
     /// Makes the throwing policy's resolver refuse every conflict (tests plant with it).
@@ -64,6 +65,12 @@ public final class Simulation: @unchecked Sendable {
     var crashCheckViolations: [Violation] = []
     /// The races the run went through (worker overlap and reordering, simultaneous connects).
     let races = RaceCounters()
+    /// Each node's rules under the `rules` policy (empty otherwise).
+    let nodeRules: [ResolutionRules]
+    /// Each node's resolver client under the `rules` policy (empty otherwise).
+    private(set) var resolverClients: [SimulatedResolverClient] = []
+    /// What the resolvers did.
+    let resolverCounters = ResolverCounters()
 
     /// Sets up the nodes (files in a fresh temporary directory) without starting anything.
     public init(_ configuration: SimulationConfiguration, logger: Logger = Simulation.quietLogger) throws {
@@ -103,7 +110,10 @@ public final class Simulation: @unchecked Sendable {
             policy = .custom(flaky)
             resolver = flaky
         case .manual: policy = .manual; resolver = nil
+        case .rules: policy = .manual; resolver = nil
         }
+        nodeRules = configuration.policy == .rules ? SimulationRules.draw(seed: seed, nodes: configuration.nodes) : []
+        if !nodeRules.isEmpty { trace.record("rules \(SimulationRules.describe(nodeRules))") }
         let engineRandom = SeededRandom(seed: seed ^ 0xE461_0005)
         let workerRandom = SeededRandom(seed: seed ^ 0x3012_0007)
         for index in 0..<configuration.nodes {
@@ -113,13 +123,24 @@ public final class Simulation: @unchecked Sendable {
             let makeWorker: (() -> any ReplicationWorker)? = configuration.worker == .inline ? nil : {
                 SimulatedWorker(scheduler: nodeScheduler, random: workerRandom, races: races)
             }
+            // Under rules, each node's own, and the conflicts kept are offered by the node's
+            // resolver hub's scan (the agent's start), not retried by the store's open.
+            let storeConfiguration = DocumentStore.Configuration(
+                revsLimit: configuration.revsLimit, conflictPolicy: nodeRules.isEmpty ? policy : .rules(nodeRules[index]),
+                logger: logger, databaseID: databaseIDs[index], retriesConflictsOnOpen: nodeRules.isEmpty)
             let node = try SimulationNode(
                 index: index, path: directory.appendingPathComponent("n\(index).sqlite").path, peers: peers,
-                network: network, random: engineRandom,
-                configuration: .init(revsLimit: configuration.revsLimit, conflictPolicy: policy, logger: logger, databaseID: databaseIDs[index]),
+                network: network, random: engineRandom, configuration: storeConfiguration,
                 storage: StorageFaults(clock: { scheduler.now }), races: races, makeWorker: makeWorker, logger: logger)
             nodes.append(node)
             trace.record("n\(index) node \(Hex.encode(nodeIDs[index].publicKey).prefix(16)) database \(node.store!.databaseID)")
+        }
+        if !nodeRules.isEmpty {
+            for node in nodes {
+                let client = SimulatedResolverClient(node: node, seed: seed, base: scheduler, trace: trace, counters: resolverCounters)
+                resolverClients.append(client)
+                trace.record("n\(node.index) resolver client \(client.style.rawValue)")
+            }
         }
         for node in nodes {
             node.lookup = { [weak self] index in self?.nodes[index] }
@@ -148,12 +169,15 @@ public final class Simulation: @unchecked Sendable {
         trace.record("n\(node) \(event.kind.rawValue) \(event.documentID) \(event.revision.map { "\($0)" } ?? "-") via n\(peer)",
                      documents: [event.documentID])
         if event.kind == .resolutionFailed { resolutionFailures.append((node, event.documentID)) }
+        nodes[node].resolverHub?.observe([event], peer: "n\(peer)")
         observer?(node, peer, event)
     }
 
     /// Starts every node's replicators.
     public func start() {
         for node in nodes { node.startReplication(configuration: replication) }
+        for node in nodes { startResolverHub(node.index) }
+        connectResolverClients()
     }
 
     /// Runs the whole scenario and checks the invariants.
@@ -162,6 +186,7 @@ public final class Simulation: @unchecked Sendable {
         scheduleWorkload(until: configuration.faultPhaseSeconds)
         scheduleFaults(until: configuration.faultPhaseSeconds)
         schedulePeriodicResolution(until: configuration.faultPhaseSeconds)
+        scheduleResolverMisbehaviour(until: configuration.faultPhaseSeconds)
         scheduler.run(deadline: configuration.faultPhaseSeconds)
         let checker = InvariantChecker(simulation: self)
         var violations = try checker.checkBeforeHeal()
@@ -178,11 +203,13 @@ public final class Simulation: @unchecked Sendable {
         return SimulationReport(
             configuration: configuration, violations: violations, convergeSeconds: (settled ? quiescentAt : scheduler.now) - healedAt,
             messages: network.messagesSent, bytes: network.bytesSent, revisionsTransferred: network.revisionsSent,
-            writes: writes.count, faults: network.faults, races: races.counts, traceHash: trace.hashHex, documentLines: trace.documentLines)
+            writes: writes.count, faults: network.faults, races: races.counts,
+            resolvers: hasResolvers ? resolverCounters.counts : [:], traceHash: trace.hashHex, documentLines: trace.documentLines)
     }
 
     /// Ends every fault: crashed nodes restart, paused nodes resume, partitions and clogs end,
-    /// links stop corrupting, disks stop failing, the flaky resolver is fixed.
+    /// links stop corrupting, disks stop failing, the flaky resolver is fixed, resolver clients
+    /// reconnect for good.
     func heal() throws {
         trace.record("heal")
         network.rates = .none
@@ -192,6 +219,9 @@ public final class Simulation: @unchecked Sendable {
         for node in nodes {
             if node.store == nil { try restart(node.index) }
             node.scheduler.resume()
+        }
+        for client in resolverClients {
+            if healFixesResolver { client.heal() } else { client.stop() }
         }
     }
 
@@ -209,9 +239,10 @@ public final class Simulation: @unchecked Sendable {
                         _ = try store.resolveConflicts(id: id, resolver: BuiltInResolver.mergeJSON)
                         changed = true
                     }
-                case .automatic, .merge:
-                    // These must settle every conflict on receipt: nothing to retry (a leftover
-                    // conflict is an invariant 5 violation, not something to paper over).
+                case .automatic, .merge, .rules:
+                    // These must settle every conflict on receipt, or their resolvers must:
+                    // nothing to retry (a leftover conflict is an invariant 5 violation, not
+                    // something to paper over; rules leave only what they route to manual).
                     break
                 case .throwing:
                     if !(try store.conflictedDocumentIDs().isEmpty) {
@@ -229,17 +260,20 @@ public final class Simulation: @unchecked Sendable {
     /// virtual time between (so trailing messages land), or until `deadline`.
     func runUntilQuiescent(deadline: Double) -> Bool {
         while scheduler.now < deadline {
-            scheduler.run(until: { self.nodes.allSatisfy(\.isQuiescent) }, deadline: deadline)
-            guard nodes.allSatisfy(\.isQuiescent) else { return false }
+            scheduler.run(until: { self.isQuiescent }, deadline: deadline)
+            guard isQuiescent else { return false }
             let idleAt = scheduler.now
             scheduler.advance(by: 1)
-            if nodes.allSatisfy(\.isQuiescent) {
+            if isQuiescent {
                 quiescentAt = idleAt
                 return true
             }
         }
         return false
     }
+
+    /// Every node idle, and every resolver client registered with nothing under way.
+    private var isQuiescent: Bool { nodes.allSatisfy(\.isQuiescent) && resolversQuiet }
 
     /// When the last successful `runUntilQuiescent` first saw every node idle.
     public private(set) var quiescentAt: Double = 0

@@ -59,6 +59,10 @@ public enum SimulationPolicy: String, Sendable, CaseIterable {
     case throwing
     /// Conflicts kept; the node calls `resolveConflicts` periodically and at the heal.
     case manual
+    /// Per-node rules by id prefix and body field (`SimulationRules`), one naming the resolver
+    /// `sim`, answered by a seeded resolver client beside each node through the agent's resolver
+    /// logic (`SimulatedResolverHub`).
+    case rules
 }
 
 /// How much goes wrong during the fault phase.

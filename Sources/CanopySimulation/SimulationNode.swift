@@ -90,6 +90,8 @@ public final class SimulationNode: @unchecked Sendable {
     /// The connection each peer's session runs on, for the simultaneous-connect rule (as the
     /// agent's `EngineReplication.Peer.connection`).
     private(set) var connections: [Int: SimultaneousConnect.Connection] = [:]
+    /// The node side of its resolver client, for this process lifetime (`rules` runs only).
+    var resolverHub: SimulatedResolverHub?
     /// Looks up another node (for accepting connections).
     var lookup: @Sendable (Int) -> SimulationNode? = { _ in nil }
 
@@ -188,6 +190,8 @@ public final class SimulationNode: @unchecked Sendable {
     func crash(image: CrashImage? = nil) throws {
         let image = try image ?? CrashImage.capture(path: path)
         scheduler.crash()
+        resolverHub?.alive = false
+        resolverHub = nil
         replicators = [:]
         connections = [:]
         store = nil

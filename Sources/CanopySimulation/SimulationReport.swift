@@ -47,6 +47,10 @@ public struct SimulationReport: Sendable {
     /// was outstanding (`overlapped`), completions that overtook an earlier work's (`reordered`),
     /// connections closed by the simultaneous-connect rule (`simultaneousConnect`).
     public let races: [String: Int]
+    /// What the resolver clients and their nodes did, by name (`rules` runs; empty otherwise):
+    /// offers sent, answers written and refused, offers timed out, connections ended, answers
+    /// sent wrong and offers let time out on purpose, scans.
+    public let resolvers: [String: Int]
     /// The trace hash (invariant 6 compares it between runs).
     public let traceHash: String
     /// The traced document's history, when one was asked for.
@@ -60,10 +64,11 @@ public struct SimulationReport: Sendable {
         let c = configuration
         let faultList = faults.keys.sorted().map { "\($0)=\(faults[$0]!)" }.joined(separator: " ")
         let raceList = races.keys.sorted().map { "\($0)=\(races[$0]!)" }.joined(separator: " ")
+        let resolverList = resolvers.isEmpty ? "" : "resolver [" + resolvers.keys.sorted().map { "\($0)=\(resolvers[$0]!)" }.joined(separator: " ") + "], "
         return "seed \(c.seed) \(c.topology.rawValue)/\(c.nodes) \(c.policy.rawValue) faults=\(c.faults.rawValue) "
             + "revsLimit=\(c.revsLimit) batch=\(c.batchSize)x\(c.window): converged in \(SimulationTrace.format(convergeSeconds)) after heal, "
             + "\(writes) writes, \(messages) messages, \(bytes) bytes, "
-            + "\(String(format2: revisionsPerChange)) revisions/change, faults [\(faultList)], races [\(raceList)], trace \(traceHash.prefix(16))"
+            + "\(String(format2: revisionsPerChange)) revisions/change, faults [\(faultList)], races [\(raceList)], \(resolverList)trace \(traceHash.prefix(16))"
     }
 
     /// The failure text: seed, invariant, document, nodes and the command that reproduces it.

@@ -25,7 +25,7 @@ struct Run: ParsableCommand {
     @Option(help: "Number of nodes (default: from the seed, 3–5; 2 for pair).") var nodes: Int?
     @Option(help: "pair, line, ring, mesh or random (default: from the seed).") var topology: SimulationTopology?
     @Option(help: "none, low or high (default: from the seed).") var faults: FaultLevel?
-    @Option(help: "automatic, merge, throwing or manual (default: from the seed).") var policy: SimulationPolicy?
+    @Option(help: "automatic, merge, throwing, manual or rules (default: from the seed).") var policy: SimulationPolicy?
     @Option(help: "Size of the document id pool.") var docs: Int = 12
     @Option(name: .customLong("revs-limit"), help: "The stores' revsLimit (default: from the seed, 12 or 1000).") var revsLimit: Int?
     @Option(name: .customLong("batch-size"), help: "Changes per batch (default: from the seed, 3, 10 or 50).") var batchSize: Int?

@@ -1,0 +1,51 @@
+import CanopyCore
+import Testing
+
+@testable import CanopySimulation
+
+/// The `rules` policy with a resolver client beside every node, driven through the agent's
+/// resolver logic (`ResolverOffers`): the invariants hold, a run replays exactly, and a resolver
+/// that never comes back is reported.
+@Suite("Simulation with resolvers")
+struct ResolverSimulationTests {
+    static func configuration(_ seed: UInt64, faults: FaultLevel? = nil) -> SimulationConfiguration {
+        SimulationConfiguration(seed: seed, faults: faults, policy: .rules, documents: 10, faultPhaseSeconds: 30)
+    }
+
+    @Test("seeds with resolvers converge, lose no write and leave no conflict waiting for a resolver", arguments: Array(UInt64(1)...6))
+    func seedHoldsInvariants(seed: UInt64) throws {
+        let report = try Simulation(Self.configuration(seed)).run()
+        #expect(report.violations.isEmpty, "\(report.failureText)")
+        #expect(report.resolvers["offered", default: 0] > 0, "\(report.summary)")
+    }
+
+    @Test("a run with resolvers replays exactly, through timeouts, refusals and disconnects")
+    func replay() throws {
+        let first = try Simulation(Self.configuration(9, faults: .high)).run()
+        let second = try Simulation(Self.configuration(9, faults: .high)).run()
+        #expect(first.traceHash == second.traceHash)
+        #expect(first.summary == second.summary)
+        #expect(first.summary.contains("resolver [answered="))
+        #expect(first.violations.isEmpty, "\(first.failureText)")
+        for counter in ["offered", "answered", "refused", "timedOut", "disconnects"] {
+            #expect(first.resolvers[counter, default: 0] > 0, "no \(counter): \(first.summary)")
+        }
+    }
+
+    @Test("conflicts left by resolvers that never come back are reported as unsettled")
+    func plantedAbsentResolver() throws {
+        let simulation = try Simulation(Self.configuration(4, faults: FaultLevel.none))
+        for client in simulation.resolverClients { client.stop() }
+        let report = try simulation.run()
+        let unsettled = report.violations.filter { $0.invariant == .conflicts }
+        #expect(!unsettled.isEmpty, "\(report.summary)")
+        #expect(unsettled.allSatisfy { $0.documentID?.hasPrefix("res-") == true && $0.detail.contains("resolver sim") })
+    }
+
+    @Test("the nodes' rules agree for some seeds and disagree for others")
+    func rulesDisagree() {
+        let draws = (UInt64(1)...20).map { SimulationRules.describe(SimulationRules.draw(seed: $0, nodes: 4)) }
+        let disagreeing = draws.filter { Set($0.split(separator: " ").map { $0.split(separator: ":")[1] }).count > 1 }
+        #expect(!disagreeing.isEmpty && disagreeing.count < draws.count)
+    }
+}
