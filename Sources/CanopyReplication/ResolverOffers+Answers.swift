@@ -117,7 +117,10 @@ extension ResolverOffers {
                     "doc": .string(answer.document), "rev": .string(revision.description), "by": .string(answer.resolver),
                 ]))
             case .failure(let refusal):
-                markFailed(answer.document, resolver: answer.resolver, reason: "resolver \(answer.resolver)'s answer was refused: \(refusal.message)", &actions)
+                // Reported either way; only the document's own offer fails (a newer one, for a
+                // change made meanwhile, still goes out).
+                markFailed(answer.document, resolver: answer.resolver, reason: "resolver \(answer.resolver)'s answer was refused: \(refusal.message)",
+                           keep: !current, &actions)
             }
             actions.append(.reply(ticket: answer.ticket, document: answer.document, result))
         }
@@ -143,8 +146,10 @@ extension ResolverOffers {
         return actions
     }
 
-    private mutating func markFailed(_ document: String, resolver: String, reason: String, _ actions: inout [Action]) {
-        waiting[document]?.failed = true
+    /// Reports the failure, and marks the document's conflict failed unless `keep` (the failure
+    /// was an earlier offer's).
+    private mutating func markFailed(_ document: String, resolver: String, reason: String, keep: Bool = false, _ actions: inout [Action]) {
+        if !keep { waiting[document]?.failed = true }
         actions.append(.emit([ResolverEvent(type: "resolution.failed", data: [
             "doc": .string(document), "reason": .string(reason), "resolver": .string(resolver),
         ])]))

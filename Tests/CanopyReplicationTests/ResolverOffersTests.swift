@@ -276,3 +276,27 @@ struct ResolverOffersTests {
         #expect(offers.forget("res-1").isEmpty)
     }
 }
+
+/// Regressions in the resolver offers.
+@Suite("Resolver offers regressions")
+struct ResolverOffersRegressionTests {
+    typealias Offers = ResolverOffersTests.Offers
+
+    @Test("a refused answer to a ticket the document's change voided does not mark the new conflict failed; it is offered")
+    func staleRefusalKeepsNewOffer() throws {
+        var offers = ResolverOffersTests.machine()
+        _ = try ResolverOffersTests.register(&offers)
+        _ = ResolverOffersTests.readAll(&offers, offers.observe([ResolverOffersTests.arrived("res-1")], peer: nil))
+        // The answer is being written when the document changes again.
+        _ = offers.answerReceived(ticket: 1, decision: .keep(ResolverOffersTests.revision(2, 1)))
+        let changed = offers.observe([ResolverOffersTests.arrived("res-1", previous: ResolverOffersTests.revision(2, 2))], peer: nil)
+        #expect(changed == [.readConflicts(resolver: "sim", documents: ["res-1"])])
+        // The old answer no longer applies (its pick is not a leaf any more): refused, and reported.
+        let refusal = Offers.Refusal(code: "invalid_argument", message: "not a leaf")
+        let applied = offers.answersApplied([.failure(refusal)])
+        #expect(applied.contains(.reply(ticket: 1, document: "res-1", .failure(refusal))))
+        #expect(ResolverOffersTests.failures(applied) == ["res-1"])
+        // The new conflict is still offered.
+        #expect(ResolverOffersTests.tickets(ResolverOffersTests.readAll(&offers, changed)) == [2])
+    }
+}
