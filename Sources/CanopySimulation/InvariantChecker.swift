@@ -118,11 +118,13 @@ struct InvariantChecker {
 
     /// Invariant 3: an acknowledged deletion that is still an open leaf (nobody revived it by
     /// writing on it, no resolution superseded it) wins: the document is deleted everywhere.
+    /// Under rules, a conflict a node's rules leave to manual is kept as it is, its open deletion
+    /// included, until someone resolves it.
     private func deletions(_ views: [[String: DocumentView]]) throws -> [Violation] {
         var violations: [Violation] = []
         for node in nodes {
             guard let store = node.store else { continue }
-            var checked = Set<String>()
+            var checked = simulation.hasResolvers ? try simulation.manualConflicts(on: node.index) : []
             for write in simulation.writes where write.isDeletion && !checked.contains(write.documentID) {
                 guard let tree = try store.revisionTree(id: write.documentID), tree.isLeaf(write.revision),
                       let view = views[node.index][write.documentID], !view.currentIsDeleted else { continue }

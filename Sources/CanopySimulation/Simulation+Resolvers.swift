@@ -60,11 +60,21 @@ extension Simulation {
     /// resolver, or that a built-in strategy should have settled. With the strategy that covers
     /// each.
     func unsettledConflicts(on node: Int) throws -> [(document: String, strategy: ResolutionStrategy)] {
+        try keptConflicts(on: node).filter { $0.strategy != .manual }
+    }
+
+    /// Conflicts `node`'s rules leave to `manual`: kept, open leaves and all, until someone
+    /// resolves them (an open deletion among them does not win yet).
+    func manualConflicts(on node: Int) throws -> Set<String> {
+        Set(try keptConflicts(on: node).filter { $0.strategy == .manual }.map(\.document))
+    }
+
+    /// Every conflict `node` holds, with the strategy its rules give it.
+    private func keptConflicts(on node: Int) throws -> [(document: String, strategy: ResolutionStrategy)] {
         guard let store = nodes[node].store else { return [] }
         let rules = nodeRules[node]
-        return try store.conflicts(ids: try store.conflictedDocumentIDs()).compactMap { conflict in
-            let strategy = rules.strategy(for: conflict.documentID, bodies: conflict.leaves.map(\.body)).strategy
-            return strategy == .manual ? nil : (conflict.documentID, strategy)
+        return try store.conflicts(ids: try store.conflictedDocumentIDs()).map { conflict in
+            (conflict.documentID, rules.strategy(for: conflict.documentID, bodies: conflict.leaves.map(\.body)).strategy)
         }
     }
 }

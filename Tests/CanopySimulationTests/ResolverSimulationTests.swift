@@ -42,6 +42,19 @@ struct ResolverSimulationTests {
         #expect(unsettled.allSatisfy { $0.documentID?.hasPrefix("res-") == true && $0.detail.contains("resolver sim") })
     }
 
+    /// Regression (canopy-sim, seed 111 and a dozen others of the first sweep): a deletion left
+    /// open in a conflict the rules keep for manual resolution was reported as a deletion that
+    /// did not win (invariant 3), though the conflict is kept exactly as the rules say.
+    @Test("a deletion kept open in a conflict the rules leave to manual is not reported as lost")
+    func manualConflictKeepsOpenDeletion() throws {
+        let simulation = try Simulation(SimulationConfiguration(seed: 111, policy: .rules))
+        var kept: Set<String> = []
+        simulation.beforeChecks = { kept = try $0.manualConflicts(on: 0) }
+        let report = try simulation.run()
+        #expect(kept.contains("doc-005"))
+        #expect(report.violations.isEmpty, "\(report.failureText)")
+    }
+
     @Test("the nodes' rules agree for some seeds and disagree for others")
     func rulesDisagree() {
         let draws = (UInt64(1)...20).map { SimulationRules.describe(SimulationRules.draw(seed: $0, nodes: 4)) }
