@@ -1,4 +1,5 @@
 import CanopyCore
+import DequeModule
 import Dispatch
 import Logging
 
@@ -129,10 +130,13 @@ final class AdminServer: @unchecked Sendable {
 /// as a request, every request read is answered, and then the connection closes, unless it holds
 /// an `events` stream, which goes on until the client closes or the agent stops.
 ///
-/// Invariants (all on `queue`): at most one request is being handled at a time (the next line
-/// waits in `lines`), so responses leave in the order requests arrived; `buffer` never holds more
-/// than `AgentLimits.adminLineBytesMax` bytes without a newline: the line-too-long error is sent
-/// and the connection closed instead.
+/// Invariants (all on `queue`): responses leave in the order requests arrived (each request has a
+/// slot in `responses`, sent once it and every slot before it are filled); one request is handled
+/// at a time (the next line waits in `lines`), except that consecutive `resolver.answer` requests
+/// are handled together, so a resolver that pipelines its answers has them written in one
+/// transaction rather than one commit each; `buffer` never holds more than
+/// `AgentLimits.adminLineBytesMax` bytes without a newline: the line-too-long error is sent and the
+/// connection closed instead.
 final class AdminClient: @unchecked Sendable {
     let queue = DispatchQueue(label: "canopy.admin.client")
     private let connection: StreamConnection
@@ -141,7 +145,16 @@ final class AdminClient: @unchecked Sendable {
     private let writeBudget: PendingWriteBudget
     private var buffer: [UInt8] = []
     private var lines: [[UInt8]] = []
-    private var busy = false
+    /// Requests handed to the handler and not answered yet.
+    private var inFlight = 0
+    /// Every request in flight may run beside another of its kind (`pipelines`).
+    private var inFlightPipelines = true
+    /// The responses of the requests in flight and of lines refused meanwhile, in request order;
+    /// nil until the response is known.
+    private var responses: Deque<[UInt8]?> = []
+    /// The position in the request order of `responses.first`.
+    private var responsesBase = 0
+    private var busy: Bool { inFlight > 0 }
     /// The first of `lines`, already decoded while the request before it ran: decoding a
     /// multi-megabyte `import` line then overlaps the store's write of the previous one. At most
     /// one line is decoded ahead, so a client that pipelines many lines holds them as bytes.
@@ -252,46 +265,72 @@ final class AdminClient: @unchecked Sendable {
         if busy { decodeAhead() }
     }
 
+    /// Requests that may be handled while others of their kind are: a resolver's answers, each
+    /// about its own ticket, which the agent writes in batches.
+    private static func pipelines(_ request: AdminRequest) -> Bool {
+        request.command == "resolver.answer"
+    }
+
     private func handleNext() {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard !busy, !connection.isClosed, let handler else { return }
-        guard !lines.isEmpty || decodedAhead != nil else {
-            // A stream goes on after a half-close, not after the client closed its socket (that
-            // would hold the connection, and one of `adminConnectionsMax`, until the next event).
-            if inputEnded && (!staysOpen || connection.peerHungUp) { connection.closeWhenFlushed() }
-            return
-        }
-        let decoded: Result<AdminRequest, AdminDecodeFailure>
-        if let ahead = decodedAhead {
-            decodedAhead = nil
-            decoded = ahead
-        } else {
-            decoded = AdminRequest.decode(lines.removeFirst())
-        }
-        switch decoded {
-        case .failure(let problem):
-            connection.send(AdminResponse.failure(id: problem.id, problem.failure))
-            handleNext()
-        case .success(let request):
-            busy = true
-            defer { queue.async { [weak self] in self?.decodeAhead() } }
-            handler.handle(request, client: self) { [weak self] result in
-                guard let self else { return }
-                self.queue.async {
-                    switch result {
-                    case .success(let members): self.connection.send(AdminResponse.success(id: request.id, members))
-                    case .failure(let failure): self.connection.send(AdminResponse.failure(id: request.id, failure))
-                    }
-                    self.busy = false
-                    self.handleNext()
-                }
+        while !connection.isClosed, let handler {
+            guard !lines.isEmpty || decodedAhead != nil else {
+                // A stream goes on after a half-close, not after the client closed its socket (that
+                // would hold the connection, and one of `adminConnectionsMax`, until the next event).
+                if !busy && inputEnded && (!staysOpen || connection.peerHungUp) { connection.closeWhenFlushed() }
+                return
             }
+            let decoded = decodedAhead ?? AdminRequest.decode(lines.removeFirst())
+            decodedAhead = nil
+            switch decoded {
+            case .failure(let problem):
+                respond(at: enqueueResponse(), AdminResponse.failure(id: problem.id, problem.failure))
+            case .success(let request):
+                let pipelines = Self.pipelines(request)
+                if busy && !(pipelines && inFlightPipelines) {
+                    decodedAhead = decoded  // waits for the requests in flight
+                    return
+                }
+                inFlightPipelines = busy ? inFlightPipelines && pipelines : pipelines
+                inFlight += 1
+                let position = enqueueResponse()
+                if !pipelines { queue.async { [weak self] in self?.decodeAhead() } }
+                handler.handle(request, client: self) { [weak self] result in
+                    guard let self else { return }
+                    self.queue.async {
+                        switch result {
+                        case .success(let members): self.respond(at: position, AdminResponse.success(id: request.id, members))
+                        case .failure(let failure): self.respond(at: position, AdminResponse.failure(id: request.id, failure))
+                        }
+                        self.inFlight -= 1
+                        self.handleNext()
+                    }
+                }
+                if !pipelines { return }
+            }
+        }
+    }
+
+    /// A slot for the next response in request order; its position.
+    private func enqueueResponse() -> Int {
+        responses.append(nil)
+        return responsesBase + responses.count - 1
+    }
+
+    /// Fills the response at `position` and sends every response now complete at the front.
+    private func respond(at position: Int, _ line: [UInt8]) {
+        responses[position - responsesBase] = line
+        while let first = responses.first, let ready = first {
+            connection.send(ready)
+            responses.removeFirst()
+            responsesBase += 1
         }
     }
 
     /// While a request runs, decodes the next line, if one is waiting and none is decoded yet.
     private func decodeAhead() {
         guard busy, decodedAhead == nil, !lines.isEmpty, !connection.isClosed else { return }
+        if inFlightPipelines { return handleNext() }
         decodedAhead = AdminRequest.decode(lines.removeFirst())
     }
 

@@ -271,6 +271,32 @@ struct ResolutionOnReceiptEndToEndTests {
         #expect(try conflicted(agent) == 1)
     }
 
+    @Test("answers sent back to back are applied together and answered in request order, a request after them included")
+    func pipelinedAnswers() throws {
+        let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
+        try agent.start()
+        let resolver = try ResolverConnection(agent, name: "fast", prefix: "p")
+        let ids = (1...20).map { "p\($0)" }
+        for id in ids { try importConflict(agent, id, ["side": .string("a")], ["side": .string("b")]) }
+        let offers = try resolver.offers(for: Set(ids))
+        var lines: [UInt8] = []
+        for (index, id) in ids.enumerated() {
+            let answer: JSONValue = .object(["id": .int(Int64(100 + index)), "cmd": .string("resolver.answer"), "ticket": offers[id]!["ticket"]!, "delete": .bool(true)])
+            lines += CanonicalJSON.encode(answer) + [UInt8(ascii: "\n")]
+        }
+        lines += CanonicalJSON.encode(.object(["id": .int(200), "cmd": .string("status")]))
+        try resolver.client.sendLine(lines)
+        var order: [Int64] = []
+        while order.count < ids.count + 1 {
+            let line = try resolver.client.readObject()
+            guard case .int(let id)? = line["id"] else { continue }
+            #expect(line["ok"] == .bool(true), "\(line)")
+            order.append(id)
+        }
+        #expect(order == (0..<Int64(ids.count)).map { 100 + $0 } + [200])
+        #expect(try conflicted(agent) == 0)
+    }
+
     @Test("on SIGTERM an answer to an offer already sent is still applied before the agent exits")
     func answersDuringShutdown() throws {
         let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
