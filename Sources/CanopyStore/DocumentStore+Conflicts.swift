@@ -90,9 +90,13 @@ extension DocumentStore {
                     return .failure(.handlerFailed(documentID: entry.id, underlying: ConflictResolution.PlanError.notConflicted))
                 }
                 let conflicting = document.tree.conflictingLeaves
-                let bodies = try PolicyRunner.bodiesNeeded(by: entry.decision, conflicting: conflicting, context.db, document)
                 do {
-                    _ = try PolicyRunner.apply(entry.decision, &document, conflicting: conflicting, bodies: bodies)
+                    if case .keep(let id) = entry.decision {
+                        _ = try PolicyRunner.keep(id, &document, conflicting: conflicting, context.db)
+                    } else {
+                        let bodies = try PolicyRunner.bodiesNeeded(by: entry.decision, conflicting: conflicting, context.db, document)
+                        _ = try PolicyRunner.apply(entry.decision, &document, conflicting: conflicting, bodies: bodies)
+                    }
                 } catch let error as ConflictResolution.PlanError {
                     return .failure(.handlerFailed(documentID: entry.id, underlying: error))
                 }

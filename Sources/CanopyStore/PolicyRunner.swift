@@ -51,8 +51,8 @@ enum PolicyRunner {
             let ids = leaves.map(\.id)
             let local = localRevision.flatMap { document.tree.isLeaf($0) ? $0 : nil }
             let decision = strategy == .localWins ? BuiltInResolver.localWins(leaves: ids, local: local) : BuiltInResolver.remoteWins(leaves: ids, local: local)
-            let bodies = try bodiesNeeded(by: decision, conflicting: leaves, db, document)
-            return outcome(.resolved, try apply(decision, &document, conflicting: leaves, bodies: bodies))
+            guard case .keep(let kept) = decision else { preconditionFailure("local-wins and remote-wins keep a leaf") }
+            return outcome(.resolved, try keep(kept, &document, conflicting: leaves, db))
         case .mergeJSON: resolver = BuiltInResolver.mergeJSON
         case .resolver: break
         }
@@ -134,6 +134,36 @@ enum PolicyRunner {
                 throw StoreError.corrupt(detail: "resolution plan for \"\(document.id.prefix(80))\" did not apply: \(error)")
             }
             document.noteAdded(revision.id, body: bytes)
+            added.append(revision.id)
+        }
+        return added
+    }
+
+    /// Carries out `.keep(id)` as `apply` does, with the same revisions, but copies the kept leaf's
+    /// stored bytes into the outcome revision instead of parsing and encoding them again (a
+    /// stored body is canonical JSON, so its bytes are what encoding the parsed body gives).
+    static func keep(_ id: RevisionID, _ document: inout StoredDocument, conflicting: [RevTree.Node], _ db: Database) throws -> [RevisionID] {
+        guard let winner = ConflictResolution.automaticWinner(among: conflicting),
+            let kept = conflicting.first(where: { $0.id == id }), kept.id != winner.id, !kept.kind.isDeleted
+        else { return try apply(.keep(id), &document, conflicting: conflicting, bodies: [:]) }
+        guard let bytes = try RevisionRows.body(db, of: document, revision: id) else {
+            throw ConflictResolution.PlanError.bodyUnavailable(id)
+        }
+        var added: [RevisionID] = []
+        var planned = conflicting.filter { $0.id != winner.id }.map { leaf in
+            let closing = ConflictResolution.closing(leaf.id)
+            return (id: closing.id, parent: closing.parent, kind: closing.kind, body: Self.emptyBody)
+        }
+        let outcome = RevisionHasher.revisionID(parent: winner.id, kind: .resolvedLive, canonicalBody: bytes)
+        planned.append((id: outcome, parent: winner.id, kind: .resolvedLive, body: bytes))
+        for revision in planned {
+            let body = revision.body
+            do {
+                try document.tree.insertEdit(id: revision.id, parent: revision.parent, kind: revision.kind)
+            } catch {
+                throw StoreError.corrupt(detail: "resolution plan for \"\(document.id.prefix(80))\" did not apply: \(error)")
+            }
+            document.noteAdded(revision.id, body: body)
             added.append(revision.id)
         }
         return added

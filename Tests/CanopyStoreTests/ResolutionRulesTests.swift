@@ -70,6 +70,23 @@ struct ResolutionRulesTests {
         #expect(try store.conflictedCount == 0)
     }
 
+    @Test("keeping a leaf by rule writes the revisions the planner writes for the same decision")
+    func keptLeafMatchesPlan() throws {
+        for (rule, resolver) in [(ResolutionStrategy.remoteWins, BuiltInResolver.remoteWins), (.localWins, BuiltInResolver.localWins)] {
+            let byRule = try TestStore(.init(conflictPolicy: .rules(ResolutionRules(fallback: rule)))).store
+            let byPlan = try TestStore(.init(conflictPolicy: .custom(resolver))).store
+            var currents: [RevisionID] = []
+            for store in [byRule, byPlan] {
+                let made = try makeConflict(store, "d",
+                    base: .object(["v": .int(0)]), local: .object(["v": .int(1), "w": .string("mine")]), remote: .object(["v": .int(2)]))
+                #expect(made.result.resolution == .resolved)
+                currents.append(made.result.current)
+                #expect(try store.revisionTree(id: "d")?.sortedNodes.map(\.id) == byRule.revisionTree(id: "d")?.sortedNodes.map(\.id), "\(rule)")
+            }
+            #expect(currents[0] == currents[1], "\(rule)")
+        }
+    }
+
     @Test("a rule naming a resolver the store does not hold keeps the conflict as waiting; its answer applies in one batch")
     func awaitingAndAnswers() throws {
         let store = try TestStore(.init(conflictPolicy: .rules(Self.rules))).store
