@@ -124,19 +124,32 @@ enum PolicyRunner {
         bodies: [RevisionID: JSONValue]
     ) throws -> [RevisionID] {
         let plan = try ConflictResolution.plan(decision, conflicting: conflicting ?? document.tree.conflictingLeaves, bodies: bodies)
-        var added: [RevisionID] = []
-        for revision in plan {
+        return try insert(plan.map { revision in
             // A closing or deleting tombstone's `{}` needs no encoding.
             let bytes = revision.body == .emptyObject ? Self.emptyBody : try InputValidation.canonicalBody(revision.body, documentID: document.id)
+            return Insertion(id: revision.id, parent: revision.parent, kind: revision.kind, body: bytes)
+        }, into: &document)
+    }
+
+    /// A planned revision with its canonical body.
+    private struct Insertion {
+        let id: RevisionID
+        let parent: RevisionID
+        let kind: RevisionKind
+        let body: [UInt8]
+    }
+
+    /// Adds planned revisions (each a child of a current leaf) to the tree, with their bodies.
+    private static func insert(_ revisions: [Insertion], into document: inout StoredDocument) throws -> [RevisionID] {
+        for revision in revisions {
             do {
                 try document.tree.insertEdit(id: revision.id, parent: revision.parent, kind: revision.kind)
             } catch {
                 throw StoreError.corrupt(detail: "resolution plan for \"\(document.id.prefix(80))\" did not apply: \(error)")
             }
-            document.noteAdded(revision.id, body: bytes)
-            added.append(revision.id)
+            document.noteAdded(revision.id, body: revision.body)
         }
-        return added
+        return revisions.map(\.id)
     }
 
     /// Carries out `.keep(id)` as `apply` does, with the same revisions, but copies the kept leaf's
@@ -149,24 +162,13 @@ enum PolicyRunner {
         guard let bytes = try RevisionRows.body(db, of: document, revision: id) else {
             throw ConflictResolution.PlanError.bodyUnavailable(id)
         }
-        var added: [RevisionID] = []
         var planned = conflicting.filter { $0.id != winner.id }.map { leaf in
             let closing = ConflictResolution.closing(leaf.id)
-            return (id: closing.id, parent: closing.parent, kind: closing.kind, body: Self.emptyBody)
+            return Insertion(id: closing.id, parent: closing.parent, kind: closing.kind, body: Self.emptyBody)
         }
         let outcome = RevisionHasher.revisionID(parent: winner.id, kind: .resolvedLive, canonicalBody: bytes)
-        planned.append((id: outcome, parent: winner.id, kind: .resolvedLive, body: bytes))
-        for revision in planned {
-            let body = revision.body
-            do {
-                try document.tree.insertEdit(id: revision.id, parent: revision.parent, kind: revision.kind)
-            } catch {
-                throw StoreError.corrupt(detail: "resolution plan for \"\(document.id.prefix(80))\" did not apply: \(error)")
-            }
-            document.noteAdded(revision.id, body: body)
-            added.append(revision.id)
-        }
-        return added
+        planned.append(Insertion(id: outcome, parent: winner.id, kind: .resolvedLive, body: bytes))
+        return try insert(planned, into: &document)
     }
 
     /// The members `names` of a leaf's body, as an object holding only those it has (nil when the
