@@ -347,10 +347,21 @@ struct ResolveReplication {
     enum Setup: String, CaseIterable {
         case noConflicts = "no conflicts"
         case automatic = "every document conflicts, conflicts = automatic"
-        case rules = "every document conflicts, rules merge-json + remote-wins"
+        case rules = "every document conflicts, rules local-wins (by type) + remote-wins (by prefix)"
+        case merging = "every document conflicts, rules merge-json (by type) + remote-wins (by prefix)"
+
+        /// The strategy notes get under the setup's rules.
+        var notes: String? {
+            switch self {
+            case .rules: "local-wins"
+            case .merging: "merge-json"
+            default: nil
+            }
+        }
 
         var config: String {
-            self == .rules ? "[rule notes]\nvalue = note\nstrategy = merge-json\n\n[rule settings]\nprefix = set-\nstrategy = remote-wins\n" : ""
+            guard let notes else { return "" }
+            return "[rule notes]\nvalue = note\nstrategy = \(notes)\n\n[rule settings]\nprefix = set-\nstrategy = remote-wins\n"
         }
     }
 
@@ -374,7 +385,7 @@ struct ResolveReplication {
         var figures = [Figure(
             name: "pull of \(count) edits, no conflicts (ceiling)", value: ceilings.sorted()[(rounds - 1) / 2], unit: "docs/s",
             note: "median; all: " + ceilings.map { String(format: "%.0f", $0) }.joined(separator: " / "))]
-        for setup in [Setup.automatic, .rules] {
+        for setup in [Setup.automatic, .rules, .merging] {
             let ratios = (0..<rounds).map { pulls[.noConflicts]![$0].wall / pulls[setup]![$0].wall }
             let median = (0..<rounds).sorted { ratios[$0] < ratios[$1] }[(rounds - 1) / 2]
             let run = pulls[setup]![median]
@@ -438,17 +449,18 @@ struct ResolveReplication {
         guard stats["doc_count"] == .int(Int64(count)), stats["conflicted_count"] == .int(0) else {
             throw ValidationError("\(setup.rawValue): B holds \(String(describing: stats["doc_count"])) documents, \(String(describing: stats["conflicted_count"])) conflicted")
         }
-        if setup == .rules { try checkRules(client) }
+        if setup.notes != nil { try checkRules(client, merged: setup == .merging) }
         return pull
     }
 
-    /// A note merged both edits; a setting took A's (remote-wins).
-    private func checkRules(_ client: AdminSocketClient) throws {
+    /// A note merged both edits (merge-json) or kept B's (local-wins); a setting took A's (remote-wins).
+    private func checkRules(_ client: AdminSocketClient, merged: Bool) throws {
         for index in [0, 1] {
             let (id, _) = Self.document(index)
             let body = try BenchAgent.checked(client.request("get", ["doc": .string(id)]), "get")["doc"]?.objectValue ?? [:]
             let owner: JSONValue = index == 0 ? .string("edited on B") : .string("user\(index % 1000)")
-            guard body["title"] == .string("edited on A"), body["owner"] == owner else {
+            let title: JSONValue = index == 0 && !merged ? .string("Document number 0") : .string("edited on A")
+            guard body["title"] == title, body["owner"] == owner else {
                 throw ValidationError("\(id) under the rules: \(body)")
             }
         }
