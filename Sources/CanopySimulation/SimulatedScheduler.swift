@@ -46,8 +46,13 @@ public final class SimulatedScheduler: ReplicationScheduler, @unchecked Sendable
     /// True when nothing is scheduled (cancelled items do not count).
     public var isIdle: Bool { !heap.contains { !$0.token.cancelled } }
 
-    /// The time of the next pending item, if any.
-    public var nextTime: Double? { heap.first { !$0.token.cancelled }.map(\.time) }
+    /// The time of the next pending item, if any. Cancelled items at the top of the heap are
+    /// dropped first: the first uncancelled item in the heap's array order is not the earliest
+    /// (a run could then stop at its deadline with earlier work still pending).
+    public var nextTime: Double? {
+        while let top = heap.first, top.token.cancelled { _ = pop() }
+        return heap.first?.time
+    }
 
     /// Forgets every pending item without running it. Pending work usually holds the objects
     /// that hold this scheduler (sessions' timers, links' deliveries), so an owner that is done
