@@ -44,6 +44,11 @@ extension DocumentStore {
     /// resolver the store does not hold comes back `.awaiting`.
     public func retryConflictResolution() throws(StoreError) -> [ForeignDocumentResult] {
         let policy = conflictPolicy
+        // Nothing conflicted (the usual case at start-up): no write transaction, whose commit
+        // could also set off a checkpoint of everything written before.
+        guard try read({ db in try db.queryFirst("SELECT 1 FROM documents WHERE conflicted = 1 LIMIT 1") { _ in true } }) != nil else {
+            return []
+        }
         return try write { context in
             let ids = try readableIDs(context.db, "SELECT doc_id FROM documents WHERE conflicted = 1 ORDER BY doc_id")
             return try ids.map { id in
