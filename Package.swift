@@ -147,6 +147,8 @@ let package = Package(
             name: "canopy-crashtest", dependencies: ["CanopyCore", "CanopyStore"], path: "Tools/canopy-crashtest"),
 
         .testTarget(name: "CanopyCoreTests", dependencies: ["CanopyCore"]),
+        // The embedding API as an application sees it: `import Canopy` and nothing else.
+        .testTarget(name: "CanopyLibraryTests", dependencies: ["Canopy"]),
         .testTarget(name: "CanopyWireTests", dependencies: ["CanopyWire", "CanopyCore"]),
         .testTarget(name: "CanopyCryptoTests", dependencies: ["CanopyCrypto", "CanopyWire"]),
         .testTarget(

@@ -1,0 +1,69 @@
+import Canopy
+import Foundation
+import Testing
+
+/// Makes `id` conflicted the way replication does: `base`, then `local` saved here on top of it,
+/// then `remote` arriving from a peer as a child of `base` (through the store underneath, whose
+/// `bulkInsertForeign` is what a replicator calls). Returns the local and remote revisions.
+@discardableResult
+func makeConflict(
+    _ db: Database, _ id: String, base: JSONValue, local: JSONValue, remote: JSONValue
+) throws -> (local: RevisionID, remote: RevisionID) {
+    let first = try db.save(json: base, id: id)
+    let mine = try db.save(json: local, id: id, replacing: first)
+    let theirs = RevisionHasher.revisionID(parent: first, kind: .live, body: remote)
+    try db.store.bulkInsertForeign([
+        ForeignRevision(documentID: id, path: try RevisionPath(leaf: theirs, kind: .live, ancestors: [first]), body: .value(remote))
+    ])
+    return (mine, theirs)
+}
+
+@Suite("Database: conflicts from peers")
+struct DatabaseConflictTests {
+    /// Two people edit different fields of the same task on two devices; a rule merges notes
+    /// field by field against their common ancestor, so neither edit is lost.
+    @Test("a mergeJSON rule settles a conflict from a peer field by field as it arrives")
+    func threeWayMergeRule() throws {
+        let rules = ResolutionRules([ResolutionRule(name: "notes", fieldValue: "note", strategy: .mergeJSON)])
+        let db = try TestDatabase(.init(conflictResolution: .rules(rules))).db
+        try makeConflict(db, "task",
+            base: .object(["type": .string("note"), "title": .string("Buy milk"), "done": .bool(false)]),
+            local: .object(["type": .string("note"), "title": .string("Buy oat milk"), "done": .bool(false)]),
+            remote: .object(["type": .string("note"), "title": .string("Buy milk"), "done": .bool(true)]))
+        #expect(try db.conflictedDocumentIDs().isEmpty)
+        #expect(try db.document(id: "task")?.body
+            == .object(["type": .string("note"), "title": .string("Buy oat milk"), "done": .bool(true)]))
+    }
+
+    @Test("a kept conflict is listed and settled by resolveConflicts with the same merge")
+    func manualThenMerge() throws {
+        let db = try TestDatabase(.init(conflictResolution: .manual)).db
+        try makeConflict(db, "task",
+            base: .object(["title": .string("Buy milk"), "done": .bool(false)]),
+            local: .object(["title": .string("Buy oat milk"), "done": .bool(false)]),
+            remote: .object(["title": .string("Buy milk"), "done": .bool(true)]))
+        #expect(try db.conflictedDocumentIDs() == ["task"])
+        let settled = try db.resolveConflicts(id: "task", resolver: BuiltInResolver.mergeJSON)
+        #expect(try db.conflictedDocumentIDs().isEmpty)
+        let document = try #require(try db.document(id: "task"))
+        #expect(document.revision == settled)
+        #expect(document.body == .object(["title": .string("Buy oat milk"), "done": .bool(true)]))
+    }
+
+    @Test("changing conflictResolution applies to the next conflict without reopening")
+    func policyChange() throws {
+        let db = try TestDatabase(.init(conflictResolution: .manual)).db
+        try makeConflict(db, "a", base: .object(["v": .int(0)]), local: .object(["v": .int(1)]), remote: .object(["v": .int(2)]))
+        db.conflictResolution = .automatic
+        try makeConflict(db, "b", base: .object(["v": .int(0)]), local: .object(["v": .int(1)]), remote: .object(["v": .int(2)]))
+        #expect(try db.conflictedDocumentIDs() == ["a"])
+    }
+
+    @Test("resolving a document that does not exist says it is not found")
+    func resolveMissing() throws {
+        let db = try TestDatabase().db
+        #expect(throws: DatabaseError.notFound(documentID: "ghost", revision: nil)) {
+            try db.resolveConflicts(id: "ghost", resolver: BuiltInResolver.mergeJSON)
+        }
+    }
+}
