@@ -80,7 +80,7 @@ struct ResolverClientEndToEndTests {
         try waitForExit(python)
         let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(python.terminationStatus == 0, "\(printed)")
-        #expect(printed.hasPrefix("registered notes prefix 'note:'\n"), "\(printed)")
+        #expect(printed.hasPrefix("registered notes: ids starting with 'note:'\n"), "\(printed)")
         for (doc, revision) in current.sorted(by: { $0.key < $1.key }) {
             #expect(printed.contains("answered \(doc) \(revision)\n"), "\(printed)")
         }

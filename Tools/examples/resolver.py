@@ -128,7 +128,8 @@ def serve(connection, name, prefix):
                 error = line.get("error", {})
                 print("registration refused: %s: %s" % (error.get("code"), error.get("message")), file=sys.stderr)
                 return 1
-            print("registered %s prefix %r" % (line["name"], line["prefix"]), flush=True)
+            claims = "what rules route to it" if line["prefix"] is None else "ids starting with %r" % line["prefix"]
+            print("registered %s: %s" % (line["name"], claims), flush=True)
         elif line.get("id") in pending:
             doc = pending.pop(line["id"])
             if line.get("ok"):
