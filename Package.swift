@@ -80,10 +80,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ]),
-        // The library an application embeds.
+        // The library an application embeds: a database, and a whole node (`Node`) over the agent.
         .target(
             name: "Canopy",
-            dependencies: ["CanopyCore", "CanopyStore", "CanopyReplication"]),
+            dependencies: [
+                "CanopyCore", "CanopyStore", "CanopyReplication", "CanopyAgent",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
 
         // The Dispatch shell: data directory, config, TCP peers, admin socket, wiring.
         .target(

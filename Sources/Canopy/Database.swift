@@ -62,6 +62,11 @@ public final class Database: Sendable {
         }
     }
 
+    /// Wraps a store already open (a `Node`'s, which its agent replicates).
+    package init(store: DocumentStore) {
+        self.store = store
+    }
+
     /// How conflicts are settled from now on; a change applies to the next write, without
     /// reopening.
     public var conflictResolution: ConflictPolicy {

@@ -82,14 +82,58 @@ extension Agent {
                 }
                 return address
             }
-            guard config.peers.count < AgentLimits.peersMax || config.peer(nodeID) != nil else {
-                throw AdminFailure(.failed, "already \(AgentLimits.peersMax) peers")
-            }
+            try requireRoom(for: nodeID)
             let peer = PeerConfig(
                 nodeID: nodeID, address: address, direction: try request.choice("direction", ReplicationDirection.self, default: .both),
                 mode: try request.choice("mode", ReplicationMode.self, default: .continuous))
             text = ConfigEditor.settingPeer(peer, in: configFile.text, parsed: configFile.parsed)
         }
+        try commitPeerEdit(text, command: request.command, nodeID: nodeID)
+        reply(.success(["node_id": .string(nodeID)]))
+    }
+
+    /// Adds or replaces one peer's section as `peer.add` does (allowed at once, dialled when it
+    /// has an address), for an application running the agent in-process. Callable from any
+    /// queue; `completion` is called on the agent's queue once the config is written and applied.
+    package func setPeer(_ peer: PeerConfig, _ completion: @escaping @Sendable (Result<Void, AdminFailure>) -> Void) {
+        queue.async { [self] in
+            completion(Result { () throws(AdminFailure) in
+                guard let nodeID = AgentIdentity.normalizeNodeID(peer.nodeID) else {
+                    throw AdminFailure(.invalidArgument, "not a valid node id: \"\(peer.nodeID.prefix(80))\"")
+                }
+                guard nodeID != identity.nodeID else { throw AdminFailure(.invalidArgument, "\(nodeID) is this node") }
+                try requireRoom(for: nodeID)
+                var normalized = peer
+                normalized.nodeID = nodeID
+                let text = ConfigEditor.settingPeer(normalized, in: configFile.text, parsed: configFile.parsed)
+                try commitPeerEdit(text, command: "peer.add", nodeID: nodeID)
+            })
+        }
+    }
+
+    /// Removes one peer's section as `peer.remove` does (its replication stops, its connections
+    /// are no longer allowed); a peer not configured is left as it is. Callable from any queue;
+    /// `completion` is called on the agent's queue.
+    package func removePeer(_ nodeID: String, _ completion: @escaping @Sendable (Result<Void, AdminFailure>) -> Void) {
+        queue.async { [self] in
+            completion(Result { () throws(AdminFailure) in
+                guard let nodeID = AgentIdentity.normalizeNodeID(nodeID), configFile.parsed.peerSections[nodeID] != nil else { return }
+                let text = ConfigEditor.removingPeer(nodeID, from: configFile.text, parsed: configFile.parsed)
+                try commitPeerEdit(text, command: "peer.remove", nodeID: nodeID)
+            })
+        }
+    }
+
+    /// Refuses a new peer beyond `AgentLimits.peersMax` (a configured one may always be edited).
+    private func requireRoom(for nodeID: String) throws(AdminFailure) {
+        guard config.peers.count < AgentLimits.peersMax || config.peer(nodeID) != nil else {
+            throw AdminFailure(.failed, "already \(AgentLimits.peersMax) peers")
+        }
+    }
+
+    /// Writes the edited config file atomically and applies it as a reload would. On `queue`.
+    private func commitPeerEdit(_ text: String, command: String, nodeID: String) throws(AdminFailure) {
+        dispatchPrecondition(condition: .onQueue(queue))
         let edited: ConfigFile
         do {
             edited = try ConfigFile(text: text, path: options.directory.configPath)
@@ -98,8 +142,7 @@ extension Agent {
             throw AdminFailure(.failed, "cannot update the config file: \(error)")
         }
         applyConfig(edited)
-        events.emit("config.changed", ["command": .string(request.command), "node_id": .string(nodeID)])
-        reply(.success(["node_id": .string(nodeID)]))
+        events.emit("config.changed", ["command": .string(command), "node_id": .string(nodeID)])
     }
 }
 

@@ -25,6 +25,43 @@ extension Agent {
         let once = ReplyOnce(reply)
         // Without `wait` the reply says it started, before the sync can finish and answer first.
         if !wait { once.reply(.success(["node_id": .string(nodeID), "started": .bool(true)])) }
+        runSync(nodeID) { result in
+            switch result {
+            case .success(let done):
+                once.reply(.success(Self.syncResult(nodeID, done)))
+            case .failure(let failure):
+                let code: AdminErrorCode = failure.code == "unavailable" ? .unavailable : .failed
+                once.reply(.failure(AdminFailure(code, failure.message)))
+            }
+        }
+    }
+
+    /// A one-shot replication with a configured peer, as the `sync` command with `wait` runs it
+    /// (progress as `sync.progress` events, then `sync.finished` or `sync.failed`), for an
+    /// application running the agent in-process. Callable from any queue; `completion` is called
+    /// once, on any queue.
+    package func sync(peer nodeID: String, _ completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void) {
+        queue.async { [self] in
+            guard let nodeID = AgentIdentity.normalizeNodeID(nodeID), config.peer(nodeID) != nil else {
+                return completion(.failure(ReplicationFailure(code: "unknown_peer", message: "\(nodeID.prefix(80)) is not a configured peer")))
+            }
+            runSync(nodeID, completion)
+        }
+    }
+
+    /// Tells `observer` of every status change of the replication with the peer `nodeID` (a
+    /// canonical node id), from its current status when it is configured, until the observation
+    /// is cancelled: an application running the agent in-process watches it without polling.
+    /// The observer runs on the replication queue and must not block.
+    package func observeReplicationStatus(
+        peer nodeID: String, _ observer: @escaping @Sendable (PeerStatus) -> Void
+    ) -> ReplicationStatusObservation? {
+        // The engine is the only controller the agent builds (`init`).
+        (replication as? EngineReplication)?.observeStatus(of: nodeID, observer)
+    }
+
+    /// Runs the sync and reports it as events; `nodeID` is a configured peer's canonical id.
+    private func runSync(_ nodeID: String, _ completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void) {
         let progress: @Sendable (ReplicationProgress) -> Void = { [weak events] progress in
             events?.emit("sync.progress", [
                 "node_id": .string(nodeID), "completed": .int(Int64(progress.completed)), "total": .int(Int64(progress.total)),
@@ -33,20 +70,22 @@ extension Agent {
         replication.sync(peer: nodeID, progress: progress) { [weak events] result in
             switch result {
             case .success(let done):
-                let result: [String: JSONValue] = [
-                    "node_id": .string(nodeID), "completed": .int(Int64(done.completed)), "rejected": .int(done.rejected),
-                    "last_rejection": done.lastRejection.map(JSONValue.string) ?? .null,
-                    "refused_by_peer": .int(done.refusedByPeer),
-                    "last_refused_by_peer": done.lastRefusedByPeer.map(JSONValue.string) ?? .null,
-                ]
-                events?.emit("sync.finished", result)
-                once.reply(.success(result))
+                events?.emit("sync.finished", Self.syncResult(nodeID, done))
             case .failure(let failure):
                 events?.emit("sync.failed", ["node_id": .string(nodeID), "code": .string(failure.code), "message": .string(failure.message)])
-                let code: AdminErrorCode = failure.code == "unavailable" ? .unavailable : .failed
-                once.reply(.failure(AdminFailure(code, failure.message)))
             }
+            completion(result)
         }
+    }
+
+    /// A finished sync as the `sync` reply and the `sync.finished` event carry it.
+    private static func syncResult(_ nodeID: String, _ done: SyncOutcome) -> [String: JSONValue] {
+        [
+            "node_id": .string(nodeID), "completed": .int(Int64(done.completed)), "rejected": .int(done.rejected),
+            "last_rejection": done.lastRejection.map(JSONValue.string) ?? .null,
+            "refused_by_peer": .int(done.refusedByPeer),
+            "last_refused_by_peer": done.lastRefusedByPeer.map(JSONValue.string) ?? .null,
+        ]
     }
 }
 

@@ -52,7 +52,8 @@ public final class Agent: @unchecked Sendable {
     let options: AgentOptions
     let logger: Logger
     let identity: AgentIdentity
-    let store: DocumentStore
+    /// The node's document store (an embedding application reads and writes it directly).
+    package let store: DocumentStore
     let notifier: SystemdNotifier
     private let lock: DirectoryLock
     let startedAt: Double
@@ -130,6 +131,10 @@ public final class Agent: @unchecked Sendable {
 
     /// The node id.
     public var nodeID: String { identity.nodeID }
+
+    /// The peer listener's bound address (the real port when the config asks for port 0), once
+    /// `start` has bound it. Not to be called on the agent's queue.
+    package var listenAddress: HostPort? { queue.sync { listening?.address } }
 
     /// Binds the admin socket and the peer listener, applies the config, and tells systemd it is
     /// ready. Throws if either socket cannot be bound (a live agent on the admin socket included).

@@ -41,6 +41,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
 
     private var peers: [String: Peer] = [:]
     private var nextWatcher = 0
+    /// Told of every status change of one peer's replicator (`observeStatus`), by observation.
+    private var statusObservers: [ObjectIdentifier: (peer: String, observer: @Sendable (PeerStatus) -> Void)] = [:]
     private var limits = ReplicationLimits()
     /// Document events not yet handed to the sink: they go in one batch per turn of `queue`, and
     /// always before any status change or sync completion, so observers see them in order.
@@ -149,6 +151,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 ])
             }
         }
+        for (peer, observer) in statusObservers.values where peer == id { observer(status) }
         guard let watchers = peers[id]?.progressWatchers, !watchers.isEmpty else { return }
         let progress = Self.combined(status)
         for key in watchers.keys.sorted() { watchers[key]?(progress) }
@@ -282,6 +285,22 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         }
     }
 
+    /// Tells `observer` of every status change of the replicator for `peer`, on this queue, from
+    /// its current status (when the peer is configured) until the observation is cancelled. A
+    /// replicator replaced by a config change goes on being observed under the same peer.
+    func observeStatus(of peer: String, _ observer: @escaping @Sendable (PeerStatus) -> Void) -> ReplicationStatusObservation {
+        let observation = ReplicationStatusObservation { [weak self] key in
+            guard let self else { return }
+            self.queue.async { self.statusObservers[key] = nil }
+        }
+        let key = ObjectIdentifier(observation)
+        queue.async { [self] in
+            statusObservers[key] = (peer, observer)
+            if let current = peers[peer]?.replicator.status { observer(current) }
+        }
+        return observation
+    }
+
     func accept(inbound transport: any MessageTransport, from nodeID: String, connection: SimultaneousConnect.Connection) {
         queue.async { [self] in
             guard let peer = peers[nodeID] else { return transport.close(.localClosed) }
@@ -336,4 +355,19 @@ private final class SyncCounter: @unchecked Sendable {
         completed += progress.completed >= last ? progress.completed - last : progress.completed
         last = progress.completed
     }
+}
+
+/// An observation of one peer's replication status (`Agent.observeReplicationStatus`): the
+/// observer is told of changes until `cancel` (or until this object is released).
+package final class ReplicationStatusObservation: Sendable {
+    private let onCancel: @Sendable (ObjectIdentifier) -> Void
+
+    init(onCancel: @escaping @Sendable (ObjectIdentifier) -> Void) {
+        self.onCancel = onCancel
+    }
+
+    /// Stops the observer being told; idempotent.
+    package func cancel() { onCancel(ObjectIdentifier(self)) }
+
+    deinit { onCancel(ObjectIdentifier(self)) }
 }

@@ -1,0 +1,94 @@
+import CanopyAgent
+import Logging
+
+/// A whole Canopy node inside the application: the agent `canopyd run` starts (data directory,
+/// identity, TCP listener, handshake and encrypted channel, replication engine), its database,
+/// and replicators to other nodes.
+///
+/// ```swift
+/// let node = try Node(directory: "/var/lib/notes")
+/// try node.database.save(Note(title: "Groceries", text: "milk"), id: "note:1")
+/// node.replicator(ReplicatorConfiguration(peer: other, address: "10.0.0.2:4987")).start()
+/// ```
+///
+/// The data directory is the agent's: `canopyd init`'s layout (identity, `canopy.conf`,
+/// `canopy.sqlite`), so a directory made by `canopyd init` opens here and one made here runs
+/// under `canopyd`, one process at a time (the directory is locked). The node also serves the
+/// agent's admin socket, `DIR/admin.sock`, inside the directory (mode 0700, and the socket
+/// checks the caller's uid): `canopyctl --dir DIR` can then inspect and steer a running
+/// application the way it does `canopyd`. Replicators write their peers into `canopy.conf`, as
+/// `canopyctl peer add` does, so they come back when the node is opened again.
+///
+/// Thread safety: every member may be used from any thread or task; the agent serialises its
+/// work on its own queues. The node runs until `stop()`; releasing it does not stop it.
+public final class Node: Sendable {
+    /// This node's id: what another node passes as `ReplicatorConfiguration.peer` to replicate
+    /// with it.
+    public let nodeID: String
+    /// Where the node accepts peers, `HOST:PORT`, with the port actually bound (a free one when
+    /// `listen` asked for port 0): what another node passes as `ReplicatorConfiguration.address`.
+    public let listenAddress: String
+    /// The node's documents: writes made here replicate to peers, and peers' writes appear here
+    /// (in its changes feed too).
+    public let database: Database
+    private let agent: Agent
+
+    /// Opens the node in `directory`, creating and initialising the directory first if it holds
+    /// no node yet (as `canopyd init` does: a new identity and a config file), and starts it,
+    /// listening for peers on `listen` (`HOST:PORT`; port 0 picks a free one; it overrides the
+    /// config file's `listen`). The agent logs through `logger`; the library never bootstraps
+    /// logging.
+    ///
+    /// Fails with `NodeError` when `listen` is malformed, the directory cannot be created or is
+    /// in use by another process, its database is damaged, or the port cannot be bound.
+    public init(directory: String, listen: String = "127.0.0.1:0", logger: Logger = Logger(label: "canopy.node")) throws(NodeError) {
+        guard let address = HostPort(parsing: listen) else {
+            throw NodeError("\"\(listen.prefix(80))\" is not HOST:PORT")
+        }
+        let data = DataDirectory(path: directory)
+        do throws(AgentError) {
+            do {
+                try data.requireInitialized()
+            } catch .notInitialized {
+                _ = try AgentSetup.initialize(directory: data, config: AgentConfig(listen: address))
+            }
+            // No environment: an application under systemd is not this agent's service to notify.
+            let agent = try Agent(options: AgentOptions(directory: data, listen: address, logger: logger), environment: [:])
+            try agent.start()
+            self.agent = agent
+        } catch {
+            throw NodeError(error.description)
+        }
+        nodeID = agent.nodeID
+        listenAddress = (agent.listenAddress ?? address).description
+        database = Database(store: agent.store)
+    }
+
+    /// A replicator with the peer `configuration` names. Nothing happens until its `start()` or
+    /// `sync()`.
+    public func replicator(_ configuration: ReplicatorConfiguration) -> Replicator {
+        Replicator(configuration: configuration, agent: agent)
+    }
+
+    /// Stops the node cleanly: stops accepting, lets each replication finish the batch in flight
+    /// and write its checkpoint, closes the connections and the admin socket, and returns when
+    /// all of that is done (work still running after a grace period is abandoned). Calling it
+    /// again returns at once. The data directory stays locked until the node is released too:
+    /// open it again only after dropping every reference to the stopped node.
+    public func stop() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            agent.shutdown { done.resume() }
+        }
+    }
+}
+
+/// Why a `Node` could not be opened.
+public struct NodeError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong, for people (the path or address involved included).
+    public var description: String
+
+    /// Creates an error.
+    public init(_ description: String) {
+        self.description = description
+    }
+}

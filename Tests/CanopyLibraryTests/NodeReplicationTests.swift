@@ -1,0 +1,140 @@
+import Canopy
+import Foundation
+import Testing
+
+// The Swift block of README.md's "Embedding the library" that shows `Node`, verbatim (checked
+// below): it compiles here, and the tests run it.
+
+func replicateNotes(in directory: String) async throws -> Note? {
+    let a = try Node(directory: directory + "/a")           // created if missing; a free port
+    let b = try Node(directory: directory + "/b")
+    try a.database.save(Note(title: "Groceries", text: "milk"), id: "note:1")
+    // Each node allows the other; B dials A over encrypted TCP.
+    a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
+    let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress))
+    let status = replicator.status                          // taken before start: every state
+    replicator.start()
+    for await state in status {                             // stopped, connecting, busy(…), idle
+        if state == .idle { break }
+    }
+    let note = try b.database.document(id: "note:1", as: Note.self)   // Groceries: milk
+    replicator.stop()
+    await b.stop()
+    await a.stop()
+    return note
+}
+
+@Suite("Nodes in one process replicating over encrypted loopback TCP", .serialized)
+struct NodeReplicationTests {
+    /// The ```swift block after the "## Embedding the library" heading that opens a `Node`.
+    static func nodeBlock() throws -> String {
+        let readme = try String(contentsOf: ReadmeEmbeddingExampleTests.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.range(of: "\n## Embedding the library\n"))
+        let end = readme.range(of: "\n## ", range: section.upperBound..<readme.endIndex)?.lowerBound ?? readme.endIndex
+        var from = section.upperBound
+        while let open = readme.range(of: "```swift\n", range: from..<end) {
+            let close = try #require(readme.range(of: "\n```\n", range: open.upperBound..<end))
+            let block = String(readme[open.upperBound..<close.lowerBound])
+            if block.contains("Node(directory:") { return block }
+            from = close.upperBound
+        }
+        throw ReadmeBlockMissing()
+    }
+
+    struct ReadmeBlockMissing: Error {}
+
+    /// Two nodes in a fresh temporary directory, stopped after `body`.
+    func withTwoNodes(_ body: (Node, Node) async throws -> Void) async throws {
+        let directory = TemporaryDirectory()
+        let a = try Node(directory: directory.path("a"))
+        let b = try Node(directory: directory.path("b"))
+        do { try await body(a, b) } catch {
+            Issue.record(error)
+        }
+        await b.stop()
+        await a.stop()
+    }
+
+    /// The statuses `iterator` gives up to and including `last` (all of them if the stream ends).
+    static func states(_ iterator: inout AsyncStream<Replicator.Status>.Iterator, until last: Replicator.Status) async -> [Replicator.Status] {
+        var seen: [Replicator.Status] = []
+        while let state = await iterator.next() {
+            seen.append(state)
+            if state == last { break }
+        }
+        return seen
+    }
+
+    @Test("the README's node example is this file's code, byte for byte, and has at most 25 lines")
+    func readmeBlockIsCompiledHere() throws {
+        let block = try Self.nodeBlock()
+        let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
+        #expect(source.contains(block), "README.md's node example differs from \(#filePath); copy one to the other")
+        #expect(block.split(separator: "\n").count <= 25)
+    }
+
+    @Test("the README's node example runs: B replicates from A, goes idle and reads A's note as a Note")
+    func readmeExampleRuns() async throws {
+        let directory = TemporaryDirectory()
+        let note = try await replicateNotes(in: directory.url.path)
+        #expect(note == Note(title: "Groceries", text: "milk"))
+    }
+
+    @Test("a continuous replicator's status goes from connecting to idle, and stop sends stopped and ends the stream")
+    func statusStream() async throws {
+        try await withTwoNodes { a, b in
+            try a.database.save(Note(title: "Status", text: "watched"), id: "note:status")
+            a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
+            let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress))
+            var states = replicator.status.makeAsyncIterator()
+            replicator.start()
+            let seen = await Self.states(&states, until: .idle)
+            #expect(seen.first == .stopped)
+            let connecting = try #require(seen.firstIndex(of: .connecting), "never connecting: \(seen)")
+            #expect(connecting < seen.count - 1 && seen.last == .idle, "\(seen)")
+            #expect(try b.database.document(id: "note:status", as: Note.self) == Note(title: "Status", text: "watched"))
+
+            replicator.stop()
+            var after: [Replicator.Status] = []
+            while let state = await states.next() { after.append(state) }
+            #expect(after.last == .stopped, "\(after)")
+        }
+    }
+
+    @Test("a one-shot replicator's sync pushes and pulls: a document written on each node arrives on the other")
+    func oneShotSync() async throws {
+        try await withTwoNodes { a, b in
+            try a.database.save(Note(title: "From A", text: "pulled by B"), id: "note:a")
+            try b.database.save(Note(title: "From B", text: "pushed by B"), id: "note:b")
+            a.replicator(ReplicatorConfiguration(peer: b.nodeID, continuous: false)).start()
+            let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress, continuous: false))
+            var states = replicator.status.makeAsyncIterator()
+
+            let outcome = try await replicator.sync()
+
+            #expect(outcome.completed >= 2)
+            #expect(try b.database.document(id: "note:a", as: Note.self) == Note(title: "From A", text: "pulled by B"))
+            #expect(try a.database.document(id: "note:b", as: Note.self) == Note(title: "From B", text: "pushed by B"))
+            // The pass's end is in the stream before `sync` returns.
+            let seen = await Self.states(&states, until: .completed)
+            #expect(seen.contains(.connecting) && seen.last == .completed, "\(seen)")
+            replicator.stop()
+        }
+    }
+
+    @Test("a malformed address fails the replicator without touching the network, in status and in sync")
+    func malformedAddress() async throws {
+        try await withTwoNodes { a, b in
+            let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: "no port"))
+            var states = replicator.status.makeAsyncIterator()
+            replicator.start()
+            #expect(await states.next() == .stopped)
+            guard case .failed(let error)? = await states.next() else {
+                Issue.record("the replicator did not fail")
+                return
+            }
+            #expect(error.code == "invalid_configuration")
+            await #expect(throws: ReplicatorError.self) { try await replicator.sync() }
+        }
+    }
+}
