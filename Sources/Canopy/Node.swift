@@ -15,7 +15,7 @@ import Logging
 /// `canopy.sqlite`), so a directory made by `canopyd init` opens here and one made here runs
 /// under `canopyd`, one process at a time (the directory is locked). The node also serves the
 /// agent's admin socket, `DIR/admin.sock`, inside the directory (mode 0700, and the socket
-/// checks the caller's uid): `canopyctl --dir DIR` can then inspect and steer a running
+/// checks the caller's uid): `canopyctl --data-dir DIR` can then inspect and steer a running
 /// application the way it does `canopyd`. Replicators write their peers into `canopy.conf`, as
 /// `canopyctl peer add` does, so they come back when the node is opened again.
 ///
