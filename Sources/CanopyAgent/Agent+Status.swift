@@ -23,7 +23,9 @@ extension Agent {
                 do throws(StoreError) {
                     var result = try self.storeCounts().merging(base) { store, _ in store }
                     let awaiting = Int64(waiting.isEmpty ? 0 : try self.store.conflictedDocumentIDs().count { waiting.contains($0) })
-                    let conflicted = Int64(try self.store.conflictedCount)
+                    guard case .int(let conflicted)? = result["conflicted_count"] else {
+                        preconditionFailure("storeCounts always has conflicted_count")
+                    }
                     result["conflicts_awaiting_resolver"] = .int(awaiting)
                     result["conflicts_kept"] = .int(conflicted - awaiting)
                     result["peers"] = .array(rows)

@@ -124,10 +124,8 @@ public struct ResolutionRules: Sendable {
         self.resolvers = resolvers
     }
 
-    /// True when some rule looks at bodies (a match then needs the leaves' bodies).
-    public var readsBodies: Bool { rules.contains { $0.fieldValue != nil } }
-
-    /// The body members rules look at: a match needs only these of each leaf's body.
+    /// The body members rules look at: a match needs only these of each leaf's body (none: a
+    /// match reads no body).
     public var fieldsRead: Set<String> { Set(rules.filter { $0.fieldValue != nil }.map(\.field)) }
 
     /// The first rule covering the document, or nil when the catch-all applies.

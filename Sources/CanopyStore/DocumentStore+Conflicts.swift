@@ -94,14 +94,8 @@ extension DocumentStore {
                 guard document.tree.isConflicted else {
                     return .failure(.handlerFailed(documentID: entry.id, underlying: ConflictResolution.PlanError.notConflicted))
                 }
-                let conflicting = document.tree.conflictingLeaves
                 do {
-                    if case .keep(let id) = entry.decision {
-                        _ = try PolicyRunner.keep(id, &document, conflicting: conflicting, context.db)
-                    } else {
-                        let bodies = try PolicyRunner.bodiesNeeded(by: entry.decision, conflicting: conflicting, context.db, document)
-                        _ = try PolicyRunner.apply(entry.decision, &document, conflicting: conflicting, bodies: bodies)
-                    }
+                    _ = try PolicyRunner.apply(entry.decision, &document, conflicting: document.tree.conflictingLeaves, context.db)
                 } catch let error as ConflictResolution.PlanError {
                     return .failure(.handlerFailed(documentID: entry.id, underlying: error))
                 }

@@ -32,7 +32,8 @@ enum PolicyRunner {
             strategy = .resolver("custom")
             resolver = custom
         case .rules(let rules):
-            let bodies = rules.readsBodies ? try leaves.map { try fields(rules.fieldsRead, of: $0.id, db, document, &parsed) } : []
+            let names = rules.fieldsRead
+            let bodies = names.isEmpty ? [] : try leaves.map { try fields(names, of: $0.id, db, document, &parsed) }
             (strategy, rule) = rules.strategy(for: document.id, bodies: bodies)
             if let name = strategy.resolverName { resolver = rules.resolvers[name] }
         }
@@ -193,20 +194,24 @@ enum PolicyRunner {
         return .object(members)
     }
 
-    /// The leaf bodies planning `decision` reads: the kept leaf's when it is live and not the
-    /// automatic winner, the winner's for a merged body (an unchanged body writes nothing).
-    static func bodiesNeeded(
-        by decision: ResolutionDecision, conflicting: [RevTree.Node], _ db: Database, _ document: StoredDocument
-    ) throws -> [RevisionID: JSONValue] {
-        guard let winner = ConflictResolution.automaticWinner(among: conflicting) else { return [:] }
-        let needed: RevisionID?
+    /// Carries out a decision that came from outside a policy (a resolver client's answer),
+    /// reading only the body it needs: a kept leaf's stored bytes (`keep`), the automatic
+    /// winner's body for a merged body (an unchanged body writes nothing), none for a deletion.
+    static func apply(
+        _ decision: ResolutionDecision, _ document: inout StoredDocument, conflicting: [RevTree.Node], _ db: Database
+    ) throws -> [RevisionID] {
         switch decision {
-        case .keep(let id): needed = conflicting.first { $0.id == id && $0.id != winner.id && !$0.kind.isDeleted }?.id
-        case .merged: needed = winner.kind.isDeleted ? nil : winner.id
-        case .delete: needed = nil
+        case .keep(let id):
+            return try keep(id, &document, conflicting: conflicting, db)
+        case .merged:
+            var bodies: [RevisionID: JSONValue] = [:]
+            if let winner = ConflictResolution.automaticWinner(among: conflicting), !winner.kind.isDeleted {
+                bodies[winner.id] = try parsedBody(db, document, winner.id)
+            }
+            return try apply(decision, &document, conflicting: conflicting, bodies: bodies)
+        case .delete:
+            return try apply(decision, &document, conflicting: conflicting, bodies: [:])
         }
-        guard let needed, let body = try parsedBody(db, document, needed) else { return [:] }
-        return [needed: body]
     }
 
     /// `{}` as canonical JSON.
