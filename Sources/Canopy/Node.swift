@@ -47,13 +47,15 @@ public final class Node: Sendable {
         }
         let data = DataDirectory(path: directory)
         do throws(AgentError) {
+            // The lock is taken once, for initialising and running both.
+            var options = AgentOptions(directory: data, listen: address, logger: logger)
             do {
                 try data.requireInitialized()
             } catch .notInitialized {
-                _ = try AgentSetup.initialize(directory: data, config: AgentConfig(listen: address))
+                options.heldLock = try AgentSetup.initializeKeepingLock(directory: data, config: AgentConfig(listen: address))
             }
             // No environment: an application under systemd is not this agent's service to notify.
-            let agent = try Agent(options: AgentOptions(directory: data, listen: address, logger: logger), environment: [:])
+            let agent = try Agent(options: options, environment: [:])
             try agent.start()
             self.agent = agent
         } catch {

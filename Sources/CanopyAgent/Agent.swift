@@ -20,6 +20,9 @@ public struct AgentOptions: Sendable {
     public var adminSocketPath: String?
     /// Where the agent logs.
     public var logger: Logger
+    /// The directory's lock when the caller took it already (an embedding `Node` that
+    /// initialises the directory first); `nil` makes the agent take it.
+    package var heldLock: DirectoryLock?
 
     /// Creates options.
     public init(directory: DataDirectory, listen: HostPort? = nil, adminSocketPath: String? = nil, logger: Logger) {
@@ -95,7 +98,7 @@ public final class Agent: @unchecked Sendable {
         shutdownProgress = ShutdownProgress(whenStopped: whenStopped)
         let directory = options.directory
         try directory.requireInitialized()
-        lock = try DirectoryLock(path: directory.lockPath)
+        if let held = options.heldLock { lock = held } else { lock = try DirectoryLock(path: directory.lockPath) }
         identity = try AgentIdentity.load(path: directory.identityPath)
         configFile = try ConfigFile.read(directory.configPath)
         config = configFile.parsed.config

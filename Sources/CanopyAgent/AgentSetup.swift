@@ -7,6 +7,24 @@ public enum AgentSetup {
     public static func initialize(directory: DataDirectory, config: AgentConfig) throws(AgentError) -> String {
         try directory.create()
         let lock = try DirectoryLock(path: directory.lockPath)  // no agent may run during init
+        return try initialize(directory: directory, config: config, holding: lock)
+    }
+
+    /// `initialize` for a process that runs the agent next: returns the directory's lock still
+    /// held, for `AgentOptions.heldLock`. Releasing it and taking it again would leave a window
+    /// in which a child process forked meanwhile (a test spawning a tool, an application
+    /// running a helper) still holds the lock's file description, and the agent would refuse
+    /// to start as if another were running.
+    package static func initializeKeepingLock(directory: DataDirectory, config: AgentConfig) throws(AgentError) -> DirectoryLock {
+        try directory.create()
+        let lock = try DirectoryLock(path: directory.lockPath)
+        _ = try initialize(directory: directory, config: config, holding: lock)
+        return lock
+    }
+
+    private static func initialize(
+        directory: DataDirectory, config: AgentConfig, holding lock: DirectoryLock
+    ) throws(AgentError) -> String {
         let identity = try AgentIdentity.create(at: directory.identityPath)
         if access(directory.configPath, F_OK) != 0 {
             try DataDirectory.writeFileAtomically(directory.configPath, Array(ConfigEditor.render(config).utf8), mode: 0o600)

@@ -18,10 +18,12 @@ struct InProcessReplicationTests {
         init(name: String) throws {
             root = FileManager.default.temporaryDirectory.appendingPathComponent("canopy-inproc-\(name)-\(UUID().uuidString)")
             let directory = DataDirectory(path: root.path)
-            _ = try AgentSetup.initialize(directory: directory, config: AgentConfig(listen: HostPort(host: "127.0.0.1", port: 0)))
+            let lock = try AgentSetup.initializeKeepingLock(directory: directory, config: AgentConfig(listen: HostPort(host: "127.0.0.1", port: 0)))
             var logger = Logger(label: "canopy.test.\(name)")
             logger.logLevel = .warning
-            agent = try Agent(options: AgentOptions(directory: directory, logger: logger), environment: [:])
+            var options = AgentOptions(directory: directory, logger: logger)
+            options.heldLock = lock
+            agent = try Agent(options: options, environment: [:])
             socket = directory.adminSocketPath
             try agent.start()
         }
