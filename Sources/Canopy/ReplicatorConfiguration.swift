@@ -17,9 +17,8 @@ public struct ReplicatorConfiguration: Sendable, Equatable {
     public var direction: ReplicationDirection
     /// True: stay connected and replicate new changes as they commit (the replicator goes idle
     /// when caught up). False: one pass, then stop (the replicator reports `.completed`); each
-    /// `Replicator.sync()` runs another. Give both nodes' replicators the same mode: a one-shot
-    /// pass that pushes to a peer replicating continuously can stay busy, since the peer's pull
-    /// never ends.
+    /// `Replicator.sync()` runs another. The two nodes' modes are independent: a one-shot pass
+    /// against a peer that replicates continuously completes too.
     public var continuous: Bool
 
     /// A configuration: both directions, continuous, unless told otherwise.

@@ -27,7 +27,6 @@ extension ReplicationSession {
 
     func receiveRevisionsAck(_ ack: RevisionsAck) throws(ReplicationError) {
         reportPush(try pusher.receive(ack, pumping: drainCompletion == nil, outbox))
-        startConfirmationPullIfDue()
         onEvent(.progress)
     }
 
@@ -36,9 +35,13 @@ extension ReplicationSession {
         do { reportPush(try pusher.localChangesCommitted(pumping: drainCompletion == nil, outbox)) } catch { fail(error) }
     }
 
-    /// Reports what a push step did; a draining session closes once nothing is in flight.
+    /// Reports what a push step did; a draining session closes once nothing is in flight. Any
+    /// step may be the one that drains the push (a revisions ack, or a changes reply saying the
+    /// peer holds the whole batch, as it does for revisions just pulled from it), so each may
+    /// start a one-shot pass's confirmation pull.
     func reportPush(_ report: Pusher.Report) {
         reportDocuments(report.documents)
+        startConfirmationPullIfDue()
         if report.completed { onEvent(.pushCompleted) }
         if drainCompletion != nil { finishDrainIfIdle() }
     }

@@ -123,6 +123,21 @@ struct NodeReplicationTests {
         }
     }
 
+    @Test("a one-shot sync against a peer that replicates continuously pushes, pulls and completes", arguments: 0..<3)
+    func oneShotAgainstContinuous(round: Int) async throws {
+        try await withTwoNodes { a, b in
+            try a.database.save(Note(title: "From A", text: "round \(round)"), id: "note:a")
+            try b.database.save(Note(title: "From B", text: "round \(round)"), id: "note:b")
+            a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
+            let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress, continuous: false))
+            let outcome = try await replicator.sync()
+            #expect(outcome.rejected == 0 && outcome.refusedByPeer == 0)
+            #expect(try b.database.document(id: "note:a", as: Note.self) == Note(title: "From A", text: "round \(round)"))
+            #expect(try a.database.document(id: "note:b", as: Note.self) == Note(title: "From B", text: "round \(round)"))
+            replicator.stop()
+        }
+    }
+
     @Test("a malformed address fails the replicator without touching the network, in status and in sync")
     func malformedAddress() async throws {
         try await withTwoNodes { a, b in

@@ -195,6 +195,20 @@ struct RepeatedSyncTests {
         #expect(try reader.store.documentCount == 9)
         #expect(try harness.divergences() == [])
     }
+
+    @Test("a one-shot sync against a peer that replicates continuously pushes, pulls and completes", arguments: [0, 1, 7])
+    func oneShotAgainstContinuous(written: Int) throws {
+        let harness = try ReplicationHarness(seed: 85)
+        let a = try harness.addNode("a")
+        let b = try harness.addNode("b")
+        try writeDocuments(a.store, prefix: "from-a", count: 3)
+        try writeDocuments(b.store, prefix: "from-b", count: written)
+        let pair = ReplicatorPair(harness, a, b, configuration: ReplicationConfiguration(continuous: false),
+                                  acceptingConfiguration: ReplicationConfiguration(continuous: true))
+        pair.syncAndWait()
+        #expect(try a.store.documentCount == 3 + written)
+        #expect(try b.store.documentCount == 3 + written)
+    }
 }
 
 /// Two peer replicators over simulated links: `dialing` (on node b) dials `accepting` (on node a).
@@ -204,12 +218,13 @@ final class ReplicatorPair {
     let accepting: PeerReplicator
     let dialing: PeerReplicator
 
-    init(_ harness: ReplicationHarness, _ a: ReplicationHarness.Node, _ b: ReplicationHarness.Node, configuration: ReplicationConfiguration) {
+    init(_ harness: ReplicationHarness, _ a: ReplicationHarness.Node, _ b: ReplicationHarness.Node, configuration: ReplicationConfiguration,
+         acceptingConfiguration: ReplicationConfiguration? = nil) {
         self.harness = harness
         let logger = Logger(label: "test")
         dialer = FlakyDialer(scheduler: harness.scheduler, failures: 0)
         accepting = PeerReplicator(peerName: "b", store: a.store, dialer: nil, scheduler: harness.scheduler,
-                                   random: harness.random, configuration: configuration, logger: logger)
+                                   random: harness.random, configuration: acceptingConfiguration ?? configuration, logger: logger)
         dialing = PeerReplicator(peerName: "a", store: b.store, dialer: dialer, scheduler: harness.scheduler,
                                  random: harness.random, configuration: configuration, logger: logger)
         accepting.start()
@@ -224,7 +239,11 @@ final class ReplicatorPair {
         final class Done: @unchecked Sendable { var result: Result<Void, ReplicationError>? }
         let done = Done()
         (replicator ?? dialing).sync { done.result = $0 }
-        harness.scheduler.run(until: { done.result != nil })
-        if case .failure(let error)? = done.result { Issue.record("sync failed: \(error)") }
+        harness.scheduler.run(until: { done.result != nil }, deadline: harness.scheduler.now + 600)
+        switch done.result {
+        case .failure(let error)?: Issue.record("sync failed: \(error)")
+        case nil: Issue.record("sync never completed: \((replicator ?? dialing).status)")
+        case .success?: break
+        }
     }
 }
