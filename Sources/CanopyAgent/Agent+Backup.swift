@@ -10,8 +10,9 @@ import Glibc
 /// `backup`: a copy of the running node that restores as a data directory.
 ///
 /// `path` names a new directory (absolute; it must not exist, or be empty). It gets, mode 0700:
-/// `canopy.sqlite` — a consistent snapshot of the store, taken while the agent keeps running and
-/// replicating (`DocumentStore.backup`), 0600 — and `canopy.conf`; with `with_identity`, also
+/// `canopy.sqlite` and `databases/NAME.sqlite` for every other database — each a consistent
+/// snapshot of its store, taken while the agent keeps running and replicating
+/// (`DocumentStore.backup`), 0600 — and `canopy.conf`; with `with_identity`, also
 /// `identity.key`. Restoring: `canopyd run --data-dir PATH` with the identity (the same node,
 /// which catches up from its peers what it lacks), or `canopyd init --data-dir PATH` without it
 /// (a new node that starts with these documents and keeps the configured peers, who must allow
@@ -26,28 +27,46 @@ extension Agent {
         let target = DataDirectory(path: path)
         try Self.prepareBackupDirectory(path)
         let source = options.directory
-        // Off the store's queue: a large store takes seconds to copy, and admin document
-        // commands need not wait for it (the snapshot has its own connection).
-        DispatchQueue.global().async { [store] in
-            do {
-                let documents = try store.backup(to: target.databasePath)
-                guard chmod(target.databasePath, 0o600) == 0 else { throw AdminFailure(.failed, "cannot chmod \(target.databasePath)") }
-                try DataDirectory.writeFileAtomically(
-                    target.configPath, [UInt8](try Data(contentsOf: URL(fileURLWithPath: source.configPath))), mode: 0o600)
-                if withIdentity {
-                    try DataDirectory.writeFileAtomically(
-                        target.identityPath, [UInt8](try Data(contentsOf: URL(fileURLWithPath: source.identityPath))), mode: 0o600)
-                }
-                let bytes = (try? FileManager.default.attributesOfItem(atPath: target.databasePath)[.size] as? Int) ?? 0
-                reply(.success([
-                    "path": .string(path), "bytes": .int(Int64(bytes)), "documents": .int(Int64(documents)),
-                    "with_identity": .bool(withIdentity),
-                ]))
-            } catch let failure as AdminFailure {
-                reply(.failure(failure))
-            } catch {
-                reply(.failure(AdminFailure(.failed, "backup to \(path) failed: \(error)")))
+        // The stores are read on the store's queue; the copies are made off it: a large store
+        // takes seconds to copy, and admin document commands need not wait for it (each snapshot
+        // has its own connection).
+        storeQueue.async { [self] in
+            let stores = databases.sorted { $0.key < $1.key }
+            DispatchQueue.global().async {
+                Self.backUp(stores, from: source, to: target, withIdentity: withIdentity, reply)
             }
+        }
+    }
+
+    private static func backUp(
+        _ stores: [(key: DatabaseName, value: DocumentStore)], from source: DataDirectory, to target: DataDirectory,
+        withIdentity: Bool, _ reply: @escaping AdminReply
+    ) {
+        let path = target.path
+        do {
+            var documents = 0
+            var bytes = 0
+            if stores.count > 1 { try target.createDatabasesDirectory() }
+            for (name, store) in stores {
+                let file = target.databasePath(name)
+                documents += try store.backup(to: file)
+                guard chmod(file, 0o600) == 0 else { throw AdminFailure(.failed, "cannot chmod \(file)") }
+                bytes += (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
+            }
+            try DataDirectory.writeFileAtomically(
+                    target.configPath, [UInt8](try Data(contentsOf: URL(fileURLWithPath: source.configPath))), mode: 0o600)
+            if withIdentity {
+                try DataDirectory.writeFileAtomically(
+                    target.identityPath, [UInt8](try Data(contentsOf: URL(fileURLWithPath: source.identityPath))), mode: 0o600)
+            }
+            reply(.success([
+                "path": .string(path), "bytes": .int(Int64(bytes)), "documents": .int(Int64(documents)),
+                "databases": .int(Int64(stores.count)), "with_identity": .bool(withIdentity),
+            ]))
+        } catch let failure as AdminFailure {
+            reply(.failure(failure))
+        } catch {
+            reply(.failure(AdminFailure(.failed, "backup to \(path) failed: \(error)")))
         }
     }
 
@@ -67,22 +86,32 @@ extension Agent {
     }
 }
 
-/// `check`: SQLite's full integrity check of the running node's database, on a connection of its
-/// own (the agent keeps serving meanwhile).
+/// `check`: SQLite's full integrity check of every database, each on a connection of its own (the
+/// agent keeps serving meanwhile). A problem in a database other than `default` is prefixed with
+/// its name.
 extension Agent {
     func check(_ reply: @escaping AdminReply) {
-        DispatchQueue.global().async { [store] in
-            let started = DispatchTime.now().uptimeNanoseconds
-            do throws(StoreError) {
-                let problems = try store.checkIntegrity(full: true)
-                let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-                reply(.success([
-                    "sound": .bool(problems.isEmpty), "problems": .array(problems.map(JSONValue.string)),
-                    "seconds": .double((seconds * 1000).rounded() / 1000),
-                ]))
-            } catch {
-                reply(.failure(AdminFailure(.failed, "the check could not run: \(error)")))
+        storeQueue.async { [self] in
+            let stores = databases.sorted { $0.key < $1.key }
+            DispatchQueue.global().async { Self.check(stores, reply) }
+        }
+    }
+
+    private static func check(_ stores: [(key: DatabaseName, value: DocumentStore)], _ reply: @escaping AdminReply) {
+        let started = DispatchTime.now().uptimeNanoseconds
+        do throws(StoreError) {
+            var problems: [String] = []
+            for (name, store) in stores {
+                let found = try store.checkIntegrity(full: true)
+                problems += name == .default ? found : found.map { "database \(name): \($0)" }
             }
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+            reply(.success([
+                "sound": .bool(problems.isEmpty), "problems": .array(problems.map(JSONValue.string)),
+                "seconds": .double((seconds * 1000).rounded() / 1000),
+            ]))
+        } catch {
+            reply(.failure(AdminFailure(.failed, "the check could not run: \(error)")))
         }
     }
 }

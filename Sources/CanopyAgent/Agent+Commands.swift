@@ -12,7 +12,8 @@ typealias AdminReply = @Sendable (Result<[String: JSONValue], AdminFailure>) -> 
 extension Agent: AdminRequestHandler {
     /// Every command name, for `unknown_command` messages and the spec test.
     public static let commandNames: [String] = [
-        "backup", "bulk_docs", "changes", "check", "conflicts", "delete", "events", "export", "get", "import", "peer.accept", "peer.add",
+        "backup", "bulk_docs", "changes", "check", "conflicts", "db.create", "db.delete", "db.list", "delete", "events", "export", "get",
+        "import", "peer.accept", "peer.add",
         "peer.remove", "peers", "put", "reload", "resolve", "resolver.answer", "resolver.register", "shutdown",
         "stats", "status", "sync",
     ]
@@ -20,13 +21,13 @@ extension Agent: AdminRequestHandler {
     /// Commands that change state; each is logged (the socket admits only the agent's own uid, so
     /// the log records what was done, not who).
     static let mutatingCommands: Set<String> = [
-        "backup", "bulk_docs", "delete", "import", "peer.accept", "peer.add", "peer.remove", "put", "reload", "resolve", "resolver.register",
+        "backup", "bulk_docs", "db.create", "db.delete", "delete", "import", "peer.accept", "peer.add", "peer.remove", "put", "reload", "resolve", "resolver.register",
         "shutdown", "sync",
     ]
 
     func handle(_ request: AdminRequest, client: AdminClient, reply: @escaping AdminReply) {
         if Self.mutatingCommands.contains(request.command) {
-            let target = ["doc", "node_id", "path"].compactMap { key -> String? in
+            let target = ["db", "name", "doc", "node_id", "path"].compactMap { key -> String? in
                 if case .string(let value)? = request.arguments[key] { return "\(key)=\(value.prefix(80))" }
                 return nil
             }
@@ -39,6 +40,9 @@ extension Agent: AdminRequestHandler {
         case "put", "get", "delete", "conflicts", "resolve", "changes", "import", "export", "stats", "bulk_docs":
             storeQueue.async { reply(self.documentCommand(request)) }
         case "sync": onQueue(reply) { try self.sync(request, reply) }
+        case "db.create": onQueue(reply) { try self.createDatabase(request, reply) }
+        case "db.delete": onQueue(reply) { try self.deleteDatabase(request, reply) }
+        case "db.list": onQueue(reply) { self.listDatabases(reply) }
         case "backup": onQueue(reply) { try self.backup(request, reply) }
         case "check": check(reply)
         case "reload":

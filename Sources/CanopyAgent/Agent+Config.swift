@@ -27,31 +27,49 @@ extension Agent {
         }
     }
 
-    /// The settings read only at start-up: the listener is bound, and the store opened with its
-    /// revs limit, once per process.
-    static let restartOnlySettings = ["listen", "revs-limit"]
+    /// The settings read only at start-up: the listener is bound, and the stores opened with
+    /// their revs limits, once per process; `[database NAME]` sections added or removed by hand
+    /// (`db create` and `db delete` change them at once).
+    static let restartOnlySettings = ["listen", "revs-limit", "databases"]
 
     /// Applies a parsed config file: peers, limits, `conflicts` and the rules at once (the
-    /// conflicts kept so far are scanned again under the new rules); `listen` and `revs-limit`
-    /// keep their running values until a restart. Returns the names of those that
-    /// differ in the file (in `restartOnlySettings` order; empty when none). Runs on `queue`.
+    /// conflicts kept so far are scanned again under the new rules), for every open database;
+    /// `listen`, the revs limits and the set of databases keep their running values until a
+    /// restart. Returns the names of those that differ in the file (in `restartOnlySettings`
+    /// order; empty when none). Runs on `queue`.
     @discardableResult
     func applyConfig(_ file: ConfigFile) -> [String] {
         dispatchPrecondition(condition: .onQueue(queue))
         var next = file.parsed.config
         if let listen = options.listen { next.listen = listen }
-        let changed = [next.listen != config.listen, next.revsLimit != config.revsLimit]
+        let running = Dictionary(uniqueKeysWithValues: config.databases.map { ($0.name, $0) })
+        let changed = [
+            next.listen != config.listen,
+            next.revsLimit != config.revsLimit || next.databases.contains { running[$0.name].map(\.revsLimit) ?? $0.revsLimit != $0.revsLimit },
+            Set(next.databases.map(\.name)) != Set(running.keys),
+        ]
         let restartRequired = zip(Self.restartOnlySettings, changed).filter(\.1).map(\.0)
         if !restartRequired.isEmpty {
             logger.warning("\(restartRequired.joined(separator: ", ")) changed in the config file: restart canopyd to apply")
             next.listen = config.listen
             next.revsLimit = config.revsLimit
+            // The running databases, with what the file now says of their conflicts and rules.
+            let fromFile = Dictionary(uniqueKeysWithValues: next.databases.map { ($0.name, $0) })
+            next.databases = config.databases.map { database in
+                guard var updated = fromFile[database.name] else { return database }
+                updated.revsLimit = database.revsLimit
+                return updated
+            }
         }
         configFile = file
         config = next
         inbound.pending.remove(next.peers)
         peers.allow(next.peers)
         replication.apply(config: next)
+        let policies = next.databases.map { ($0.name, ConflictPolicy.rules($0.resolutionRules)) }
+        storeQueue.async { [self] in
+            for (name, policy) in policies { databases[name]?.conflictPolicy = policy }
+        }
         if listening != nil { resolvers.scan() }
         return restartRequired
     }
@@ -133,6 +151,12 @@ extension Agent {
 
     /// Writes the edited config file atomically and applies it as a reload would. On `queue`.
     private func commitPeerEdit(_ text: String, command: String, nodeID: String) throws(AdminFailure) {
+        try commitConfigEdit(text, command: command, target: ["node_id": .string(nodeID)])
+    }
+
+    /// Writes an edited config file atomically, applies it as a reload would, and emits
+    /// `config.changed` with `command` and `target` (what it changed). On `queue`.
+    func commitConfigEdit(_ text: String, command: String, target: [String: JSONValue]) throws(AdminFailure) {
         dispatchPrecondition(condition: .onQueue(queue))
         let edited: ConfigFile
         do {
@@ -142,7 +166,7 @@ extension Agent {
             throw AdminFailure(.failed, "cannot update the config file: \(error)")
         }
         applyConfig(edited)
-        events.emit("config.changed", ["command": .string(command), "node_id": .string(nodeID)])
+        events.emit("config.changed", target.merging(["command": .string(command)]) { _, new in new })
     }
 }
 

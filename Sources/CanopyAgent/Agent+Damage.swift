@@ -10,17 +10,19 @@ import Logging
 /// in the log. The repair is the operator's (README, *Backups*): restore from a backup, after
 /// which peers send back what the backup lacks.
 extension Agent {
-    /// Called by the store on the reading thread, the first time it finds each damaged
-    /// document or revision.
-    func storeFoundDamage(_ damage: StoredDamage) {
+    /// Called by the store of `database` on the reading thread, the first time it finds each
+    /// damaged document or revision.
+    func storeFoundDamage(_ damage: StoredDamage, in database: DatabaseName = .default) {
         queue.async { [self] in
             damageFound.count += 1
             damageFound.last = damage
             damageFound.log.log(
                 .error, kind: "damaged document",
-                "\(options.directory.databasePath): \(StoreError.damaged(damage).description); it is not sent to peers. Run `canopyctl check` and restore the data directory from a backup (README, Backups)")
+                "\(options.directory.databasePath(database)): \(StoreError.damaged(damage).description); it is not sent to peers. Run `canopyctl check` and restore the data directory from a backup (README, Backups)")
         }
-        var data: [String: JSONValue] = ["doc": .string(damage.documentID), "reason": .string(damage.reason)]
+        var data: [String: JSONValue] = [
+            "doc": .string(damage.documentID), "reason": .string(damage.reason), "db": .string(database.text),
+        ]
         if let revision = damage.revision { data["rev"] = .string(revision.description) }
         events.emit("document.damaged", data)
     }

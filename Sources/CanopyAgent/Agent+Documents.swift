@@ -10,17 +10,18 @@ extension Agent {
     func documentCommand(_ request: AdminRequest) -> Result<[String: JSONValue], AdminFailure> {
         dispatchPrecondition(condition: .onQueue(storeQueue))
         do {
+            if request.command == "stats" { return .success(try stats()) }
+            let database = try database(for: request)
             switch request.command {
-            case "put": return .success(try put(request))
-            case "get": return .success(try get(request))
-            case "delete": return .success(try delete(request))
-            case "conflicts": return .success(try conflicts(request))
-            case "resolve": return .success(try resolve(request))
-            case "changes": return .success(try changes(request))
-            case "import": return .success(try importDocuments(request))
-            case "export": return .success(try exportDocuments(request))
-            case "bulk_docs": return .success(try bulkDocuments(request))
-            case "stats": return .success(try stats())
+            case "put": return .success(try put(request, database))
+            case "get": return .success(try get(request, database.store))
+            case "delete": return .success(try delete(request, database))
+            case "conflicts": return .success(try conflicts(database.store))
+            case "resolve": return .success(try resolve(request, database))
+            case "changes": return .success(try changes(request, database.store))
+            case "import": return .success(try importDocuments(request, database))
+            case "export": return .success(try exportDocuments(request, database.store))
+            case "bulk_docs": return .success(try bulkDocuments(request, database))
             default: preconditionFailure("not a document command: \(request.command)")
             }
         } catch let failure as AdminFailure {
@@ -43,7 +44,8 @@ extension Agent {
         }
     }
 
-    private func put(_ request: AdminRequest) throws -> [String: JSONValue] {
+    private func put(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
+        let store = database.store
         let id = try request.string("doc")
         let members = try DocumentMembers(body: try request.object("body"), documentID: id, rev: try request.optionalRevision("rev"))
         if DocumentMembers.isLocal(id) {
@@ -54,16 +56,18 @@ extension Agent {
         let revision: RevisionID
         do {
             revision = try store.put(id: id, body: members.body, replacing: members.replacing)
-        } catch StoreError.conflict(_, let replacing?, _) where coveredByRule(id, members.body) {
-            return try branch(id, body: members.body, parent: replacing)
+        } catch StoreError.conflict(_, let replacing?, _) where coveredByRule(id, members.body, store) {
+            return try branch(id, body: members.body, parent: replacing, database)
         }
-        events.emit("document.changed", ["doc": .string(id), "rev": .string(revision.description), "origin": .string("local")])
+        events.emit("document.changed", [
+            "doc": .string(id), "rev": .string(revision.description), "origin": .string("local"), "db": .string(database.name.text),
+        ])
         return ["doc": .string(id), "rev": .string(revision.description)]
     }
 
     /// True when a rule covers the document (by its id, or the field of the body written): a
     /// config rule, or a connected resolver's prefix (the store's policy holds both).
-    private func coveredByRule(_ id: String, _ body: JSONValue?) -> Bool {
+    private func coveredByRule(_ id: String, _ body: JSONValue?, _ store: DocumentStore) -> Bool {
         guard case .rules(let rules) = store.conflictPolicy else { return false }
         return rules.rule(for: id, bodies: [body]) != nil
     }
@@ -72,16 +76,18 @@ extension Agent {
     /// and the conflict settled by the rule as one from a peer would be (`DocumentStore.putBranch`).
     /// The reply's `rev` is the revision written; `current` the document's current revision after
     /// the rule acted, and `branched: true` says the write met a newer revision.
-    private func branch(_ id: String, body: JSONValue?, parent: RevisionID) throws -> [String: JSONValue] {
-        let (revision, result) = try store.putBranch(id: id, body: body, parent: parent)
-        var changed: [String: JSONValue] = ["doc": .string(id), "rev": .string(result.current.description), "origin": .string("local")]
+    private func branch(_ id: String, body: JSONValue?, parent: RevisionID, _ database: OpenDatabase) throws -> [String: JSONValue] {
+        let (revision, result) = try database.store.putBranch(id: id, body: body, parent: parent)
+        var changed: [String: JSONValue] = [
+            "doc": .string(id), "rev": .string(result.current.description), "origin": .string("local"), "db": .string(database.name.text),
+        ]
         if result.currentIsDeleted { changed["deleted"] = .bool(true) }
         events.emit("document.changed", changed)
-        events.emit(documentEvents: DocumentEvent.conflictEvents(for: result), peer: "")
+        events.emit(documentEvents: DocumentEvent.conflictEvents(for: result), peer: "", database: database.name)
         return ["doc": .string(id), "rev": .string(revision.description), "current": .string(result.current.description), "branched": .bool(true)]
     }
 
-    private func get(_ request: AdminRequest) throws -> [String: JSONValue] {
+    private func get(_ request: AdminRequest, _ store: DocumentStore) throws -> [String: JSONValue] {
         let id = try request.string("doc")
         var options: GetOptions = []
         if try request.bool("revs") { options.insert(.revisions) }
@@ -101,7 +107,8 @@ extension Agent {
         return ["doc": try Self.couchDocument(document)]
     }
 
-    private func delete(_ request: AdminRequest) throws -> [String: JSONValue] {
+    private func delete(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
+        let store = database.store
         let id = try request.string("doc")
         if DocumentMembers.isLocal(id) {
             guard try request.optionalRevision("rev") == nil else { throw Self.localHasNoRevisions(id) }
@@ -109,7 +116,10 @@ extension Agent {
             return ["doc": .string(id), "local": .bool(true)]
         }
         let revision = try store.delete(id: id, rev: try request.revision("rev"))
-        events.emit("document.changed", ["doc": .string(id), "rev": .string(revision.description), "deleted": .bool(true), "origin": .string("local")])
+        events.emit("document.changed", [
+            "doc": .string(id), "rev": .string(revision.description), "deleted": .bool(true), "origin": .string("local"),
+            "db": .string(database.name.text),
+        ])
         return ["doc": .string(id), "rev": .string(revision.description)]
     }
 
@@ -123,7 +133,7 @@ extension Agent {
         AdminFailure(.notFound, "not found: local document \"\(id.prefix(80))\"")
     }
 
-    private func conflicts(_ request: AdminRequest) throws -> [String: JSONValue] {
+    private func conflicts(_ store: DocumentStore) throws -> [String: JSONValue] {
         let ids = try store.conflictedDocumentIDs()
         let rows = try ids.map { id -> JSONValue in
             let document = try store.get(id: id, options: .conflicts)
@@ -137,20 +147,23 @@ extension Agent {
     }
 
     /// `resolve`: exactly one of `pick` (a leaf to keep), `body` (a merged body) or `delete: true`.
-    private func resolve(_ request: AdminRequest) throws -> [String: JSONValue] {
+    private func resolve(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
         let id = try request.string("doc")
         let decision = try Self.decision(from: request, documentID: id)
-        try checkApplicable(decision, to: id)
-        let current = try store.resolveConflicts(id: id, resolver: ClosureResolver { _ in decision })
-        events.emit("conflict.resolved", ["doc": .string(id), "rev": .string(current.description), "by": .string("manual")])
-        queue.async { self.resolvers.forget(id) }
+        try checkApplicable(decision, to: id, in: database.store)
+        let current = try database.store.resolveConflicts(id: id, resolver: ClosureResolver { _ in decision })
+        events.emit("conflict.resolved", [
+            "doc": .string(id), "rev": .string(current.description), "by": .string("manual"), "db": .string(database.name.text),
+        ])
+        // Resolver clients are offered the default database's conflicts.
+        if database.name == .default { queue.async { self.resolvers.forget(id) } }
         return ["doc": .string(id), "rev": .string(current.description)]
     }
 
     /// Refuses a resolution of a document that is not conflicted (`not_conflicted`) or one that
     /// picks a revision that is not one of its open leaves (`invalid_argument`); the conflict is
     /// then kept. Shared by `resolve` and a resolver's answer, which are applied alike.
-    func checkApplicable(_ decision: ResolutionDecision, to id: String) throws {
+    func checkApplicable(_ decision: ResolutionDecision, to id: String, in store: DocumentStore) throws {
         dispatchPrecondition(condition: .onQueue(storeQueue))
         let before = try store.get(id: id, options: .conflicts)
         guard !(before.conflicts ?? []).isEmpty else {
@@ -175,7 +188,7 @@ extension Agent {
         return .merged(try DocumentMembers.resolutionBody(try request.object("body"), documentID: documentID))
     }
 
-    private func changes(_ request: AdminRequest) throws -> [String: JSONValue] {
+    private func changes(_ request: AdminRequest, _ store: DocumentStore) throws -> [String: JSONValue] {
         let since = try request.optionalInt("since", in: 0...Int64.max) ?? 0
         let limit = try request.optionalInt("limit", in: 1...Int64(AgentLimits.changesLimitMax)) ?? Int64(AgentLimits.changesDefaultLimit)
         let page = try store.changesPage(since: since, limit: Int(limit))
@@ -193,7 +206,7 @@ extension Agent {
     /// `stats`: the store's counts and the agent's traffic figures. `listening` is read off
     /// `queue` here: `start` sets it once, before the admin socket accepts the connection that asks.
     private func stats() throws(StoreError) -> [String: JSONValue] {
-        var result = try storeCounts()
+        var result = try storeCounts(of: store)
         result["revs_limit"] = .int(Int64(store.revsLimit))
         result["admin_clients"] = .int(Int64(listening?.admin.clientCount ?? 0))
         result["uptime_seconds"] = .double((Self.wallClock() - startedAt).rounded())
@@ -203,8 +216,8 @@ extension Agent {
         return result
     }
 
-    /// Document, sequence and conflict counts, shared by `status` and `stats`.
-    func storeCounts() throws(StoreError) -> [String: JSONValue] {
+    /// Document, sequence and conflict counts of `store`, shared by `status`, `stats` and `db.list`.
+    func storeCounts(of store: DocumentStore) throws(StoreError) -> [String: JSONValue] {
         dispatchPrecondition(condition: .onQueue(storeQueue))
         // As CouchDB counts: `doc_count` the documents that exist, `doc_del_count` the deleted
         // ones (tombstones, which replicate).

@@ -21,7 +21,7 @@ extension Agent {
         peerRows { rows in
             self.storeQueue.async {
                 do throws(StoreError) {
-                    var result = try self.storeCounts().merging(base) { store, _ in store }
+                    var result = try self.storeCounts(of: self.store).merging(base) { store, _ in store }
                     let awaiting = Int64(waiting.isEmpty ? 0 : try self.store.conflictedDocumentIDs().count { waiting.contains($0) })
                     guard case .int(let conflicted)? = result["conflicted_count"] else {
                         preconditionFailure("storeCounts always has conflicted_count")

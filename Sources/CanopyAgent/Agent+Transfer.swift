@@ -26,7 +26,7 @@ extension Agent {
     /// `import`: `{"docs": [...], "couchdb": bool}`, a `_bulk_docs` body with `new_edits: false`.
     /// All revisions go in one store transaction: on any bad revision nothing is written.
     /// Revisions are inserted as if received from a peer, so the node's conflict policy applies.
-    func importDocuments(_ request: AdminRequest) throws -> [String: JSONValue] {
+    func importDocuments(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
         dispatchPrecondition(condition: .onQueue(storeQueue))
         guard case .array(let docs)? = request.arguments["docs"] else {
             throw AdminFailure(.invalidArgument, "\"import\" needs \"docs\": an array of CouchDB documents")
@@ -45,10 +45,12 @@ extension Agent {
             throw AdminFailure(
                 .invalidArgument, "entry \(index) is a _local/ document, which is not imported: local documents never replicate; write it with put")
         }
-        let results = try store.importCouchDocuments(docs, couchDB: try request.bool("couchdb"))
-        events.emit(documentEvents: results.flatMap { DocumentEvent.conflictEvents(for: $0) }, peer: "")
+        let results = try database.store.importCouchDocuments(docs, couchDB: try request.bool("couchdb"))
+        events.emit(documentEvents: results.flatMap { DocumentEvent.conflictEvents(for: $0) }, peer: "", database: database.name)
         let added = results.reduce(0) { $0 + $1.added.count }
-        events.emit("import.finished", ["documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added))])
+        events.emit("import.finished", [
+            "documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added)), "db": .string(database.name.text),
+        ])
         return ["documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added))]
     }
 
@@ -58,11 +60,11 @@ extension Agent {
     /// "reason"}` in `results` and the others are written (`{"id", "rev"}`). With `new_edits:
     /// false` it is `import`. Invalid entries fail the request before anything is written,
     /// naming the entry's index.
-    func bulkDocuments(_ request: AdminRequest) throws -> [String: JSONValue] {
+    func bulkDocuments(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
         dispatchPrecondition(condition: .onQueue(storeQueue))
         if let newEdits = request.arguments["new_edits"] {
             guard case .bool(let flag) = newEdits else { throw AdminFailure(.invalidArgument, "\"new_edits\" must be true or false") }
-            if !flag { return try importDocuments(request) }
+            if !flag { return try importDocuments(request, database) }
         }
         guard case .array(let docs)? = request.arguments["docs"] else {
             throw AdminFailure(.invalidArgument, "\"bulk_docs\" needs \"docs\": an array of documents with _id")
@@ -75,7 +77,7 @@ extension Agent {
         for (index, doc) in docs.enumerated() {
             writes.append(try Self.bulkWrite(doc, index: index))
         }
-        let results = try store.putBulk(writes)
+        let results = try database.store.putBulk(writes)
         var rows: [JSONValue] = []
         rows.reserveCapacity(results.count)
         var changed: [AgentEvent.Content] = []
@@ -85,7 +87,7 @@ extension Agent {
             switch result {
             case .written(let revision):
                 rows.append(.object(["id": .string(write.documentID), "rev": .string(revision.description)]))
-                changed.append(.localChange(documentID: write.documentID, revision: revision, deleted: write.body == nil))
+                changed.append(.localChange(documentID: write.documentID, revision: revision, deleted: write.body == nil, database: database.name))
             case .conflict(let current):
                 conflicts += 1
                 rows.append(.object([
@@ -128,7 +130,7 @@ extension Agent {
     /// sent. `last_seq` is the sequence of the last document exported whole (the next `since`);
     /// when the page ends inside a document, `next_leaf` says how many of that document's leaves
     /// were sent (the next request passes it as `skip_leaves`). `done` is true on the last page.
-    func exportDocuments(_ request: AdminRequest) throws -> [String: JSONValue] {
+    func exportDocuments(_ request: AdminRequest, _ store: DocumentStore) throws -> [String: JSONValue] {
         dispatchPrecondition(condition: .onQueue(storeQueue))
         let since = try request.optionalInt("since", in: 0...Int64.max) ?? 0
         let limit = try request.optionalInt("limit", in: 1...Int64(AgentLimits.changesLimitMax)) ?? Int64(AgentLimits.changesDefaultLimit)
@@ -139,7 +141,7 @@ extension Agent {
         var lastWhole = since
         for change in page.changes {
             for (index, leaf) in change.leaves.enumerated() where index >= skip {
-                guard let document = try exportedRevision(change.documentID, leaf.revision) else { continue }
+                guard let document = try exportedRevision(change.documentID, leaf.revision, store) else { continue }
                 let exported = try Self.couchDocument(document)
                 let size = CanonicalJSON.encode(exported).count + 1
                 if !docs.isEmpty && bytes + size > AgentLimits.exportPageBytesMax {
@@ -160,7 +162,7 @@ extension Agent {
 
     /// One leaf with its history, or nil when its body was compacted away or is damaged (nothing to
     /// export).
-    private func exportedRevision(_ id: String, _ revision: RevisionID) throws(StoreError) -> Document? {
+    private func exportedRevision(_ id: String, _ revision: RevisionID, _ store: DocumentStore) throws(StoreError) -> Document? {
         do throws(StoreError) {
             return try store.get(id: id, rev: revision, options: .revisions)
         } catch {

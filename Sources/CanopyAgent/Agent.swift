@@ -55,8 +55,11 @@ public final class Agent: @unchecked Sendable {
     let options: AgentOptions
     let logger: Logger
     let identity: AgentIdentity
-    /// The node's document store (an embedding application reads and writes it directly).
+    /// The `default` database's store, the one replication uses (an embedding application reads
+    /// and writes it directly).
     package let store: DocumentStore
+    /// Every open database, `default` included; on `storeQueue`.
+    var databases: [DatabaseName: DocumentStore]
     let notifier: SystemdNotifier
     private let lock: DirectoryLock
     let startedAt: Double
@@ -82,7 +85,7 @@ public final class Agent: @unchecked Sendable {
     /// Where a shutdown stands; on `queue`.
     private var shutdownProgress: ShutdownProgress
 
-    /// Takes the lock, loads identity and config, opens the store. Nothing listens yet.
+    /// Takes the lock, loads identity and config, opens every database. Nothing listens yet.
     ///
     /// The parts that report to the agent report to objects of their own, not to the agent, so
     /// each is built from the ones before it and none waits for `self`: the event hub (on
@@ -103,25 +106,12 @@ public final class Agent: @unchecked Sendable {
         configFile = try ConfigFile.read(directory.configPath)
         config = configFile.parsed.config
         if let listen = options.listen { config.listen = listen }
-        try directory.restrictDatabaseFiles()
-        do {
-            let storeConfiguration = DocumentStore.Configuration(
-                revsLimit: config.revsLimit, conflictPolicy: .rules(config.resolutionRules),
-                logger: Logger(label: "canopy.store"), checkpointInBackground: true, retriesConflictsOnOpen: false)
-            store = try DocumentStore(path: directory.databasePath, configuration: storeConfiguration)
-        } catch {
-            throw .store(error.description)
+        store = try Self.openStore(config.database(.default)!, in: directory, resolvingKeptConflicts: false)
+        var open: [DatabaseName: DocumentStore] = [.default: store]
+        for database in config.databases {
+            open[database.name] = try Self.openStore(database, in: directory, resolvingKeptConflicts: true)
         }
-        // A damaged file is not served: what it would send peers is wrong, and they would keep it.
-        // The full integrity_check, not quick_check: a flipped byte in a document id leaves valid
-        // UTF-8 and a body that still matches its revision id (the id is not hashed), and only the
-        // id's index disagreeing with the row shows it. It costs about what quick_check does,
-        // since reading every page dominates both (README, Backups).
-        let problems: [String]
-        do { problems = try store.checkIntegrity(full: true) } catch { throw .store(error.description) }
-        if !problems.isEmpty {
-            throw .damagedDatabase(path: directory.databasePath, report: problems.joined(separator: "; "))
-        }
+        databases = open
         damageFound = DamageFound(log: RateLimitedLog(logger: options.logger))
         notifier = SystemdNotifier(environment: environment)
         startedAt = Self.wallClock()
@@ -129,7 +119,9 @@ public final class Agent: @unchecked Sendable {
         peers = PeerConnectionManager(identity: identity.identity, deliveryQueue: replicationQueue, logger: logger)
         replication = EngineReplication(queue: replicationQueue, store: store, manager: peers, logger: logger, sink: events)
         inbound = InboundPeers(queue: queue, events: events, replication: replication)
-        store.setDamageHandler { [weak self] damage in self?.storeFoundDamage(damage) }
+        for (name, store) in databases {
+            store.setDamageHandler { [weak self] damage in self?.storeFoundDamage(damage, in: name) }
+        }
     }
 
     /// The node id.
@@ -196,15 +188,18 @@ public final class Agent: @unchecked Sendable {
         shutdownProgress.finished = true
         peers.stop()
         listening?.admin.stop()
-        // Let a store operation in flight commit, then leave everything in canopy.sqlite itself:
-        // a backup of the file alone after a clean stop must not lose the last transactions.
+        // Let a store operation in flight commit, then leave everything in each database file
+        // itself: a backup of the file alone after a clean stop must not lose the last transactions.
         storeQueue.sync {
-            do {
-                if try !store.checkpointAndTruncateLog() {
-                    logger.warning("the write-ahead log could not be emptied at shutdown; keep canopy.sqlite-wal with canopy.sqlite")
+            for (name, store) in databases.sorted(by: { $0.key < $1.key }) {
+                let file = options.directory.databasePath(name)
+                do {
+                    if try !store.checkpointAndTruncateLog() {
+                        logger.warning("the write-ahead log could not be emptied at shutdown; keep \(file)-wal with \(file)")
+                    }
+                } catch {
+                    logger.warning("checkpointing the write-ahead log of \(file) at shutdown failed", metadata: ["error": "\(error)"])
                 }
-            } catch {
-                logger.warning("checkpointing the write-ahead log at shutdown failed", metadata: ["error": "\(error)"])
             }
         }
         let waiters = shutdownProgress.waiters

@@ -17,6 +17,11 @@ import CanopyReplication
 /// value = note                     # whose body's `field` holds this string
 /// field = type                     # the body member `value` is compared with (default type)
 /// strategy = merge-json            # as `conflicts`
+/// database = notes                 # the database the rule settles (default: default)
+///
+/// [database NAME]                  # one section per database besides `default`
+/// revs-limit = 1000                # as above, for this database (default: the top-level one)
+/// conflicts = automatic            # as above, for this database (default: automatic)
 ///
 /// [limits]
 /// batch-revisions = 500            # revisions per replication batch
@@ -37,8 +42,10 @@ public struct AgentConfig: Sendable, Equatable {
     public var listen: HostPort
     /// How a conflict no rule covers is settled (the `conflicts` setting).
     public var conflicts: ResolutionStrategy
-    /// Resolution rules (`[rule NAME]` sections), in file order.
+    /// Resolution rules (`[rule NAME]` sections) of the `default` database, in file order.
     public var rules: [ResolutionRule]
+    /// The databases besides `default` (`[database NAME]` sections), in file order.
+    public var databases: [DatabaseConfig] = []
     /// Revision ancestors kept per leaf.
     public var revsLimit: Int
     /// Replication tuning.
@@ -69,9 +76,49 @@ public struct AgentConfig: Sendable, Equatable {
     public func peer(_ nodeID: String) -> PeerConfig? {
         peers.first { $0.nodeID == nodeID }
     }
+
+    /// The database named `name`: `default` from the top-level settings, any other from its
+    /// section; nil when there is none.
+    public func database(_ name: DatabaseName) -> DatabaseConfig? {
+        if name == .default { return DatabaseConfig(name: .default, revsLimit: revsLimit, conflicts: conflicts, rules: rules) }
+        return databases.first { $0.name == name }
+    }
+
+    /// Every database, `default` first, then the others in file order.
+    public var allDatabases: [DatabaseConfig] {
+        [database(.default)!] + databases
+    }
 }
 
 extension AgentConfig {
+    /// The rules and the catch-all as the store applies them.
+    public var resolutionRules: ResolutionRules {
+        ResolutionRules(rules, fallback: conflicts)
+    }
+}
+
+/// One database's settings: `default`'s are the file's top-level `revs-limit` and `conflicts`
+/// and the rules without a `database` key; another's are its `[database NAME]` section and the
+/// rules that name it.
+public struct DatabaseConfig: Sendable, Equatable {
+    /// The database's name.
+    public var name: DatabaseName
+    /// Revision ancestors kept per leaf.
+    public var revsLimit: Int
+    /// How a conflict no rule covers is settled.
+    public var conflicts: ResolutionStrategy
+    /// Its resolution rules, in file order.
+    public var rules: [ResolutionRule]
+
+    /// Creates a database's settings.
+    public init(name: DatabaseName, revsLimit: Int = AgentConfig.defaultRevsLimit, conflicts: ResolutionStrategy = .automatic,
+                rules: [ResolutionRule] = []) {
+        self.name = name
+        self.revsLimit = revsLimit
+        self.conflicts = conflicts
+        self.rules = rules
+    }
+
     /// The rules and the catch-all as the store applies them.
     public var resolutionRules: ResolutionRules {
         ResolutionRules(rules, fallback: conflicts)

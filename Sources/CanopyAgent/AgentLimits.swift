@@ -53,6 +53,8 @@ public enum AgentLimits {
 
     /// `[rule NAME]` sections in the config file.
     public static let rulesMax = 1024
+    /// Databases one agent holds, `default` included.
+    public static let databasesMax = 1024
 
     /// Seconds a shutdown waits for work in flight before closing anyway.
     public static let shutdownGraceSeconds = 10.0

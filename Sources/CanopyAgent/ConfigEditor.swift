@@ -1,3 +1,5 @@
+import CanopyCore
+
 /// Writes config files: a fresh one for `canopyd init`, and line edits for `peer add/remove` that
 /// leave every other line (comments included) exactly as the operator wrote it.
 package enum ConfigEditor {
@@ -19,10 +21,38 @@ package enum ConfigEditor {
             resolver-timeout-seconds = \(config.limits.resolverTimeoutSeconds)
 
             """
+        for database in config.databases {
+            text += "\n" + databaseSection(database)
+        }
         for peer in config.peers {
             text += "\n" + peerSection(peer)
         }
         return text
+    }
+
+    /// The lines of one `[database …]` section, newline-terminated (its rules are `[rule …]`
+    /// sections of their own).
+    public static func databaseSection(_ database: DatabaseConfig) -> String {
+        """
+        [database \(database.name)]
+        revs-limit = \(database.revsLimit)
+        conflicts = \(database.conflicts)
+
+        """
+    }
+
+    /// `text` with a section for `database` appended. `parsed` must be the result of parsing
+    /// `text`, and have no section for it.
+    public static func addingDatabase(_ database: DatabaseConfig, to text: String, parsed: ParsedConfig) -> String {
+        precondition(parsed.databaseSections[database.name] == nil, "database \(database.name) already has a section")
+        return appending(databaseSection(database), to: text)
+    }
+
+    /// `text` without the database's section; unchanged if it has none. Rules naming it stay
+    /// (the parser then reports them, pointing at their lines).
+    public static func removingDatabase(_ name: DatabaseName, from text: String, parsed: ParsedConfig) -> String {
+        guard let range = parsed.databaseSections[name] else { return text }
+        return removing(range, from: text)
     }
 
     /// The lines of one `[peer …]` section, newline-terminated.
@@ -50,6 +80,11 @@ package enum ConfigEditor {
     /// `parsed` must be the result of parsing `text`.
     public static func removingPeer(_ nodeID: String, from text: String, parsed: ParsedConfig) -> String {
         guard let range = parsed.peerSections[nodeID] else { return text }
+        return removing(range, from: text)
+    }
+
+    /// `text` without the lines of `range` (a section, header through last key line).
+    private static func removing(_ range: Range<Int>, from text: String) -> String {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         // Take one blank line after the section with it, so repeated add/remove does not
         // accumulate blank lines.

@@ -29,6 +29,8 @@ package struct ParsedConfig: Sendable, Equatable {
     /// Node id → 0-based line range of its `[peer …]` section, from the header through its last
     /// key line (comments and blank lines after it belong to whatever follows).
     public var peerSections: [String: Range<Int>]
+    /// Database name → 0-based line range of its `[database …]` section, likewise.
+    public var databaseSections: [DatabaseName: Range<Int>] = [:]
 }
 
 /// Parses the agent's line-based config format (see `AgentConfig` for the grammar). Pure: it reads
@@ -52,6 +54,8 @@ package struct ConfigParser: Sendable {
         case peer(String)
         /// A `[rule NAME]` section: the rule's index in `config.rules`.
         case rule(Int)
+        /// A `[database NAME]` section: its index in `config.databases`.
+        case database(Int)
     }
 
     /// Parses the whole text; the first problem found is thrown.
@@ -64,6 +68,9 @@ package struct ConfigParser: Sendable {
         var section = Section.top
         var seenKeys: Set<String> = []
         var ruleLines: [Int] = []
+        var databaseSections: [DatabaseName: Range<Int>] = [:]
+        /// Rule index → the database its `database` key names, and that key's line.
+        var ruleDatabases: [Int: (name: DatabaseName, line: Int)] = [:]
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         for (index, rawLine) in lines.enumerated() {
             let lineNumber = index + 1
@@ -73,6 +80,7 @@ package struct ConfigParser: Sendable {
                 section = try parseHeader(line, lineNumber: lineNumber, config: &config)
                 if case .peer(let id) = section { sections[id] = index..<index + 1 }
                 if case .rule = section { ruleLines.append(lineNumber) }
+                if case .database(let database) = section { databaseSections[config.databases[database].name] = index..<index + 1 }
                 seenKeys = []
                 continue
             }
@@ -90,7 +98,19 @@ package struct ConfigParser: Sendable {
             case .peer(let id):
                 try applyPeer(key, value, lineNumber, &config.peers[config.peers.count - 1])
                 sections[id] = sections[id]!.lowerBound..<index + 1
-            case .rule(let rule): try applyRule(key, value, lineNumber, &config.rules[rule])
+            case .rule(let rule):
+                if key == "database" {
+                    guard let name = DatabaseName(validating: value) else {
+                        throw error(lineNumber, "database \"\(value.prefix(80))\" is not a database name: \(DatabaseName.problem(with: value) ?? "")")
+                    }
+                    ruleDatabases[rule] = (name, lineNumber)
+                } else {
+                    try applyRule(key, value, lineNumber, &config.rules[rule])
+                }
+            case .database(let database):
+                try applyDatabase(key, value, lineNumber, &config.databases[database])
+                let name = config.databases[database].name
+                databaseSections[name] = databaseSections[name]!.lowerBound..<index + 1
             }
         }
         for (rule, line) in zip(config.rules, ruleLines) {
@@ -99,7 +119,25 @@ package struct ConfigParser: Sendable {
             }
             guard rule.strategy != Self.strategyMissing else { throw error(line, "rule \(rule.name) needs `strategy`") }
         }
-        return ParsedConfig(config: config, peerSections: sections)
+        try moveRules(ruleDatabases, &config)
+        return ParsedConfig(config: config, peerSections: sections, databaseSections: databaseSections)
+    }
+
+    /// Gives each rule whose `database` key names another database than `default` to that
+    /// database, keeping file order.
+    private func moveRules(_ ruleDatabases: [Int: (name: DatabaseName, line: Int)], _ config: inout AgentConfig) throws(ConfigError) {
+        var kept: [ResolutionRule] = []
+        for (index, rule) in config.rules.enumerated() {
+            guard let (name, line) = ruleDatabases[index], name != .default else {
+                kept.append(rule)
+                continue
+            }
+            guard let database = config.databases.firstIndex(where: { $0.name == name }) else {
+                throw error(line, "rule \(rule.name) names database \(name), which has no [database \(name)] section")
+            }
+            config.databases[database].rules.append(rule)
+        }
+        config.rules = kept
     }
 
     private func parseHeader(_ line: String, lineNumber: Int, config: inout AgentConfig) throws(ConfigError) -> Section {
@@ -117,8 +155,22 @@ package struct ConfigParser: Sendable {
             config.rules.append(ResolutionRule(name: name, strategy: Self.strategyMissing))
             return .rule(config.rules.count - 1)
         }
+        if words.count == 2, words[0] == "database" {
+            guard let name = DatabaseName(validating: words[1]) else {
+                throw error(lineNumber, "\"\(words[1].prefix(80))\" is not a database name: \(DatabaseName.problem(with: words[1]) ?? "")")
+            }
+            guard name != .default else {
+                throw error(lineNumber, "the default database has no section: its settings are the top-level revs-limit and conflicts")
+            }
+            guard !config.databases.contains(where: { $0.name == name }) else { throw error(lineNumber, "database \(name) is defined twice") }
+            guard config.databases.count < AgentLimits.databasesMax - 1 else {
+                throw error(lineNumber, "more than \(AgentLimits.databasesMax) databases")
+            }
+            config.databases.append(DatabaseConfig(name: name, revsLimit: config.revsLimit))
+            return .database(config.databases.count - 1)
+        }
         guard words.count == 2, words[0] == "peer" else {
-            throw error(lineNumber, "unknown section [\(inner)]; expected [limits], [peer NODE-ID] or [rule NAME]")
+            throw error(lineNumber, "unknown section [\(inner)]; expected [limits], [database NAME], [peer NODE-ID] or [rule NAME]")
         }
         guard let id = normalizeNodeID(String(words[1])) else {
             throw error(lineNumber, "\"\(words[1].prefix(80))\" is not a valid node id")
@@ -182,7 +234,16 @@ package struct ConfigParser: Sendable {
         case "field": rule.field = value
         case "strategy": rule.strategy = try strategy(value, key: key, line: line)
         default:
-            throw error(line, "unknown key `\(key)` in a rule section; expected prefix, value, field or strategy")
+            throw error(line, "unknown key `\(key)` in a rule section; expected prefix, value, field, strategy or database")
+        }
+    }
+
+    private func applyDatabase(_ key: String, _ value: String, _ line: Int, _ database: inout DatabaseConfig) throws(ConfigError) {
+        switch key {
+        case "revs-limit": database.revsLimit = try integer(value, key: key, in: 2...100_000, line: line)
+        case "conflicts": database.conflicts = try strategy(value, key: key, line: line)
+        default:
+            throw error(line, "unknown key `\(key)` in a database section; expected revs-limit or conflicts")
         }
     }
 

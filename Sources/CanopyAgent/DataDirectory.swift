@@ -1,3 +1,4 @@
+import CanopyCore
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -11,7 +12,8 @@ import Musl
 /// DIR/              0700, owner only
 ///   canopy.conf     the config file (ConfigParser)
 ///   identity.key    the node's secret key, 0600
-///   canopy.sqlite   the document database (+ -wal, -shm)
+///   canopy.sqlite   the `default` database (+ -wal, -shm)
+///   databases/      0700: every other database, NAME.sqlite (a '/' in NAME written as %2F)
 ///   admin.sock      the admin socket, 0600, while an agent runs
 ///   canopyd.lock    flock(LOCK_EX) held by the running agent for its whole life
 /// ```
@@ -52,25 +54,50 @@ public struct DataDirectory: Sendable {
     }
 
     /// The database file and SQLite's two companions (write-ahead log, shared-memory index).
-    public var databaseFilePaths: [String] { [databasePath, databasePath + "-wal", databasePath + "-shm"] }
+    public var databaseFilePaths: [String] { databaseFilePaths(.default) }
+
+    /// The directory of the databases besides `default`.
+    public var databasesPath: String { path + "/databases" }
+
+    /// The SQLite file of the database `name`: `canopy.sqlite` for `default` (as a data directory
+    /// made before there were several databases has it), `databases/NAME.sqlite` for the others.
+    /// Names hold no '%', so writing '/' as %2F keeps one file per name and every name apart.
+    public func databasePath(_ name: DatabaseName) -> String {
+        if name == .default { return databasePath }
+        return databasesPath + "/" + name.text.replacingOccurrences(of: "/", with: "%2F") + ".sqlite"
+    }
+
+    /// The database's file and SQLite's two companions (write-ahead log, shared-memory index).
+    public func databaseFilePaths(_ name: DatabaseName) -> [String] {
+        let file = databasePath(name)
+        return [file, file + "-wal", file + "-shm"]
+    }
 
     /// Makes the database files private before the store opens them: creates `canopy.sqlite`
     /// with mode 0600 when it is missing (SQLite gives its `-wal` and `-shm` the database file's
     /// mode), and narrows any of the three that exists to 0600 (a file copied or moved keeps its
     /// mode, whatever the directory's) where the file may be changed.
-    public func restrictDatabaseFiles() throws(AgentError) {
+    public func restrictDatabaseFiles(_ name: DatabaseName = .default) throws(AgentError) {
+        let databasePath = databasePath(name)
         let fd = open(databasePath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         if fd >= 0 {
             close(fd)
         } else if errno != EEXIST {
             throw .system(SystemError("create", databasePath))
         }
-        for path in databaseFilePaths where access(path, F_OK) == 0 {
+        for path in databaseFilePaths(name) where access(path, F_OK) == 0 {
             // A file that may not be changed at all (immutable, or on a read-only file system) is
             // left as it is: opening it then reports that it is read-only, in words that say so.
             guard chmod(path, 0o600) == 0 || errno == EPERM || errno == EROFS else {
                 throw .system(SystemError("chmod 0600", path))
             }
+        }
+    }
+
+    /// Creates `databases/` (0700) if it is missing.
+    public func createDatabasesDirectory() throws(AgentError) {
+        guard mkdir(databasesPath, 0o700) == 0 || errno == EEXIST else {
+            throw .system(SystemError("create directory", databasesPath))
         }
     }
 

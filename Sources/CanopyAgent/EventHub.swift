@@ -49,16 +49,18 @@ final class EventHub: @unchecked Sendable {
 
     /// Records a replication batch's document events (one per document) as the array it is, and
     /// streams them to subscribers. `nodeID` is the peer they came from; empty for an import or
-    /// the agent's own conflict scan. Callable from any queue.
-    func emit(documentEvents: [DocumentEvent], peer nodeID: String) {
+    /// the agent's own conflict scan. The observer (the resolvers) hears of the `default`
+    /// database's events only. Callable from any queue.
+    func emit(documentEvents: [DocumentEvent], peer nodeID: String, database: DatabaseName = .default) {
         guard !documentEvents.isEmpty else { return }
         let time = Agent.wallClock()
         queue.async { [self] in
-            let first = ring.append(documents: documentEvents, peer: nodeID, time: time)
-            documentObserver?(documentEvents, nodeID)
+            let first = ring.append(documents: documentEvents, peer: nodeID, database: database, time: time)
+            if database == .default { documentObserver?(documentEvents, nodeID) }
             guard !subscribers.isEmpty else { return }
             for (offset, event) in documentEvents.enumerated() {
-                publish(AgentEvent(sequence: first + UInt64(offset), time: time, content: .document(nodeID: nodeID, event: event)))
+                let content = AgentEvent.Content.document(nodeID: nodeID, event: event, database: database)
+                publish(AgentEvent(sequence: first + UInt64(offset), time: time, content: content))
             }
         }
     }

@@ -12,11 +12,11 @@ public struct AgentEvent: Sendable, Equatable {
     public enum Content: Sendable {
         /// An event built by the agent with its data already in JSON form.
         case fields(type: String, data: [String: JSONValue])
-        /// A replication document event concerning the peer `nodeID`.
-        case document(nodeID: String, event: DocumentEvent)
+        /// A replication document event concerning the peer `nodeID`, in `database`.
+        case document(nodeID: String, event: DocumentEvent, database: DatabaseName = .default)
         /// A document written through the admin socket (`document.changed`, origin `local`), kept
         /// unrendered: a bulk write records one per document.
-        case localChange(documentID: String, revision: RevisionID, deleted: Bool)
+        case localChange(documentID: String, revision: RevisionID, deleted: Bool, database: DatabaseName = .default)
 
         /// The kind: a replication document event is named as `Protocol/admin-v1.md` §5 lists
         /// it (`document.changed` with origin `peer`, `conflict.resolved`, `resolution.failed`,
@@ -24,7 +24,7 @@ public struct AgentEvent: Sendable, Equatable {
         public var type: String {
             switch self {
             case .fields(let type, _): type
-            case .document(_, let event): Self.documentEventTypes[event.kind]!
+            case .document(_, let event, _): Self.documentEventTypes[event.kind]!
             case .localChange: "document.changed"
             }
         }
@@ -34,14 +34,15 @@ public struct AgentEvent: Sendable, Equatable {
             switch self {
             case .fields(_, let data):
                 return data
-            case .localChange(let documentID, let revision, let deleted):
+            case .localChange(let documentID, let revision, let deleted, let database):
                 var data: [String: JSONValue] = [
                     "doc": .string(documentID), "rev": .string(revision.description), "origin": .string("local"),
+                    "db": .string(database.text),
                 ]
                 if deleted { data["deleted"] = .bool(true) }
                 return data
-            case .document(let nodeID, let event):
-                var data: [String: JSONValue] = ["doc": .string(event.documentID)]
+            case .document(let nodeID, let event, let database):
+                var data: [String: JSONValue] = ["doc": .string(event.documentID), "db": .string(database.text)]
                 // An import's or a conflict scan's events come from no peer.
                 if !nodeID.isEmpty { data["node_id"] = .string(nodeID) }
                 if let revision = event.revision { data["rev"] = .string(revision.description) }
@@ -125,7 +126,7 @@ package struct EventRing: Sendable {
     private struct Segment: Sendable {
         enum Events: Sendable {
             case contents([AgentEvent.Content])
-            case documents(nodeID: String, [DocumentEvent])
+            case documents(nodeID: String, [DocumentEvent], database: DatabaseName)
         }
 
         let firstSequence: UInt64
@@ -135,7 +136,7 @@ package struct EventRing: Sendable {
         var count: Int {
             switch events {
             case .contents(let contents): contents.count
-            case .documents(_, let events): events.count
+            case .documents(_, let events, _): events.count
             }
         }
 
@@ -143,7 +144,7 @@ package struct EventRing: Sendable {
         func event(at offset: Int) -> AgentEvent {
             let content: AgentEvent.Content = switch events {
             case .contents(let contents): contents[offset]
-            case .documents(let nodeID, let events): .document(nodeID: nodeID, event: events[offset])
+            case .documents(let nodeID, let events, let database): .document(nodeID: nodeID, event: events[offset], database: database)
             }
             return AgentEvent(sequence: firstSequence + UInt64(offset), time: time, content: content)
         }
@@ -180,12 +181,17 @@ package struct EventRing: Sendable {
         return AgentEvent(sequence: lastSequence, time: time, content: content)
     }
 
-    /// Appends `events`, in order, as document events concerning the peer `nodeID`, with the
-    /// next sequence numbers; returns the first one's. The oldest events are dropped when full.
+    /// Appends `events`, in order, as document events of `database` concerning the peer
+    /// `nodeID`, with the next sequence numbers; returns the first one's. The oldest events are
+    /// dropped when full.
     @discardableResult
-    public mutating func append(documents events: [DocumentEvent], peer nodeID: String, time: Double) -> UInt64 {
+    public mutating func append(
+        documents events: [DocumentEvent], peer nodeID: String, database: DatabaseName = .default, time: Double
+    ) -> UInt64 {
         let first = lastSequence + 1
-        if !events.isEmpty { append(Segment(firstSequence: first, time: time, events: .documents(nodeID: nodeID, events))) }
+        if !events.isEmpty {
+            append(Segment(firstSequence: first, time: time, events: .documents(nodeID: nodeID, events, database: database)))
+        }
         return first
     }
 

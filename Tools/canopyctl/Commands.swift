@@ -120,6 +120,7 @@ struct Put: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Write a document; prints its id and new revision. A stale --rev exits 3 (conflict), unless a rule covers the document.")
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var database: DatabaseOption
     @Argument var id: String
     @Option(help: "The revision this write replaces (omit to create).") var rev: String?
     @Option(help: "The body as JSON.") var body: String?
@@ -132,7 +133,7 @@ struct Put: ParsableCommand {
     func run() throws {
         var arguments: [String: JSONValue] = ["doc": .string(id), "body": try readBody(inline: body, file: file)]
         if let rev { arguments["rev"] = .string(rev) }
-        let result = try connection.call("put", arguments)
+        let result = try connection.call("put", database.adding(to: arguments))
         connection.json ? printJSON(.object(result)) : print(writeSummary(result))
     }
 }
@@ -140,6 +141,7 @@ struct Put: ParsableCommand {
 struct Get: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print a document in CouchDB's JSON shape.")
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var database: DatabaseOption
     @Argument var id: String
     @Option(help: "A specific revision.") var rev: String?
     @Flag(help: "Include _revisions (the history).") var revs = false
@@ -148,7 +150,7 @@ struct Get: ParsableCommand {
     func run() throws {
         var arguments: [String: JSONValue] = ["doc": .string(id), "revs": .bool(revs), "conflicts": .bool(conflicts)]
         if let rev { arguments["rev"] = .string(rev) }
-        let result = try connection.call("get", arguments)
+        let result = try connection.call("get", database.adding(to: arguments))
         printJSON(connection.json ? .object(result) : result["doc"] ?? .null)
     }
 }
@@ -157,13 +159,14 @@ struct Delete: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Delete a document (needs its current revision; a _local/ document has none).")
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var database: DatabaseOption
     @Argument var id: String
     @Option(help: "The current revision.") var rev: String?
 
     func run() throws {
         var arguments: [String: JSONValue] = ["doc": .string(id)]
         if let rev { arguments["rev"] = .string(rev) }
-        let result = try connection.call("delete", arguments)
+        let result = try connection.call("delete", database.adding(to: arguments))
         connection.json ? printJSON(.object(result)) : print(writeSummary(result))
     }
 }
@@ -171,9 +174,10 @@ struct Delete: ParsableCommand {
 struct Conflicts: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List conflicted documents.")
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var database: DatabaseOption
 
     func run() throws {
-        let result = try connection.call("conflicts")
+        let result = try connection.call("conflicts", database.adding(to: [:]))
         if connection.json { return printJSON(.object(result)) }
         guard case .array(let rows)? = result["conflicts"] else { return }
         printTable(["DOCUMENT", "CURRENT", "CONFLICTING"], rows.map { row in
@@ -186,6 +190,7 @@ struct Conflicts: ParsableCommand {
 struct Resolve: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Settle a conflict: keep a leaf, write a merged body, or delete.")
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var database: DatabaseOption
     @Argument var id: String
     @Option(help: "The leaf to keep.") var pick: String?
     @Option(help: "A merged body (JSON).") var body: String?
@@ -202,7 +207,7 @@ struct Resolve: ParsableCommand {
         if let pick { arguments["pick"] = .string(pick) }
         if let body { arguments["body"] = try readBody(inline: body, file: nil) }
         if delete { arguments["delete"] = .bool(true) }
-        let result = try connection.call("resolve", arguments)
+        let result = try connection.call("resolve", database.adding(to: arguments))
         connection.json ? printJSON(.object(result)) : print("\(text(result["doc"])) \(text(result["rev"]))")
     }
 }
@@ -210,13 +215,14 @@ struct Resolve: ParsableCommand {
 struct Changes: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "The changes feed.")
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var database: DatabaseOption
     @Option(help: "Only changes after this sequence.") var since: Int64 = 0
     @Option(help: "At most this many.") var limit: Int64?
 
     func run() throws {
         var arguments: [String: JSONValue] = ["since": .int(since)]
         if let limit { arguments["limit"] = .int(limit) }
-        let result = try connection.call("changes", arguments)
+        let result = try connection.call("changes", database.adding(to: arguments))
         if connection.json { return printJSON(.object(result)) }
         guard case .array(let rows)? = result["results"] else { return }
         printTable(["SEQ", "DOCUMENT", "REVISIONS", "DELETED"], rows.map { row in

@@ -21,6 +21,7 @@ struct Import: ParsableCommand {
             transaction; a bad entry stops the import there, naming it (earlier batches stay written).
             """)
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var database: DatabaseOption
     @Argument(help: "The file, or '-' for stdin.") var file: String
     @Flag(help: "The data came from CouchDB: settled deleted branches are imported as closed.") var couchdb = false
     @Option(help: "true: new revisions; false: revisions as they are. Default: the body's \"new_edits\" (true when absent).")
@@ -32,7 +33,7 @@ struct Import: ParsableCommand {
         if couchdb && mode {
             throw CtlFailure(status: .usage, message: "--couchdb applies to revisions as they are (\"new_edits\": false)")
         }
-        var loader = try BatchLoader(connection: connection, newEdits: mode, couchdb: couchdb, totalBytes: input.size)
+        var loader = try BatchLoader(connection: connection, database: database.db, newEdits: mode, couchdb: couchdb, totalBytes: input.size)
         var splitter = BulkDocsSplitter(elementBytesMax: AgentLimits.adminLineBytesMax - BatchLoader.envelopeBytes)
         do {
             try input.forEachChunk { chunk in
@@ -139,6 +140,8 @@ struct BatchLoader {
 
     let connection: ConnectionOptions
     let client: AdminSocketClient
+    /// The database written, already checked by the agent when the first batch arrives.
+    let database: String
     let newEdits: Bool
     let couchdb: Bool
     let totalBytes: Int?
@@ -157,9 +160,10 @@ struct BatchLoader {
     private var lastProgress = 0.0
     private let terminal = isatty(2) == 1
 
-    init(connection: ConnectionOptions, newEdits: Bool, couchdb: Bool, totalBytes: Int?) throws {
+    init(connection: ConnectionOptions, database: String, newEdits: Bool, couchdb: Bool, totalBytes: Int?) throws {
         self.connection = connection
         self.client = try connection.connect()
+        self.database = database
         self.newEdits = newEdits
         self.couchdb = couchdb
         self.totalBytes = totalBytes
@@ -192,6 +196,7 @@ struct BatchLoader {
         var line = Array(#"{"cmd":"#.utf8) + Array((newEdits ? #""bulk_docs""# : #""import""#).utf8)
         line += Array(#","couchdb":"#.utf8) + Array((couchdb ? "true" : "false").utf8)
         line += Array(#","new_edits":"#.utf8) + Array((newEdits ? "true" : "false").utf8)
+        line += Array(#","db":"#.utf8) + CanonicalJSON.encode(.string(database))
         line += Array(#","id":"#.utf8) + Array(String(nextID).utf8) + Array(#","docs":["#.utf8)
         for (index, element) in batch.enumerated() {
             if index > 0 { line.append(UInt8(ascii: ",")) }
@@ -292,10 +297,15 @@ struct Export: ParsableCommand {
             streams. On a terminal, progress goes to stderr.
             """)
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var database: DatabaseOption
 
     func run() throws {
         let client = try connection.connect()
-        let total = (try? connection.call(client, "status", [:]))?["update_seq"]
+        // The database's update sequence is the progress total.
+        var total: JSONValue?
+        if case .array(let rows)? = (try? connection.call(client, "db.list", [:]))?["databases"] {
+            total = rows.first { $0.objectValue?["db"] == .string(database.db) }?.objectValue?["update_seq"]
+        }
         let terminal = isatty(2) == 1
         let output = FileHandle.standardOutput
         output.write(Data(#"{"new_edits":false,"docs":["#.utf8))
@@ -306,7 +316,7 @@ struct Export: ParsableCommand {
         while true {
             var arguments: [String: JSONValue] = ["since": .int(since), "limit": .int(1000)]
             if skip > 0 { arguments["skip_leaves"] = .int(skip) }
-            let page = try connection.call(client, "export", arguments)
+            let page = try connection.call(client, "export", database.adding(to: arguments))
             if case .array(let items)? = page["docs"] {
                 var bytes: [UInt8] = []
                 for item in items {

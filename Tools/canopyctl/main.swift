@@ -40,7 +40,7 @@ struct Canopyctl: ParsableCommand {
         subcommands: [
             Status.self, Peers.self, PeerCommand.self, Put.self, Get.self, Delete.self, Conflicts.self, Resolve.self,
             Changes.self, Import.self, Export.self, Sync.self, Events.self, Stats.self, Reload.self, Shutdown.self,
-            Backup.self, Check.self,
+            Backup.self, Check.self, DatabaseCommand.self,
         ])
 }
 
@@ -104,6 +104,17 @@ struct ConnectionOptions: ParsableArguments {
             throw CtlFailure(status: status, message: message, errorObject: response["error"])
         }
         return result
+    }
+}
+
+/// `--db NAME`: the database a document command works on.
+struct DatabaseOption: ParsableArguments {
+    @Option(name: .customLong("db"), help: "The database (see `canopyctl db list`).")
+    var db = "default"
+
+    /// `arguments` with the database named (`db`), as the document commands take it.
+    func adding(to arguments: [String: JSONValue]) -> [String: JSONValue] {
+        arguments.merging(["db": .string(db)]) { _, new in new }
     }
 }
 

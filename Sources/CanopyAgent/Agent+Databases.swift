@@ -1,0 +1,197 @@
+import CanopyCore
+import CanopyReplication
+import CanopyStore
+import Dispatch
+import Logging
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A database a document command works on: its name and its store.
+struct OpenDatabase {
+    let name: DatabaseName
+    let store: DocumentStore
+}
+
+/// The agent's databases: `default` (`canopy.sqlite`, the one every command uses unless told
+/// otherwise) and those `db.create` made (`databases/NAME.sqlite`, each with a
+/// `[database NAME]` section in the config file). The config file says which exist; the stores
+/// live in `databases`, on `storeQueue`.
+///
+/// Creating writes the file before the config section, and deleting removes the section before
+/// the file, so a crash in between leaves at worst an unlisted file, which a later create of
+/// the same name replaces; a section whose file is missing stops the agent at start-up, naming
+/// the file, rather than serving an empty database in its place.
+extension Agent {
+    /// Opens a database's store with its settings, making the file first when `creating`, and
+    /// checks it whole: a damaged file is not served (`init` explains why the full check).
+    static func openStore(
+        _ database: DatabaseConfig, in directory: DataDirectory, creating: Bool = false, resolvingKeptConflicts: Bool
+    ) throws(AgentError) -> DocumentStore {
+        let path = directory.databasePath(database.name)
+        if database.name != .default {
+            if creating {
+                try directory.createDatabasesDirectory()
+            } else if Glibc.access(path, F_OK) != 0 {
+                throw .store("database \(database.name): its file \(path) is missing; restore it from a backup, or remove the [database \(database.name)] section from the config file to drop the database")
+            }
+        }
+        try directory.restrictDatabaseFiles(database.name)
+        let store: DocumentStore
+        do {
+            let configuration = DocumentStore.Configuration(
+                revsLimit: database.revsLimit, conflictPolicy: .rules(database.resolutionRules),
+                logger: Logger(label: "canopy.store"), checkpointInBackground: true, retriesConflictsOnOpen: resolvingKeptConflicts)
+            store = try DocumentStore(path: path, configuration: configuration)
+        } catch {
+            throw .store(error.description)
+        }
+        let problems: [String]
+        do { problems = try store.checkIntegrity(full: true) } catch { throw .store(error.description) }
+        if !problems.isEmpty {
+            throw .damagedDatabase(path: path, report: problems.joined(separator: "; "))
+        }
+        return store
+    }
+
+    /// The database a document command names in `db` (default `default`). On `storeQueue`.
+    func database(for request: AdminRequest) throws(AdminFailure) -> OpenDatabase {
+        dispatchPrecondition(condition: .onQueue(storeQueue))
+        let name = try Self.databaseName(request.optionalString("db") ?? DatabaseName.default.text)
+        guard let store = databases[name] else {
+            throw AdminFailure(.notFound, "no database \(name) on this node; `canopyctl db list` shows them, `canopyctl db create \(name)` makes it")
+        }
+        return OpenDatabase(name: name, store: store)
+    }
+
+    /// `text` as a database name, or `invalid_argument` naming the rule it breaks.
+    static func databaseName(_ text: String) throws(AdminFailure) -> DatabaseName {
+        guard let name = DatabaseName(validating: text) else {
+            throw AdminFailure(.invalidArgument, "\"\(text.prefix(80))\" is not a database name: \(DatabaseName.problem(with: text) ?? "")")
+        }
+        return name
+    }
+
+    /// `db.create {name, revs_limit?, conflicts?}`: makes the file, opens it, then adds its
+    /// section to the config file. On `queue`; the store is opened on `storeQueue`.
+    func createDatabase(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let name = try Self.databaseName(try request.string("name"))
+        guard config.database(name) == nil else { throw AdminFailure(.conflict, "database \(name) already exists") }
+        guard config.databases.count + 1 < AgentLimits.databasesMax else {
+            throw AdminFailure(.failed, "already \(AgentLimits.databasesMax) databases")
+        }
+        var database = DatabaseConfig(name: name, revsLimit: config.revsLimit)
+        if let limit = try request.optionalInt("revs_limit", in: 2...100_000) { database.revsLimit = Int(limit) }
+        if let text = try request.optionalString("conflicts") {
+            guard let strategy = ResolutionStrategy(parsing: text) else {
+                throw AdminFailure(.invalidArgument, "conflicts must be automatic, local-wins, remote-wins, merge-json, manual or resolver NAME, not \"\(text.prefix(80))\"")
+            }
+            database.conflicts = strategy
+        }
+        let directory = options.directory
+        let settings = database
+        storeQueue.async { [self] in
+            let database = settings
+            do throws(AgentError) {
+                // A file left by a create or delete that a crash cut short is not a database yet.
+                for path in directory.databaseFilePaths(name) { unlink(path) }
+                let store = try Self.openStore(database, in: directory, creating: true, resolvingKeptConflicts: true)
+                store.setDamageHandler { [weak self] damage in self?.storeFoundDamage(damage, in: name) }
+                databases[name] = store
+            } catch {
+                return reply(.failure(AdminFailure(.failed, "cannot create database \(name): \(error)")))
+            }
+            queue.async { [self] in
+                let text = ConfigEditor.addingDatabase(database, to: configFile.text, parsed: configFile.parsed)
+                // Running before the file is applied: the new section is then no change that
+                // waits for a restart.
+                config.databases.append(database)
+                do throws(AdminFailure) {
+                    try commitConfigEdit(text, command: "db.create", target: ["db": .string(name.text)])
+                } catch {
+                    config.databases.removeAll { $0.name == name }
+                    storeQueue.async { [self] in databases[name] = nil }
+                    return reply(.failure(error))
+                }
+                events.emit("db.created", ["db": .string(name.text)])
+                reply(.success(["db": .string(name.text), "revs_limit": .int(Int64(database.revsLimit)), "conflicts": .string(database.conflicts.description)]))
+            }
+        }
+    }
+
+    /// `db.delete {name}`: removes the section from the config file, closes the store and
+    /// deletes its files. `default` cannot be deleted. On `queue`.
+    func deleteDatabase(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let name = try Self.databaseName(try request.string("name"))
+        guard name != .default else {
+            throw AdminFailure(.invalidArgument, "the default database cannot be deleted (every command and peer uses it unless told otherwise)")
+        }
+        guard config.database(name) != nil else { throw AdminFailure(.notFound, "no database \(name) on this node") }
+        let rules = configFile.parsed.config.databases.first { $0.name == name }?.rules.map(\.name) ?? []
+        guard rules.isEmpty else {
+            throw AdminFailure(.failed, "rules \(rules.joined(separator: ", ")) name database \(name); remove them from the config file first")
+        }
+        let text = ConfigEditor.removingDatabase(name, from: configFile.text, parsed: configFile.parsed)
+        let running = config.databases
+        config.databases.removeAll { $0.name == name }
+        do {
+            try commitConfigEdit(text, command: "db.delete", target: ["db": .string(name.text)])
+        } catch {
+            config.databases = running
+            throw error
+        }
+        let directory = options.directory
+        storeQueue.async { [self] in
+            // The store closes when released; its files go now (an open handle keeps reading an
+            // unlinked file until then).
+            let documents = databases.removeValue(forKey: name).flatMap { try? $0.documentCount } ?? 0
+            for path in directory.databaseFilePaths(name) { unlink(path) }
+            queue.async { [self] in
+                events.emit("db.deleted", ["db": .string(name.text), "documents": .int(Int64(documents))])
+                reply(.success(["db": .string(name.text), "deleted": .bool(true)]))
+            }
+        }
+    }
+
+    /// `db.list`: every database with its counts and the peers it is shared with. Peers share
+    /// `default` in the direction their section gives. On `queue`; counts read on `storeQueue`.
+    func listDatabases(_ reply: @escaping AdminReply) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let databases = config.allDatabases
+        let peers = config.peers
+        storeQueue.async { [self] in
+            do throws(StoreError) {
+                var rows: [JSONValue] = []
+                for database in databases {
+                    guard let store = self.databases[database.name] else { continue }
+                    var row = try storeCounts(of: store)
+                    row["db"] = .string(database.name.text)
+                    row["revs_limit"] = .int(Int64(database.revsLimit))
+                    row["conflicts"] = .string(database.conflicts.description)
+                    let shared = database.name == .default ? peers.map { peer -> JSONValue in
+                        .object(["node_id": .string(peer.nodeID), "access": .string(Self.peerAccess(of: peer.direction))])
+                    } : []
+                    row["shared_with"] = .array(shared)
+                    rows.append(.object(row))
+                }
+                reply(.success(["databases": .array(rows)]))
+            } catch {
+                reply(.failure(Self.failure(for: error)))
+            }
+        }
+    }
+
+    /// What a peer may do to this node's copy, from the direction this node replicates with it:
+    /// pushing to it lets it read, pulling from it lets it write.
+    static func peerAccess(of direction: ReplicationDirection) -> String {
+        switch direction {
+        case .push: "read"
+        case .pull: "write"
+        case .both: "read-write"
+        }
+    }
+}

@@ -1,0 +1,63 @@
+import ArgumentParser
+import CanopyCore
+
+struct DatabaseCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "db", abstract: "List, create or delete databases (`default` always exists).",
+        subcommands: [List.self, Create.self, Delete.self])
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Every database with its counts and the peers it is shared with.")
+        @OptionGroup var connection: ConnectionOptions
+
+        func run() throws {
+            let result = try connection.call("db.list")
+            if connection.json { return printJSON(.object(result)) }
+            guard case .array(let rows)? = result["databases"] else { return }
+            printTable(["DATABASE", "DOCUMENTS", "UPDATE SEQ", "CONFLICTS", "SHARED WITH"], rows.map { row in
+                let members = row.objectValue ?? [:]
+                var shared: [String] = []
+                if case .array(let peers)? = members["shared_with"] {
+                    shared = peers.map { "\(text($0.objectValue?["node_id"])) (\(text($0.objectValue?["access"])))" }
+                }
+                return [text(members["db"]), text(members["doc_count"]), text(members["update_seq"]), text(members["conflicted_count"]),
+                        shared.isEmpty ? "-" : shared.joined(separator: ", ")]
+            })
+        }
+    }
+
+    struct Create: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create a database: its own SQLite file, revs limit and conflict setting (adds a [database NAME] section to the config file).",
+            discussion: "NAME: a lowercase letter, then lowercase letters, digits and _ $ ( ) + / -, at most 238 bytes (CouchDB's rule).")
+        @OptionGroup var connection: ConnectionOptions
+        @Argument var name: String
+        @Option(help: "Revision ancestors kept per leaf (default: the top-level revs-limit).") var revsLimit: Int64?
+        @Option(help: "How conflicts no rule covers are settled: automatic, local-wins, remote-wins, merge-json, manual or \"resolver NAME\".")
+        var conflicts: String?
+
+        func run() throws {
+            var arguments: [String: JSONValue] = ["name": .string(name)]
+            if let revsLimit { arguments["revs_limit"] = .int(revsLimit) }
+            if let conflicts { arguments["conflicts"] = .string(conflicts) }
+            let result = try connection.call("db.create", arguments)
+            connection.json ? printJSON(.object(result)) : print("created database \(text(result["db"]))")
+        }
+    }
+
+    struct Delete: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete a database and its file, with every document in it (asks for --yes).")
+        @OptionGroup var connection: ConnectionOptions
+        @Argument var name: String
+        @Flag(help: "Yes, delete it and every document in it.") var yes = false
+
+        func run() throws {
+            guard yes else {
+                throw CtlFailure(status: .usage, message: "deleting database \(name) removes its file and every document in it; run again with --yes to do it")
+            }
+            let result = try connection.call("db.delete", ["name": .string(name)])
+            connection.json ? printJSON(.object(result)) : print("deleted database \(text(result["db"]))")
+        }
+    }
+}
