@@ -72,6 +72,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let invalidDocument = ErrorCode(rawValue: 0x0203)
     /// The side is overloaded; retry later.
     public static let busy = ErrorCode(rawValue: 0x0204)
+    /// The request crosses one of the receiver's own for the same thing, and the receiver's wins
+    /// (version 2: crossing `attach`es for one database; the initiator's channel is kept).
+    public static let conflict = ErrorCode(rawValue: 0x0205)
 
     /// The code's name if this version defines it, else its hex value.
     public var description: String {
@@ -88,7 +91,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
         (.unsupportedVersion, "unsupportedVersion"), (.timeout, "timeout"),
         (.channelFailure, "channelFailure"),
         (.notFound, "notFound"), (.forbidden, "forbidden"), (.storageFailure, "storageFailure"),
-        (.invalidDocument, "invalidDocument"), (.busy, "busy"),
+        (.invalidDocument, "invalidDocument"), (.busy, "busy"), (.conflict, "conflict"),
     ]
 
     private static let names: [UInt16: String] = Dictionary(

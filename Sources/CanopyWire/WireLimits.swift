@@ -1,3 +1,5 @@
+import CanopyCore
+
 /// Every limit of the Canopy wire protocol, in one place (`Protocol/design.md` §9.4). Each length prefix, count,
 /// queue and window a peer can influence is checked against one of these constants *before*
 /// anything is allocated for it. The table in `Protocol/replication-v1.md` §9 lists the same
@@ -9,6 +11,11 @@ public enum WireLimits {
     /// The protocol version this code speaks, sent in `hello`. A connection runs at the lower of
     /// the two versions offered; version 1 is the only one so far.
     public static let protocolVersion: UInt64 = 1
+
+    /// The version of a multiplexed connection (`Protocol/replication-v2.md`): each side's
+    /// connection `hello` carries it; every database's own session inside a channel still speaks
+    /// `protocolVersion`.
+    public static let multiplexedProtocolVersion: UInt64 = 2
 
     // MARK: Frames (§5)
 
@@ -114,6 +121,22 @@ public enum WireLimits {
     /// The most other requests (`subscribe`, `checkpointGet`, `checkpointSet`) a peer may have
     /// outstanding towards us at once; replication needs one or two.
     public static let inFlightRequestsMax = 8
+
+    // MARK: Channels (replication-v2.md)
+
+    /// The most channels a side accepts to have at once on one connection (attached by either
+    /// side and not yet detached in both directions); a side announces its own value, 1...this,
+    /// in the connection `hello`'s `window`. One channel carries one database.
+    public static let channelsMax = 1024
+
+    /// The longest database name in bytes (CouchDB's limit); `DatabaseName` (CanopyCore) holds
+    /// the rule.
+    public static let databaseNameBytesMax = DatabaseName.bytesMax
+
+    /// The most bytes a `channel` envelope adds to the message it carries: the type byte and a
+    /// channel id of up to 10 varint bytes. Envelope and message together stay within
+    /// `messageBytesMax`.
+    public static let channelEnvelopeBytesMax = 11
 
     /// The most subscriptions one connection carries at once (one per replication direction and
     /// filter; more is a misbehaving peer).

@@ -41,11 +41,19 @@ struct SpecConformanceTests {
         "subscriptionsMax": UInt64(WireLimits.subscriptionsMax),
         "heartbeatIntervalSeconds": UInt64(WireLimits.heartbeatIntervalSeconds),
         "receiveTimeoutSeconds": UInt64(WireLimits.receiveTimeoutSeconds),
+        "multiplexedProtocolVersion": WireLimits.multiplexedProtocolVersion,
+        "channelsMax": UInt64(WireLimits.channelsMax),
+        "databaseNameBytesMax": UInt64(WireLimits.databaseNameBytesMax),
+        "channelEnvelopeBytesMax": UInt64(WireLimits.channelEnvelopeBytesMax),
     ]
 
-    @Test("the limits table lists exactly the constants of WireLimits.swift, with their values")
+    /// The spec of version 2, which adds limits, codes and message types to version 1's tables.
+    static let specV2Path = "Protocol/replication-v2.md"
+
+    @Test("the limits tables of both versions list exactly the constants of WireLimits.swift, with their values")
     func limitsTable() throws {
         let rows = try VectorFiles.markdownTable(in: try VectorFiles.readText(Self.specPath), after: "## 9. Limits")
+            + VectorFiles.markdownTable(in: try VectorFiles.readText(Self.specV2Path), after: "## 8. Limits")
         var specValues: [String: String] = [:]
         for row in rows {
             try #require(row.count >= 2)
@@ -64,9 +72,10 @@ struct SpecConformanceTests {
         }
     }
 
-    @Test("the error code table matches ErrorCode: codes, names and kinds")
+    @Test("the error code tables of both versions match ErrorCode: codes, names and kinds")
     func errorCodes() throws {
         let rows = try VectorFiles.markdownTable(in: try VectorFiles.readText(Self.specPath), after: "### 8.1 Error codes")
+            + VectorFiles.markdownTable(in: try VectorFiles.readText(Self.specV2Path), after: "### 7.1 Error codes")
         let kindNames: [ErrorCode.Kind: String] = [.notAnError: "not an error", .fatal: "fatal", .request: "request",
                                                    .handshake: "handshake"]
         // Handshake codes (0x03xx) are defined by CanopyCrypto and may appear in the table too.
@@ -97,6 +106,32 @@ struct SpecConformanceTests {
             #expect(row[1] == step.sender)
             #expect(row[2] == step.message.type.description)
             #expect(row[3] == VectorFiles.hex(step.message.encoded()), "\(step.name)")
+        }
+    }
+
+    @Test("version 2's message table lists every added type with its byte")
+    func messageTypesV2() throws {
+        let rows = try VectorFiles.markdownTable(in: try VectorFiles.readText(Self.specV2Path), after: "## 3. Messages")
+        #expect(rows.count == ConnectionMessageType.allCases.count)
+        for (row, type) in zip(rows, ConnectionMessageType.allCases) {
+            #expect(row[0] == String(format: "0x%02X", type.rawValue))
+            #expect(row[1] == type.description)
+        }
+    }
+
+    @Test("the example exchange of version 2 (§9) is byte for byte what the code encodes")
+    func exampleExchangeV2() throws {
+        let rows = try VectorFiles.markdownTable(in: try VectorFiles.readText(Self.specV2Path), after: "## 9. Example exchange")
+        #expect(rows.count == ConnectionVectorFixtures.exampleExchange.count)
+        for (row, step) in zip(rows, ConnectionVectorFixtures.exampleExchange) {
+            #expect(row[1] == step.sender)
+            #expect(row[2] == step.message.name)
+            if case .channel(_, let inner) = step.message {
+                #expect(row[3] == inner.type.description)
+            } else {
+                #expect(row[3] == "—")
+            }
+            #expect(row[4] == VectorFiles.hex(step.message.encoded()), "\(step.name)")
         }
     }
 }
