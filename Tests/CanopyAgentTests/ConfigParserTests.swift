@@ -1,4 +1,5 @@
 import CanopyAgent
+import CanopyCore
 import CanopyCrypto
 import Foundation
 import Testing
@@ -131,5 +132,63 @@ struct ConfigParserTests {
         let changed = PeerConfig(nodeID: nodeB, address: nil, direction: .push, mode: .once)
         let replaced = ConfigEditor.settingPeer(changed, in: removed, parsed: try parse(removed))
         #expect(try parse(replaced).config.peers == [changed])
+    }
+
+    @Test("database sections give each database its revs limit, conflicts and the rules that name it")
+    func databaseSections() throws {
+        let parsed = try parse("""
+            revs-limit = 300
+            conflicts = manual
+            [rule notes-merge]
+            prefix = note:
+            strategy = merge-json
+            database = team/notes
+            [rule everywhere]
+            value = task
+            strategy = remote-wins
+            [database team/notes]
+            conflicts = local-wins
+            [database archive]
+            revs-limit = 10
+            """)
+        let config = parsed.config
+        #expect(config.rules.map(\.name) == ["everywhere"])
+        let notes = try #require(config.database(DatabaseName(validating: "team/notes")!))
+        #expect(notes.revsLimit == 300 && notes.conflicts == .localWins && notes.rules.map(\.name) == ["notes-merge"])
+        let archive = try #require(config.database(DatabaseName(validating: "archive")!))
+        #expect(archive.revsLimit == 10 && archive.conflicts == .automatic && archive.rules.isEmpty)
+        #expect(config.database(.default)?.conflicts == .manual)
+        #expect(config.allDatabases.map(\.name.text) == ["default", "team/notes", "archive"])
+        #expect(parsed.databaseSections[DatabaseName(validating: "archive")!] == 11..<13)  // 0-based: header and its key
+    }
+
+    @Test("database errors name the line and the rule broken", arguments: [
+        ("[database Notes]", 1, "is not a database name: a database name starts with a lowercase letter"),
+        ("[database default]", 1, "the default database has no section"),
+        ("[database a]\n[database a]", 2, "database a is defined twice"),
+        ("[database a]\nbatch = 1", 2, "unknown key `batch` in a database section"),
+        ("[rule r]\nprefix = x\nstrategy = manual\ndatabase = nowhere", 4, "rule r names database nowhere, which has no [database nowhere] section"),
+        ("[rule r]\nprefix = x\nstrategy = manual\ndatabase = No", 4, "is not a database name"),
+    ])
+    func databaseErrors(text: String, line: Int, message: String) throws {
+        let problem = try #require(error(in: text))
+        #expect(problem.line == line && problem.message.contains(message), "\(problem)")
+    }
+
+    @Test("adding and removing a database section keeps every other line, and a rendered config with databases parses back")
+    func databaseEdits() throws {
+        let original = "# mine\nlisten = 127.0.0.1:4987\n\n[peer \(nodeA)]\naddress = -\n"
+        let notes = DatabaseConfig(name: DatabaseName(validating: "notes")!, revsLimit: 40, conflicts: .mergeJSON)
+        let added = ConfigEditor.addingDatabase(notes, to: original, parsed: try parse(original))
+        #expect(added.hasPrefix(original))
+        #expect(try parse(added).config.databases == [notes])
+        let removed = ConfigEditor.removingDatabase(notes.name, from: added, parsed: try parse(added))
+        #expect(try parse(removed).config == (try parse(original)).config)
+        #expect(removed.contains("# mine"))
+
+        let config = AgentConfig(peers: [PeerConfig(nodeID: nodeA, address: nil)])
+        var withDatabases = config
+        withDatabases.databases = [notes]
+        #expect(try parse(ConfigEditor.render(withDatabases)).config == withDatabases)
     }
 }

@@ -175,6 +175,11 @@ extension AdminConformanceScenarios {
     /// Each agent's whole event log from the start (`since: 0`), then a live stream on A that
     /// sees A stop after `shutdown`.
     func eventsAndShutdown() throws {
+        // A's peers (added by the replication scenarios) share its default database, and no other.
+        let databases = try client(a).request("db.list")["databases"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        let shared = databases.first?["shared_with"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        #expect(shared.contains { $0["node_id"] == .string(b.nodeID) && $0["access"] == .string("read-write") }, "\(databases)")
+        #expect(databases.dropFirst().allSatisfy { $0["shared_with"] == .array([]) }, "\(databases)")
         for agent in [a, b, c] {
             let events = try client(agent)
             let subscribed = try events.request("events", ["since": .int(0)])

@@ -27,6 +27,7 @@ struct AdminConformanceScenarios {
     /// Every scenario, shutdown last.
     func run() throws {
         try documents()
+        try databases()
         try malformedRequests()
         try importExportRoundTrip()
         try resolveByCommand()
@@ -62,6 +63,44 @@ struct AdminConformanceScenarios {
         let stats = try a.request("stats")
         #expect(stats["update_seq"] == changes["last_seq"], "\(stats)")
         #expect(try a.request("status")["node_id"] == .string(self.a.nodeID))
+    }
+
+    /// db.create, db.list and db.delete on A, and every document command on a database other
+    /// than `default`, which stays untouched; then the database is kept for `backup` and `check`.
+    func databases() throws {
+        let a = try client(self.a)
+        let created = try a.request("db.create", ["name": .string("team/notes"), "revs_limit": .int(50), "conflicts": .string("manual")])
+        #expect(created["db"] == .string("team/notes") && created["revs_limit"] == .int(50) && created["conflicts"] == .string("manual"), "\(created)")
+        #expect(errorCode(of: try a.request("db.create", ["name": .string("team/notes")])) == "conflict")
+        #expect(errorCode(of: try a.request("db.create", ["name": .string("Notes")])) == "invalid_argument")
+        #expect(errorCode(of: try a.request("get", ["doc": .string("x"), "db": .string("nowhere")])) == "not_found")
+        let db: JSONValue = .string("team/notes")
+        let before = try a.request("stats")["update_seq"]
+        let put = try a.request("put", ["doc": .string("n1"), "body": .object(["t": .string("one")]), "db": db])
+        let rev = try #require(put["rev"])
+        #expect(try a.request("get", ["doc": .string("n1"), "db": db])["doc"]?.objectValue?["t"] == .string("one"))
+        #expect(errorCode(of: try a.request("get", ["doc": .string("n1")])) == "not_found", "documents stay in their database")
+        _ = try a.request("bulk_docs", ["docs": .array([.object(["_id": .string("n2"), "v": .int(2)])]), "db": db])
+        _ = try a.request("import", ["docs": .array(Self.conflictingLeaves("n3")), "new_edits": .bool(false), "db": db])
+        let conflicts = try a.request("conflicts", ["db": db])
+        #expect(conflicts["conflicts"]?.arrayValue?.count == 1, "the database's own setting (manual) keeps the conflict: \(conflicts)")
+        if let row = conflicts["conflicts"]?.arrayValue?.first?.objectValue, let loser = row["conflicts"]?.arrayValue?.first {
+            _ = try a.request("resolve", ["doc": .string("n3"), "pick": loser, "db": db])
+        }
+        #expect(try a.request("delete", ["doc": .string("n1"), "rev": rev, "db": db])["ok"] == .bool(true))
+        let changes = try a.request("changes", ["db": db])
+        #expect(changes["results"]?.arrayValue?.count == 3, "\(changes)")
+        let exported = try a.request("export", ["db": db])
+        #expect(exported["docs"]?.arrayValue?.isEmpty == false && exported["done"] == .bool(true), "\(exported)")
+        #expect(try a.request("stats")["update_seq"] == before, "default is untouched")
+        let list = try a.request("db.list")
+        let rows = list["databases"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        #expect(rows.map { $0["db"] } == [.string("default"), .string("team/notes")], "\(list)")
+        #expect(rows.last?["doc_count"] == .int(2) && rows.last?["revs_limit"] == .int(50), "\(list)")
+        _ = try a.request("db.create", ["name": .string("scratch")])
+        #expect(try a.request("db.delete", ["name": .string("scratch")])["deleted"] == .bool(true))
+        #expect(errorCode(of: try a.request("db.delete", ["name": .string("default")])) == "invalid_argument")
+        #expect(errorCode(of: try a.request("db.delete", ["name": .string("scratch")])) == "not_found")
     }
 
     /// Lines that are not requests, unknown commands, bad arguments, an over-long line.
@@ -165,6 +204,7 @@ struct AdminConformanceScenarios {
         let done = try a.request("backup", ["path": .string(path), "with_identity": .bool(true)])
         #expect(done["with_identity"] == .bool(true) && done["path"] == .string(path), "\(done)")
         #expect(FileManager.default.fileExists(atPath: path + "/identity.key"))
+        #expect(done["databases"] == .int(2) && FileManager.default.fileExists(atPath: path + "/databases/team%2Fnotes.sqlite"), "\(done)")
         #expect(errorCode(of: try a.request("backup", ["path": .string(path)])) == "invalid_argument")
         let check = try a.request("check")
         #expect(check["sound"] == .bool(true) && check["problems"] == .array([]) && check["seconds"] != nil, "\(check)")
