@@ -167,7 +167,8 @@ let package = Package(
         // Black-box tests: run the built canopyd/canopyctl binaries as child processes.
         .testTarget(
             name: "CanopyEndToEndTests",
-            dependencies: ["CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyStore", "canopyd", "canopyctl"]),
+            dependencies: ["CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyStore", "canopyd", "canopyctl"],
+            exclude: ["Fixtures"]),
         .testTarget(
             name: "CanopySimulationTests",
             dependencies: ["CanopySimulation", "CanopyReplication", "CanopyStore", "CanopyCore", "CanopyCrypto"]),

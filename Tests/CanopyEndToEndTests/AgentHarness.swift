@@ -104,10 +104,20 @@ final class AgentProcess {
     var logPath: String { temporary.path + "/canopyd.log" }
 
     /// `canopyd init` with the given extra arguments; does not start the agent.
-    init(initArguments: [String] = ["--listen", "127.0.0.1:0"]) throws {
-        let result = try run(Binaries.canopyd, ["init", "--data-dir", temporary.path + "/data"] + initArguments)
+    convenience init(initArguments: [String] = ["--listen", "127.0.0.1:0"]) throws {
+        try self.init(preparing: { target in
+            let result = try run(Binaries.canopyd, ["init", "--data-dir", target] + initArguments)
+            guard result.status == 0 else { throw TimedOut(what: "canopyd init (status \(result.status): \(result.stderr))") }
+        })
+    }
+
+    /// `prepare` makes the data directory at the path it is given; the node id is then read
+    /// with `canopyd id`. Does not start the agent.
+    init(preparing prepare: (String) throws -> Void) throws {
+        try prepare(temporary.path + "/data")
+        let result = try run(Binaries.canopyd, ["id", "--data-dir", temporary.path + "/data"])
         guard result.status == 0, let last = result.stdout.split(separator: "\n").last else {
-            throw TimedOut(what: "canopyd init (status \(result.status): \(result.stderr))")
+            throw TimedOut(what: "canopyd id (status \(result.status): \(result.stderr))")
         }
         nodeID = String(last)
     }
@@ -210,5 +220,16 @@ extension AgentProcess {
     func documentCount() throws -> Int64 {
         guard case .int(let count)? = try client().request("stats")["doc_count"] else { return -1 }
         return count
+    }
+}
+
+extension AgentProcess {
+    /// A copy of the data directory `source` (left as it is), its node id read by `canopyd id`;
+    /// does not start the agent.
+    convenience init(copying source: String) throws {
+        try self.init(preparing: { target in
+            let copied = try run("/bin/cp", ["-a", source, target])
+            guard copied.status == 0 else { throw TimedOut(what: "copying \(source): \(copied.stderr)") }
+        })
     }
 }
