@@ -2,8 +2,9 @@ import CanopyCore
 
 /// The rules of a multiplexed connection (`Protocol/replication-v2.md` §4), as a pure state machine
 /// in the style of `ConnectionStateMachine`: the shell reports each decoded `ConnectionMessage`
-/// with `receive(_:decide:)` and each local request (`open`, `detach`, `send`, `close`), and carries
-/// out the returned actions. Each channel's own messages are checked by that channel's session
+/// with `receive(_:)` and each local request (`open`, `answer`, `detach`, `send`, `close`), and
+/// carries out the returned actions. The peer's `attach` comes out as `attachRequested`, which
+/// the shell answers with `answer(_:_:)` before it reports the next message. Each channel's own messages are checked by that channel's session
 /// (its own `ConnectionStateMachine`); this machine checks only the envelope and the channel ids.
 ///
 /// ```
@@ -45,7 +46,9 @@ package struct MultiplexStateMachine: Sendable {
         case send(ConnectionMessage)
         /// The peer's connection `hello` arrived and was accepted.
         case connected(ConnectionHello)
-        /// A channel for `database` is open: ours accepted, the peer's accepted by `decide`, or
+        /// The peer asks for a channel for this database: call `answer` before the next message.
+        case attachRequested(ChannelID, DatabaseName)
+        /// A channel for `database` is open: ours accepted, the peer's accepted by `answer`, or
         /// (crossing attaches, on the responder) the peer's taking the place of ours.
         case opened(ChannelID, DatabaseName)
         /// Our request to attach `database` was refused (by the peer or locally).
@@ -62,6 +65,8 @@ package struct MultiplexStateMachine: Sendable {
 
     /// One channel id's life on this side.
     enum ChannelState: Equatable, Sendable {
+        /// The peer sent `attach`; our answer is due (within the same step).
+        case requested(DatabaseName)
         /// We sent `attach`; no answer yet.
         case opening(DatabaseName)
         /// Both sides attached.
@@ -74,7 +79,8 @@ package struct MultiplexStateMachine: Sendable {
 
         var database: DatabaseName {
             switch self {
-            case .opening(let name), .open(let name), .detaching(let name), .superseded(let name): return name
+            case .requested(let name), .opening(let name), .open(let name), .detaching(let name), .superseded(let name):
+                return name
             }
         }
     }
@@ -214,10 +220,8 @@ package struct MultiplexStateMachine: Sendable {
 
     // MARK: Received messages
 
-    /// Checks a received message against the rules and says what to do. `decide` answers the
-    /// peer's `attach` of a database (it is not asked for crossing attaches, nor when the table is
-    /// full: those are settled by the rules).
-    package mutating func receive(_ message: ConnectionMessage, decide: (DatabaseName) -> AttachDecision) -> [Action] {
+    /// Checks a received message against the rules and says what to do.
+    package mutating func receive(_ message: ConnectionMessage) -> [Action] {
         switch state {
         case .closed: return []
         case .closing:
@@ -225,14 +229,14 @@ package struct MultiplexStateMachine: Sendable {
             return []
         case .awaitingHello, .ready:
             do throws(ProtocolError) {
-                return try validate(message, decide: decide)
+                return try validate(message)
             } catch {
                 return fail(error)
             }
         }
     }
 
-    private mutating func validate(_ message: ConnectionMessage, decide: (DatabaseName) -> AttachDecision) throws(ProtocolError) -> [Action] {
+    private mutating func validate(_ message: ConnectionMessage) throws(ProtocolError) -> [Action] {
         switch message {
         case .close(let close):
             state = .closed
@@ -252,7 +256,7 @@ package struct MultiplexStateMachine: Sendable {
             return [.report(error)]
         case .attach(let attach):
             try requireReady(message)
-            return try receiveAttach(attach, decide: decide)
+            return try receiveAttach(attach)
         case .detach(let detach):
             try requireReady(message)
             return try receiveDetach(detach)
@@ -289,7 +293,7 @@ package struct MultiplexStateMachine: Sendable {
         return actions
     }
 
-    private mutating func receiveAttach(_ attach: Attach, decide: (DatabaseName) -> AttachDecision) throws(ProtocolError) -> [Action] {
+    private mutating func receiveAttach(_ attach: Attach) throws(ProtocolError) -> [Action] {
         let channel = attach.channel
         let database = attach.database
         if isOwn(channel) {
@@ -314,15 +318,22 @@ package struct MultiplexStateMachine: Sendable {
         if channels.count >= 2 * localHello.channelsMax {
             throw .windowExceeded(what: "channels (refused attaches unanswered)", limit: 2 * localHello.channelsMax)
         }
-        let decision: AttachDecision = channels.count >= localHello.channelsMax
-            ? .refuse(code: .busy, message: "at most \(localHello.channelsMax) channels at once")
-            : decide(database)
+        insert(channel, .requested(database))
+        guard channels.count <= localHello.channelsMax else {
+            return answer(channel, .refuse(code: .busy, message: "at most \(localHello.channelsMax) channels at once"))
+        }
+        return [.attachRequested(channel, database)]
+    }
+
+    /// Answers the peer's `attach` of `channel` (announced by `attachRequested`).
+    package mutating func answer(_ channel: ChannelID, _ decision: AttachDecision) -> [Action] {
+        guard state == .ready, case .requested(let database) = channels[channel] else { return [] }
         switch decision {
         case .accept:
-            insert(channel, .open(database))
-            return [.send(.attach(attach)), .opened(channel, database)]
+            channels[channel] = .open(database)
+            return [.send(.attach(Attach(channel: channel, database: database))), .opened(channel, database)]
         case .refuse(let code, let message):
-            insert(channel, .detaching(database))
+            channels[channel] = .detaching(database)
             return [.send(.detach(Detach(channel: channel, code: code, message: message)))]
         }
     }
@@ -354,6 +365,8 @@ package struct MultiplexStateMachine: Sendable {
             actions.append(.detached(channel, code: detach.code, message: detach.message))
         case .superseded, .detaching:
             break
+        case .requested:
+            throw .invalidReference(detail: "detach of channel \(channel) before its attach was answered")
         }
         if case .detaching = current {} else {
             actions.insert(.send(.detach(Detach(channel: channel, code: .normal, message: ""))), at: 0)
