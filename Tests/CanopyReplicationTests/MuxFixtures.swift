@@ -24,6 +24,9 @@ final class MuxSide: @unchecked Sendable {
     private(set) var closed: [DatabaseName: TransportCloseReason] = [:]
     /// How the connection ended.
     private(set) var connectionClosed: TransportCloseReason?
+    /// When set, each channel that opens is handed here (to run a session on it) instead of
+    /// being recorded.
+    var serve: ((MuxChannel) -> Void)?
 
     init(connection: any ConnectionTransport, role: MultiplexStateMachine.Role, scheduler: SimulatedScheduler,
          nodeByte: UInt8, channelsMax: Int = WireLimits.channelsMax) {
@@ -51,6 +54,7 @@ final class MuxSide: @unchecked Sendable {
     private func adopt(_ channel: MuxChannel) {
         let name = channel.database
         channels[name] = channel
+        if let serve { return serve(channel) }
         channel.start { [unowned self] event in
             switch event {
             case .message(let message): received[name, default: []].append(message)
@@ -77,12 +81,14 @@ final class MuxSide: @unchecked Sendable {
 
 /// Two muxes on one in-memory connection: `a` the handshake initiator, `b` the responder.
 final class MuxPair: @unchecked Sendable {
-    let scheduler = SimulatedScheduler()
+    let scheduler: SimulatedScheduler
     let pipe: ConnectionPipe
     let a: MuxSide
     let b: MuxSide
 
-    init(channelsMaxA: Int = WireLimits.channelsMax, channelsMaxB: Int = WireLimits.channelsMax) {
+    init(scheduler: SimulatedScheduler = SimulatedScheduler(), channelsMaxA: Int = WireLimits.channelsMax,
+         channelsMaxB: Int = WireLimits.channelsMax) {
+        self.scheduler = scheduler
         pipe = ConnectionPipe(scheduler: scheduler)
         a = MuxSide(connection: pipe.ends.0, role: .initiator, scheduler: scheduler, nodeByte: 0xA, channelsMax: channelsMaxA)
         b = MuxSide(connection: pipe.ends.1, role: .responder, scheduler: scheduler, nodeByte: 0xB, channelsMax: channelsMaxB)
