@@ -120,6 +120,9 @@ package struct MultiplexStateMachine: Sendable {
         channels.compactMapValues { if case .open(let name) = $0 { return name } else { return nil } }
     }
 
+    /// Ids that are not dead (open, opening, detaching, superseded, or awaiting our answer).
+    package var channelCount: Int { channels.count }
+
     /// True when `channel` was opened by this side (its parity is ours).
     package func isOwn(_ channel: ChannelID) -> Bool {
         (channel % 2 == 1) == (role == .initiator)

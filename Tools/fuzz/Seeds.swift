@@ -8,6 +8,8 @@
 // channel frames it (flags byte, 17 stand-in MAC bytes, fragments of 16 bytes), each prefixed by
 // the read-size byte the frame-decoder target expects.
 // state-machine/: the example exchange as one conversation, and each valid message alone.
+// channel-mux/: the version-2 example exchange as node B plays it, and each version-2 vector
+// after B's hello.
 import CanopyWire
 import Foundation
 
@@ -59,6 +61,7 @@ struct FuzzSeeds {
             write(record(bytes(hex: hex)), "state-machine", name)
         }
         count += 1 + valid.count
+        count += writeChannelMuxSeeds()
         let frames = load("Protocol/vectors/frames.json")
         for key in ["valid", "invalid"] {
             for vector in frames[key] as? [[String: Any]] ?? [] {
@@ -77,6 +80,31 @@ struct FuzzSeeds {
         write([2, 255] + [UInt8](repeating: 0, count: 112) + firstFrame, "handshake-responder", "mode2-unchanged")
         write([3, 7, 0xFF, 0xFF, 5] + Array("hello".utf8) + [0], "handshake-responder", "mode3-unchanged")
         count += 4
+        return count
+    }
+
+    /// channel-mux/: node B's side of the version-2 example exchange against a mux that is node A
+    /// (it opens `notes` and `photos` first), and each version-2 vector alone after B's hello.
+    private func writeChannelMuxSeeds() -> Int {
+        let vectors = load("Protocol/vectors/messages-v2.json")
+        var valid: [String: [UInt8]] = [:]
+        for vector in vectors["valid"] as? [[String: String]] ?? [] {
+            if let name = vector["name"], let hex = vector["hex"] { valid[name] = bytes(hex: hex) }
+        }
+        let fromB = ["example-accept-notes", "example-refuse-photos", "example-channel-hello-b",
+                     "example-channel-checkpoint-get", "example-channel-close", "example-detach-notes", "example-close"]
+        let hello = [0] + record(valid["example-hello-b"] ?? [])
+        var conversation: [UInt8] = [0xFE] + hello + [1, 0, 1, 1]
+        for name in fromB { conversation += [0] + record(valid[name] ?? []) }
+        write(conversation, "channel-mux", "example-conversation")
+        var count = 1
+        for key in ["valid", "invalid"] {
+            for vector in vectors[key] as? [[String: String]] ?? [] {
+                guard let name = vector["name"], let hex = vector["hex"] else { continue }
+                write([0xFE] + hello + [1, 0] + [0] + record(bytes(hex: hex)), "channel-mux", name)
+                count += 1
+            }
+        }
         return count
     }
 
