@@ -14,15 +14,15 @@ extension Agent: AdminRequestHandler {
     public static let commandNames: [String] = [
         "backup", "bulk_docs", "changes", "check", "conflicts", "db.create", "db.delete", "db.list", "delete", "events", "export", "get",
         "import", "peer.accept", "peer.add",
-        "peer.remove", "peers", "put", "reload", "resolve", "resolver.answer", "resolver.register", "shutdown",
-        "stats", "status", "sync",
+        "peer.remove", "peers", "put", "reload", "resolve", "resolver.answer", "resolver.register", "share", "shutdown",
+        "stats", "status", "sync", "unshare",
     ]
 
     /// Commands that change state; each is logged (the socket admits only the agent's own uid, so
     /// the log records what was done, not who).
     static let mutatingCommands: Set<String> = [
         "backup", "bulk_docs", "db.create", "db.delete", "delete", "import", "peer.accept", "peer.add", "peer.remove", "put", "reload", "resolve", "resolver.register",
-        "shutdown", "sync",
+        "share", "shutdown", "sync", "unshare",
     ]
 
     func handle(_ request: AdminRequest, client: AdminClient, reply: @escaping AdminReply) {
@@ -43,6 +43,8 @@ extension Agent: AdminRequestHandler {
         case "db.create": onQueue(reply) { try self.createDatabase(request, reply) }
         case "db.delete": onQueue(reply) { try self.deleteDatabase(request, reply) }
         case "db.list": onQueue(reply) { self.listDatabases(reply) }
+        case "share": onQueue(reply) { try self.share(request, reply) }
+        case "unshare": onQueue(reply) { try self.unshare(request, reply) }
         case "backup": onQueue(reply) { try self.backup(request, reply) }
         case "check": check(reply)
         case "reload":

@@ -1,6 +1,7 @@
 import CanopyCore
 import CanopyReplication
 import CanopyStore
+import CanopyWire
 import Dispatch
 import Logging
 #if canImport(Glibc)
@@ -158,11 +159,14 @@ extension Agent {
     }
 
     /// `db.list`: every database with its counts and the peers it is shared with. Peers share
-    /// `default` in the direction their section gives. On `queue`; counts read on `storeQueue`.
+    /// `default` in the direction their section gives unless a share section says otherwise.
+    /// On `queue`; counts read on `storeQueue`.
     func listDatabases(_ reply: @escaping AdminReply) {
         dispatchPrecondition(condition: .onQueue(queue))
         let databases = config.allDatabases
-        let peers = config.peers
+        let sharing = Dictionary(uniqueKeysWithValues: databases.map { database in
+            (database.name, config.peers.compactMap { config.share(of: database.name, with: $0.nodeID) }.map(Self.shareRow))
+        })
         storeQueue.async { [self] in
             do throws(StoreError) {
                 var rows: [JSONValue] = []
@@ -172,10 +176,7 @@ extension Agent {
                     row["db"] = .string(database.name.text)
                     row["revs_limit"] = .int(Int64(database.revsLimit))
                     row["conflicts"] = .string(database.conflicts.description)
-                    let shared = database.name == .default ? peers.map { peer -> JSONValue in
-                        .object(["node_id": .string(peer.nodeID), "access": .string(Self.peerAccess(of: peer.direction))])
-                    } : []
-                    row["shared_with"] = .array(shared)
+                    row["shared_with"] = .array(sharing[database.name] ?? [])
                     rows.append(.object(row))
                 }
                 reply(.success(["databases": .array(rows)]))
@@ -185,13 +186,62 @@ extension Agent {
         }
     }
 
-    /// What a peer may do to this node's copy, from the direction this node replicates with it:
-    /// pushing to it lets it read, pulling from it lets it write.
-    static func peerAccess(of direction: ReplicationDirection) -> String {
-        switch direction {
-        case .push: "read"
-        case .pull: "write"
-        case .both: "read-write"
+    /// A share as `db.list` and `share` show it: `{node_id, access, prefix?}`.
+    static func shareRow(_ share: ShareConfig) -> JSONValue {
+        var row: [String: JSONValue] = ["node_id": .string(share.nodeID), "access": .string(share.access.rawValue)]
+        if let prefix = share.prefix { row["prefix"] = .string(prefix) }
+        return .object(row)
+    }
+
+    /// `share {db, node_id, access, prefix?}`: lets a configured peer read and/or write this
+    /// node's copy of a database, or the documents of it whose id starts with `prefix`; replaces
+    /// an earlier share of the same database with the same peer. On `queue`.
+    func share(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let (name, nodeID) = try shareTarget(request)
+        let text = try request.string("access")
+        guard let access = ShareAccess(rawValue: text), access != .none else {
+            throw AdminFailure(.invalidArgument, "\"access\" must be read (the peer may pull), write (it may push) or read-write, not \"\(text.prefix(80))\"")
         }
+        let prefix = try request.optionalString("prefix")
+        if let prefix, prefix.isEmpty || prefix.utf8.count > WireLimits.docIDBytesMax || prefix.contains("#") || prefix.contains("\n") {
+            throw AdminFailure(.invalidArgument, "\"prefix\" must be 1–\(WireLimits.docIDBytesMax) bytes without '#' or a line break")
+        }
+        let share = ShareConfig(database: name, nodeID: nodeID, access: access, prefix: prefix)
+        try commitConfigEdit(
+            ConfigEditor.settingShare(share, in: configFile.text, parsed: configFile.parsed), command: "share",
+            target: ["db": .string(name.text), "node_id": .string(nodeID)])
+        reply(.success(["db": .string(name.text), "shared_with": Self.shareRow(share)]))
+    }
+
+    /// `unshare {db, node_id}`: the peer may no longer read or write the database. For `default`,
+    /// which every configured peer otherwise shares, a share section with `access = none` says so.
+    func unshare(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let (name, nodeID) = try shareTarget(request)
+        guard config.share(of: name, with: nodeID) != nil else {
+            throw AdminFailure(.notFound, "database \(name) is not shared with \(nodeID)")
+        }
+        let text = name == .default
+            ? ConfigEditor.settingShare(ShareConfig(database: name, nodeID: nodeID, access: .none), in: configFile.text, parsed: configFile.parsed)
+            : ConfigEditor.removingShares(from: configFile.text, parsed: configFile.parsed) { $0 == ShareKey(name, nodeID) }
+        try commitConfigEdit(text, command: "unshare", target: ["db": .string(name.text), "node_id": .string(nodeID)])
+        reply(.success(["db": .string(name.text), "node_id": .string(nodeID)]))
+    }
+
+    /// The database (which must exist) and configured peer a `share` or `unshare` names.
+    private func shareTarget(_ request: AdminRequest) throws(AdminFailure) -> (DatabaseName, String) {
+        let name = try Self.databaseName(try request.string("db"))
+        guard config.database(name) != nil else {
+            throw AdminFailure(.notFound, "no database \(name) on this node; `canopyctl db create \(name)` makes it")
+        }
+        let rawID = try request.string("node_id")
+        guard let nodeID = AgentIdentity.normalizeNodeID(rawID) else {
+            throw AdminFailure(.invalidArgument, "\"node_id\" is not a valid node id: \"\(rawID.prefix(80))\"")
+        }
+        guard config.peer(nodeID) != nil else {
+            throw AdminFailure(.notFound, "\(nodeID) is not a configured peer; allow it first (`canopyctl peer add`)")
+        }
+        return (name, nodeID)
     }
 }

@@ -21,6 +21,9 @@ extension Agent {
         guard let nodeID = AgentIdentity.normalizeNodeID(rawID), config.peer(nodeID) != nil else {
             throw AdminFailure(.notFound, "\"\(rawID.prefix(80))\" is not a configured peer")
         }
+        guard config.share(of: .default, with: nodeID) != nil else {
+            throw AdminFailure(.notFound, "the default database is not shared with \(nodeID): nothing to sync (`canopyctl share default \(nodeID) --access …`)")
+        }
         let wait = try request.bool("wait")
         let once = ReplyOnce(reply)
         // Without `wait` the reply says it started, before the sync can finish and answer first.

@@ -48,22 +48,24 @@ extension Agent {
     private func peerRows(_ completion: @escaping @Sendable ([JSONValue]) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         let configured = config.peers
+        // The direction `default` replicates in: the peer's, unless a share section says otherwise.
+        let directions = configured.map { config.share(of: .default, with: $0.nodeID)?.access.direction?.rawValue ?? "none" }
         replication.statuses { statuses in
             self.queue.async {
-                completion(configured.map { peer in
+                completion(zip(configured, directions).map { peer, direction in
                     let status = statuses.first { $0.nodeID == peer.nodeID }
-                    return Self.peerRow(peer, status: status, connected: status?.connected == true)
+                    return Self.peerRow(peer, direction: direction, status: status, connected: status?.connected == true)
                 })
             }
         }
     }
 
-    static func peerRow(_ peer: PeerConfig, status: PeerReplicationStatus?, connected: Bool) -> JSONValue {
+    static func peerRow(_ peer: PeerConfig, direction: String, status: PeerReplicationStatus?, connected: Bool) -> JSONValue {
         let optional: (Int64?) -> JSONValue = { $0.map(JSONValue.int) ?? .null }
         return .object([
             "node_id": .string(peer.nodeID),
             "address": peer.address.map { .string($0.description) } ?? .null,
-            "direction": .string(peer.direction.rawValue),
+            "direction": .string(direction),
             "mode": .string(peer.mode.rawValue),
             "connected": .bool(connected),
             "state": .string((status?.state ?? .stopped).rawValue),

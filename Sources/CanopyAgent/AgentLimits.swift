@@ -55,6 +55,8 @@ public enum AgentLimits {
     public static let rulesMax = 1024
     /// Databases one agent holds, `default` included.
     public static let databasesMax = 1024
+    /// `[share DB NODE-ID]` sections in the config file.
+    public static let sharesMax = 16_384
 
     /// Seconds a shutdown waits for work in flight before closing anyway.
     public static let shutdownGraceSeconds = 10.0

@@ -27,6 +27,9 @@ package enum ConfigEditor {
         for peer in config.peers {
             text += "\n" + peerSection(peer)
         }
+        for share in config.shares {
+            text += "\n" + shareSection(share)
+        }
         return text
     }
 
@@ -48,11 +51,11 @@ package enum ConfigEditor {
         return appending(databaseSection(database), to: text)
     }
 
-    /// `text` without the database's section; unchanged if it has none. Rules naming it stay
-    /// (the parser then reports them, pointing at their lines).
+    /// `text` without the database's section and its `[share …]` sections; unchanged if it has
+    /// none. Rules naming it stay (the parser then reports them, pointing at their lines).
     public static func removingDatabase(_ name: DatabaseName, from text: String, parsed: ParsedConfig) -> String {
         guard let range = parsed.databaseSections[name] else { return text }
-        return removing(range, from: text)
+        return removingShares(from: text, parsed: parsed, also: range) { $0.database == name }
     }
 
     /// The lines of one `[peer …]` section, newline-terminated.
@@ -69,28 +72,57 @@ package enum ConfigEditor {
     /// `text` with the peer's section replaced (if present) or appended (if not).
     /// `parsed` must be the result of parsing `text`.
     public static func settingPeer(_ peer: PeerConfig, in text: String, parsed: ParsedConfig) -> String {
-        if parsed.peerSections[peer.nodeID] != nil {
-            let without = removingPeer(peer.nodeID, from: text, parsed: parsed)
+        if let range = parsed.peerSections[peer.nodeID] {
+            // Its shares stay: the peer is edited, not removed.
+            let without = removing([range], from: text)
             return appending(peerSection(peer), to: without)
         }
         return appending(peerSection(peer), to: text)
     }
 
-    /// `text` without the peer's section; unchanged if the peer is not in it.
+    /// The lines of one `[share …]` section, newline-terminated.
+    public static func shareSection(_ share: ShareConfig) -> String {
+        var section = "[share \(share.database) \(share.nodeID)]\naccess = \(share.access.rawValue)\n"
+        if let prefix = share.prefix { section += "prefix = \(prefix)\n" }
+        return section + "\n"
+    }
+
+    /// `text` with the share's section replaced (if present) or appended (if not).
+    /// `parsed` must be the result of parsing `text`.
+    public static func settingShare(_ share: ShareConfig, in text: String, parsed: ParsedConfig) -> String {
+        let key = ShareKey(share.database, share.nodeID)
+        let without = parsed.shareSections[key].map { removing([$0], from: text) } ?? text
+        return appending(shareSection(share), to: without)
+    }
+
+    /// `text` without the `[share …]` sections `isRemoved` picks (a peer's or a database's, when
+    /// it goes) and the `also` ranges (that peer's or database's own section). `parsed` must be
+    /// the result of parsing `text`.
+    public static func removingShares(
+        from text: String, parsed: ParsedConfig, also: Range<Int>? = nil, where isRemoved: (ShareKey) -> Bool
+    ) -> String {
+        removing(parsed.shareSections.filter { isRemoved($0.key) }.map(\.value) + (also.map { [$0] } ?? []), from: text)
+    }
+
+    /// `text` without the peer's section and its `[share …]` sections; unchanged if the peer is
+    /// not in it.
     /// `parsed` must be the result of parsing `text`.
     public static func removingPeer(_ nodeID: String, from text: String, parsed: ParsedConfig) -> String {
         guard let range = parsed.peerSections[nodeID] else { return text }
-        return removing(range, from: text)
+        return removingShares(from: text, parsed: parsed, also: range) { $0.nodeID == nodeID }
     }
 
-    /// `text` without the lines of `range` (a section, header through last key line).
-    private static func removing(_ range: Range<Int>, from text: String) -> String {
+    /// `text` without the lines of `ranges` (sections, header through last key line).
+    private static func removing(_ ranges: [Range<Int>], from text: String) -> String {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        // Take one blank line after the section with it, so repeated add/remove does not
-        // accumulate blank lines.
-        var end = range.upperBound
-        if end < lines.count, lines[end].trimmingSpaces.isEmpty, end + 1 < lines.count { end += 1 }
-        lines.removeSubrange(range.lowerBound..<end)
+        // Last first, so the earlier ranges still name their lines.
+        for range in ranges.sorted(by: { $0.lowerBound > $1.lowerBound }) {
+            // Take one blank line after the section with it, so repeated add/remove does not
+            // accumulate blank lines.
+            var end = range.upperBound
+            if end < lines.count, lines[end].trimmingSpaces.isEmpty, end + 1 < lines.count { end += 1 }
+            lines.removeSubrange(range.lowerBound..<end)
+        }
         return lines.joined(separator: "\n")
     }
 

@@ -1,5 +1,6 @@
 import CanopyCore
 import CanopyReplication
+import CanopyWire
 
 /// A problem in a config file, reported as `FILE:LINE: what is wrong` (the form compilers use, so
 /// editors can jump to it). `line` is 1-based; 0 means the file as a whole.
@@ -31,6 +32,19 @@ package struct ParsedConfig: Sendable, Equatable {
     public var peerSections: [String: Range<Int>]
     /// Database name → 0-based line range of its `[database …]` section, likewise.
     public var databaseSections: [DatabaseName: Range<Int>] = [:]
+    /// Database and node id → 0-based line range of their `[share …]` section, likewise.
+    public var shareSections: [ShareKey: Range<Int>] = [:]
+}
+
+/// A `[share DB NODE-ID]` section's key.
+package struct ShareKey: Hashable, Sendable {
+    public var database: DatabaseName
+    public var nodeID: String
+
+    public init(_ database: DatabaseName, _ nodeID: String) {
+        self.database = database
+        self.nodeID = nodeID
+    }
 }
 
 /// Parses the agent's line-based config format (see `AgentConfig` for the grammar). Pure: it reads
@@ -56,6 +70,8 @@ package struct ConfigParser: Sendable {
         case rule(Int)
         /// A `[database NAME]` section: its index in `config.databases`.
         case database(Int)
+        /// A `[share DB NODE-ID]` section: its index in `config.shares`.
+        case share(Int)
     }
 
     /// Parses the whole text; the first problem found is thrown.
@@ -69,6 +85,10 @@ package struct ConfigParser: Sendable {
         var seenKeys: Set<String> = []
         var ruleLines: [Int] = []
         var databaseSections: [DatabaseName: Range<Int>] = [:]
+        var shareSections: [ShareKey: Range<Int>] = [:]
+        /// The header line of each share, to point at when its database or peer is unknown.
+        var shareLines: [Int] = []
+        var sharesWithAccess: Set<Int> = []
         /// Rule index → the database its `database` key names, and that key's line.
         var ruleDatabases: [Int: (name: DatabaseName, line: Int)] = [:]
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
@@ -81,6 +101,10 @@ package struct ConfigParser: Sendable {
                 if case .peer(let id) = section { sections[id] = index..<index + 1 }
                 if case .rule = section { ruleLines.append(lineNumber) }
                 if case .database(let database) = section { databaseSections[config.databases[database].name] = index..<index + 1 }
+                if case .share(let share) = section {
+                    shareSections[ShareKey(config.shares[share].database, config.shares[share].nodeID)] = index..<index + 1
+                    shareLines.append(lineNumber)
+                }
                 seenKeys = []
                 continue
             }
@@ -111,6 +135,11 @@ package struct ConfigParser: Sendable {
                 try applyDatabase(key, value, lineNumber, &config.databases[database])
                 let name = config.databases[database].name
                 databaseSections[name] = databaseSections[name]!.lowerBound..<index + 1
+            case .share(let share):
+                try applyShare(key, value, lineNumber, &config.shares[share])
+                if key == "access" { sharesWithAccess.insert(share) }
+                let key = ShareKey(config.shares[share].database, config.shares[share].nodeID)
+                shareSections[key] = shareSections[key]!.lowerBound..<index + 1
             }
         }
         for (rule, line) in zip(config.rules, ruleLines) {
@@ -120,7 +149,18 @@ package struct ConfigParser: Sendable {
             guard rule.strategy != Self.strategyMissing else { throw error(line, "rule \(rule.name) needs `strategy`") }
         }
         try moveRules(ruleDatabases, &config)
-        return ParsedConfig(config: config, peerSections: sections, databaseSections: databaseSections)
+        for (index, (share, line)) in zip(config.shares, shareLines).enumerated() {
+            guard sharesWithAccess.contains(index) else {
+                throw error(line, "share of \(share.database) with \(share.nodeID) needs `access` (read, write, read-write or none)")
+            }
+            guard config.database(share.database) != nil else {
+                throw error(line, "share of database \(share.database), which has no [database \(share.database)] section")
+            }
+            guard config.peer(share.nodeID) != nil else {
+                throw error(line, "share with \(share.nodeID), which is not a configured peer (add a [peer \(share.nodeID)] section)")
+            }
+        }
+        return ParsedConfig(config: config, peerSections: sections, databaseSections: databaseSections, shareSections: shareSections)
     }
 
     /// Gives each rule whose `database` key names another database than `default` to that
@@ -169,8 +209,22 @@ package struct ConfigParser: Sendable {
             config.databases.append(DatabaseConfig(name: name, revsLimit: config.revsLimit))
             return .database(config.databases.count - 1)
         }
+        if words.count == 3, words[0] == "share" {
+            guard let database = DatabaseName(validating: words[1]) else {
+                throw error(lineNumber, "\"\(words[1].prefix(80))\" is not a database name: \(DatabaseName.problem(with: words[1]) ?? "")")
+            }
+            guard let id = normalizeNodeID(String(words[2])) else {
+                throw error(lineNumber, "\"\(words[2].prefix(80))\" is not a valid node id")
+            }
+            guard !config.shares.contains(where: { $0.database == database && $0.nodeID == id }) else {
+                throw error(lineNumber, "database \(database) is shared with \(id) twice")
+            }
+            guard config.shares.count < AgentLimits.sharesMax else { throw error(lineNumber, "more than \(AgentLimits.sharesMax) shares") }
+            config.shares.append(ShareConfig(database: database, nodeID: id, access: Self.accessMissing))
+            return .share(config.shares.count - 1)
+        }
         guard words.count == 2, words[0] == "peer" else {
-            throw error(lineNumber, "unknown section [\(inner)]; expected [limits], [database NAME], [peer NODE-ID] or [rule NAME]")
+            throw error(lineNumber, "unknown section [\(inner)]; expected [limits], [database NAME], [share DB NODE-ID], [peer NODE-ID] or [rule NAME]")
         }
         guard let id = normalizeNodeID(String(words[1])) else {
             throw error(lineNumber, "\"\(words[1].prefix(80))\" is not a valid node id")
@@ -235,6 +289,22 @@ package struct ConfigParser: Sendable {
         case "strategy": rule.strategy = try strategy(value, key: key, line: line)
         default:
             throw error(line, "unknown key `\(key)` in a rule section; expected prefix, value, field, strategy or database")
+        }
+    }
+
+    /// A share's access before its section sets it (`access` is required; `parse` checks).
+    private static let accessMissing = ShareAccess.none
+
+    private func applyShare(_ key: String, _ value: String, _ line: Int, _ share: inout ShareConfig) throws(ConfigError) {
+        switch key {
+        case "access": share.access = try choice(value, of: ShareAccess.self, key: key, line: line)
+        case "prefix":
+            guard value.utf8.count <= WireLimits.docIDBytesMax else {
+                throw error(line, "prefix has at most \(WireLimits.docIDBytesMax) bytes")
+            }
+            share.prefix = value
+        default:
+            throw error(line, "unknown key `\(key)` in a share section; expected access or prefix")
         }
     }
 

@@ -25,6 +25,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
 
     private struct Peer {
         var config: PeerConfig
+        /// What the peer may do to this node's `default` database; it sets the direction and scope.
+        var share: ShareConfig
         var replicator: PeerReplicator
         var connection: SimultaneousConnect.Connection?
         var progressWatchers: [Int: @Sendable (ReplicationProgress) -> Void] = [:]
@@ -69,15 +71,19 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             // New limits take effect by restarting every replicator (they resume from checkpoints).
             let limitsChanged = config.limits != limits
             limits = config.limits
-            let wanted = Dictionary(config.peers.map { ($0.nodeID, $0) }, uniquingKeysWith: { first, _ in first })
-            for id in peers.keys.sorted() where limitsChanged || wanted[id] != peers[id]?.config {
+            // A peer that may neither read nor write `default` has no replicator for it (its
+            // connections are closed at once).
+            let wanted = Dictionary(
+                config.peers.compactMap { peer in config.share(of: .default, with: peer.nodeID).map { (peer.nodeID, (peer, $0)) } },
+                uniquingKeysWith: { first, _ in first })
+            for id in peers.keys.sorted() where limitsChanged || wanted[id]?.0 != peers[id]?.config || wanted[id]?.1 != peers[id]?.share {
                 peers[id]?.replicator.stop()
                 peers[id] = nil
             }
-            forgetHorizons(except: Set(wanted.keys))
+            forgetHorizons(except: Set(config.peers.map(\.nodeID)))
             for peer in config.peers where peers[peer.nodeID] == nil {
-                guard let replicator = makeReplicator(peer) else { continue }
-                peers[peer.nodeID] = Peer(config: peer, replicator: replicator)
+                guard let share = wanted[peer.nodeID]?.1, let replicator = makeReplicator(peer, share) else { continue }
+                peers[peer.nodeID] = Peer(config: peer, share: share, replicator: replicator)
                 replicator.start()
             }
         }
@@ -95,7 +101,10 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         }
     }
 
-    private func makeReplicator(_ peer: PeerConfig) -> PeerReplicator? {
+    /// A replicator for `default` with `peer`, in the direction its share gives (`read`: this
+    /// node pushes, `write`: it pulls) and, with a prefix, limited to those ids both ways: it
+    /// serves the peer only them (deletions included) and refuses any other the peer offers.
+    private func makeReplicator(_ peer: PeerConfig, _ share: ShareConfig) -> PeerReplicator? {
         dispatchPrecondition(condition: .onQueue(queue))
         guard let nodeID = AgentIdentity.nodeID(peer.nodeID) else { return nil }
         let id = peer.nodeID
@@ -104,8 +113,10 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 self?.adoptOutbound(id, transport) ?? true
             }
         }
+        guard let direction = share.access.direction else { return nil }
+        let scope = share.prefix.map(ReplicationFilter.idPrefix) ?? .all
         let configuration = ReplicationConfiguration(
-            direction: peer.direction, continuous: peer.mode == .continuous,
+            direction: direction, continuous: peer.mode == .continuous, pullFilter: scope, pushFilter: scope,
             batchSize: min(limits.batchRevisions, WireLimits.changesEntriesMax),
             window: min(limits.batchesInFlight, WireLimits.inFlightBatchesMax),
             heartbeatIntervalSeconds: Double(limits.heartbeatSeconds))

@@ -83,12 +83,15 @@ struct Puller {
         return since
     }
 
-    /// A batch of the peer's changes: answers with the revision diff. A one-shot subscription
-    /// that caught up has ended.
-    mutating func receive(_ changes: Changes, _ outbox: Pusher.Outbox) throws(ReplicationError) {
+    /// A batch of the peer's changes: answers with the revision diff and returns the documents
+    /// refused without asking (`SubscriptionTarget.receive`). A one-shot subscription that caught
+    /// up has ended.
+    mutating func receive(_ changes: Changes, _ outbox: Pusher.Outbox) throws(ReplicationError) -> [DocumentEvent] {
         guard let target else { throw .invalidReference("changes without a subscription") }
         if changes.caughtUp && !configuration.continuous { state.endSubscription() }
-        outbox.send(.changesReply(try target.receive(changes)))
+        let received = try target.receive(changes)
+        outbox.send(.changesReply(received.reply))
+        return received.refused
     }
 
     /// The revisions of one message, resolved against its batch, to be checked.

@@ -31,7 +31,7 @@ extension ReplicationSession {
     }
 
     func receiveChanges(_ changes: Changes) throws(ReplicationError) {
-        try puller.receive(changes, outbox)
+        reportDocuments(try puller.receive(changes, outbox))
         // A batch that needed nothing is complete: the checkpoint it reaches is written next.
         writeNext()
         onEvent(.progress)

@@ -66,10 +66,20 @@ final class SubscriptionTarget {
     /// The checkpoint as last recorded locally.
     var currentCheckpoint: ReplicationCheckpoint? { checkpoint }
 
+    /// What a batch of changes gets: the revision diff to send back, and the documents refused
+    /// before anything was asked of them.
+    struct Received {
+        var reply: ChangesReply
+        /// Entries outside the documents this subscription asked for (an id filter): the peer
+        /// may not write them here, so none of their revisions is requested (`rejected`).
+        var refused: [DocumentEvent] = []
+    }
+
     /// A batch of changes from the source: returns the revision diff to send back. A batch that
     /// needed nothing is complete at once; the checkpoint it reaches is written by the session's
-    /// next `prepareWrite`.
-    func receive(_ changes: Changes) throws(ReplicationError) -> ChangesReply {
+    /// next `prepareWrite`. An entry outside an id filter is not requested (a peer that offers it
+    /// ignores the filter this node subscribed with): it is refused, named in `refused`.
+    func receive(_ changes: Changes) throws(ReplicationError) -> Received {
         guard changes.subscriptionID == subscriptionID else {
             throw .invalidReference("changes for unknown subscription \(changes.subscriptionID)")
         }
@@ -91,9 +101,17 @@ final class SubscriptionTarget {
         do { diff = try store.revsDiff(inOrder: offers) } catch { throw .store(error) }
         var items = [ChangesReplyItem](repeating: .complete, count: changes.entries.count)
         var wantsAnything = false
+        var refused: [DocumentEvent] = []
         for (position, lacking) in diff.enumerated() {
             guard let lacking else { continue }
-            let revisions = changes.entries[position].revisions
+            let entry = changes.entries[position]
+            if !filter.needsBody && !filter.accepts(documentID: entry.docID, body: nil) {
+                refused.append(DocumentEvent(
+                    kind: .rejected, documentID: entry.docID, revision: entry.revisions.first?.id,
+                    detail: "outside the documents this peer may write here (\(filter.identity))"))
+                continue
+            }
+            let revisions = entry.revisions
             let indices = Self.indices(of: lacking.missing, in: revisions)
             guard !indices.isEmpty else { continue }
             let known = Array(lacking.possibleAncestors.prefix(WireLimits.knownAncestorsMax))
@@ -103,7 +121,7 @@ final class SubscriptionTarget {
         if let last = changes.entries.last { lastSequenceReceived = last.sequence }
         progress.total += UInt64(changes.entries.count)
         pending.append(Batch(requestID: changes.requestID, entries: changes.entries, caughtUp: changes.caughtUp, complete: !wantsAnything))
-        return ChangesReply(requestID: changes.requestID, items: items)
+        return Received(reply: ChangesReply(requestID: changes.requestID, items: items), refused: refused)
     }
 
     private var lastSequenceReceived: UInt64 = 0

@@ -175,8 +175,19 @@ extension AdminConformanceScenarios {
     /// Each agent's whole event log from the start (`since: 0`), then a live stream on A that
     /// sees A stop after `shutdown`.
     func eventsAndShutdown() throws {
-        // A's peers (added by the replication scenarios) share its default database, and no other.
-        let databases = try client(a).request("db.list")["databases"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        // A's peers (added by the replication scenarios) share its default database; another is
+        // shared with B read-only for some ids, then no longer.
+        let admin = try client(a)
+        let share = try admin.request("share", [
+            "db": .string("team/notes"), "node_id": .string(b.nodeID), "access": .string("read"), "prefix": .string("pub:"),
+        ])
+        #expect(share["shared_with"] == .object(["node_id": .string(b.nodeID), "access": .string("read"), "prefix": .string("pub:")]), "\(share)")
+        let whileShared = try admin.request("db.list")["databases"]?.arrayValue?.last?.objectValue
+        #expect(whileShared?["shared_with"] == .array([share["shared_with"]!]), "\(String(describing: whileShared))")
+        #expect(errorCode(of: try admin.request("share", ["db": .string("team/notes"), "node_id": .string(c.nodeID), "access": .string("read")])) == "not_found")
+        #expect(try admin.request("unshare", ["db": .string("team/notes"), "node_id": .string(b.nodeID)])["db"] == .string("team/notes"))
+        #expect(errorCode(of: try admin.request("unshare", ["db": .string("team/notes"), "node_id": .string(b.nodeID)])) == "not_found")
+        let databases = try admin.request("db.list")["databases"]?.arrayValue?.compactMap(\.objectValue) ?? []
         let shared = databases.first?["shared_with"]?.arrayValue?.compactMap(\.objectValue) ?? []
         #expect(shared.contains { $0["node_id"] == .string(b.nodeID) && $0["access"] == .string("read-write") }, "\(databases)")
         #expect(databases.dropFirst().allSatisfy { $0["shared_with"] == .array([]) }, "\(databases)")

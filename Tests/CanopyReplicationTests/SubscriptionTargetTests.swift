@@ -51,6 +51,18 @@ struct SubscriptionTargetTests {
         return target.finish(write, events: events)
     }
 
+    @Test("an entry outside the id prefix subscribed to is refused, never requested, however the source offers it")
+    func entryOutsideTheScopeIsRefused() throws {
+        let inside = SampleRevision("note:1"), outside = SampleRevision("secret")
+        let target = target(filter: .idPrefix("note:"))
+        let received = try target.receive(Changes(requestID: 1, subscriptionID: 5, caughtUp: true, entries: [
+            outside.entry(sequence: 1), inside.entry(sequence: 2),
+        ]))
+        #expect(received.reply == ChangesReply(requestID: 1, items: [.complete, ChangesReplyItem(missing: [0])]))
+        #expect(received.refused.map(\.documentID) == ["secret"] && received.refused.first?.kind == .rejected)
+        #expect(received.refused.first?.detail?.contains("outside the documents this peer may write") == true)
+    }
+
     @Test("changesReply lists each entry's missing revisions by index, with the store's possible ancestors; what the store holds is complete")
     func revisionDiff() throws {
         let new = SampleRevision("new")
@@ -61,7 +73,7 @@ struct SubscriptionTargetTests {
             held.entry(sequence: 1), new.entry(sequence: 2),
             ChangesEntry(sequence: 3, docID: "branched", revisions: [LeafRevision(id: newer, kind: .live), older.leaf]),
         ])
-        let reply = try target.receive(changes)
+        let reply = try target.receive(changes).reply
         #expect(reply == ChangesReply(requestID: 1, items: [
             .complete, ChangesReplyItem(missing: [0]), ChangesReplyItem(missing: [0], knownAncestors: [older.id]),
         ]))

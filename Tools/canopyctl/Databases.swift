@@ -18,7 +18,11 @@ struct DatabaseCommand: ParsableCommand {
                 let members = row.objectValue ?? [:]
                 var shared: [String] = []
                 if case .array(let peers)? = members["shared_with"] {
-                    shared = peers.map { "\(text($0.objectValue?["node_id"])) (\(text($0.objectValue?["access"])))" }
+                    shared = peers.map { peer in
+                        let members = peer.objectValue
+                        let scope = members?["prefix"].map { ", ids starting \(text($0))" } ?? ""
+                        return "\(text(members?["node_id"])) (\(text(members?["access"]))\(scope))"
+                    }
                 }
                 return [text(members["db"]), text(members["doc_count"]), text(members["update_seq"]), text(members["conflicted_count"]),
                         shared.isEmpty ? "-" : shared.joined(separator: ", ")]
@@ -59,5 +63,43 @@ struct DatabaseCommand: ParsableCommand {
             let result = try connection.call("db.delete", ["name": .string(name)])
             connection.json ? printJSON(.object(result)) : print("deleted database \(text(result["db"]))")
         }
+    }
+}
+
+struct Share: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Let a configured peer read and/or write this node's copy of a database (edits the config file).",
+        discussion: """
+            --access is what the peer may do to THIS node's copy: read (it may pull from this node),
+            write (it may push into this node) or read-write. With --prefix, only the documents whose
+            id starts with it. Every configured peer shares default in its direction until a share says otherwise.
+            """)
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The database.") var database: String
+    @Argument(help: "The peer's node id.") var nodeID: String
+    @Option(help: "read, write or read-write.") var access: String
+    @Option(help: "Only documents whose id starts with this.") var prefix: String?
+
+    func run() throws {
+        var arguments: [String: JSONValue] = ["db": .string(database), "node_id": .string(nodeID), "access": .string(access)]
+        if let prefix { arguments["prefix"] = .string(prefix) }
+        let result = try connection.call("share", arguments)
+        if connection.json { return printJSON(.object(result)) }
+        let share = result["shared_with"]?.objectValue
+        let scope = share?["prefix"].map { " (ids starting \(text($0)))" } ?? ""
+        print("shared \(text(result["db"])) with \(text(share?["node_id"])): \(text(share?["access"]))\(scope)")
+    }
+}
+
+struct Unshare: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Stop sharing a database with a peer: it may no longer read or write this node's copy (edits the config file).")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The database.") var database: String
+    @Argument(help: "The peer's node id.") var nodeID: String
+
+    func run() throws {
+        let result = try connection.call("unshare", ["db": .string(database), "node_id": .string(nodeID)])
+        connection.json ? printJSON(.object(result)) : print("unshared \(text(result["db"])) with \(text(result["node_id"]))")
     }
 }
