@@ -142,12 +142,13 @@ package final class ChannelMux: @unchecked Sendable {
         }
     }
 
-    /// Carries out the machine's actions.
+    /// Carries out the machine's actions. A callback that closes the connection (from a channel's
+    /// completion, say) ends the list: `finish` has already told every channel and request.
     private func perform(_ actions: [MultiplexStateMachine.Action]) {
         for action in actions {
+            guard !isClosed else { return }
             switch action {
             case .send(let message):
-                guard !isClosed else { return }
                 liveness.sent(at: scheduler.now)
                 connection.send(message)
             case .connected(let hello):

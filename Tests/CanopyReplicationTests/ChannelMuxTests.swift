@@ -121,6 +121,17 @@ struct ChannelMuxTests {
         #expect(pair.b.messages("notes").isEmpty)
     }
 
+    @Test("closing the connection from a channel's callback ends it at once: later channels and requests learn it")
+    func closeFromCallback() {
+        let pair = MuxPair()
+        let mux = pair.a.mux!
+        pair.a.serve = { _ in mux.close(code: .goingAway, reason: "stopping") }
+        pair.openFromA("notes", "photos")
+        #expect(pair.a.mux.isClosed && pair.b.mux.isClosed)
+        #expect(pair.a.refusal("photos")?.code == .goingAway)
+        #expect(pair.b.closeReason("notes") == .peerClosed)
+    }
+
     @Test("a connection without channels stays up on heartbeats; a silent peer is closed with timeout")
     func heartbeats() {
         let pair = MuxPair()
