@@ -198,6 +198,16 @@ public final class PeerReplicator: @unchecked Sendable {
         checkSyncDone()
     }
 
+    /// A connection to the peer became available (it connected to this node): a replicator with
+    /// no session that waits to retry tries at once instead of after its backoff.
+    package func connectNow() {
+        scheduler.assertOnContext()
+        guard !stopped, session == nil, !dialing else { return }
+        retryTimer?.cancel()
+        retryTimer = nil
+        connect()
+    }
+
     /// Forgets this node's checkpoint for pulling from the peer (CouchDB's and Couchbase Lite's
     /// `resetCheckpoint`): the next pull starts from sequence 0, re-checking every document (only
     /// what is missing is transferred). Takes effect on the next connection; returns false when
