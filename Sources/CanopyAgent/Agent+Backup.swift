@@ -31,7 +31,7 @@ extension Agent {
         // takes seconds to copy, and admin document commands need not wait for it (each snapshot
         // has its own connection).
         storeQueue.async { [self] in
-            let stores = databases.sorted { $0.key < $1.key }
+            let stores = databases.sorted
             DispatchQueue.global().async {
                 Self.backUp(stores, from: source, to: target, withIdentity: withIdentity, reply)
             }
@@ -92,7 +92,7 @@ extension Agent {
 extension Agent {
     func check(_ reply: @escaping AdminReply) {
         storeQueue.async { [self] in
-            let stores = databases.sorted { $0.key < $1.key }
+            let stores = databases.sorted
             DispatchQueue.global().async { Self.check(stores, reply) }
         }
     }

@@ -12,7 +12,7 @@ typealias AdminReply = @Sendable (Result<[String: JSONValue], AdminFailure>) -> 
 extension Agent: AdminRequestHandler {
     /// Every command name, for `unknown_command` messages and the spec test.
     public static let commandNames: [String] = [
-        "backup", "bulk_docs", "changes", "check", "conflicts", "db.create", "db.delete", "db.list", "delete", "events", "export", "get",
+        "backup", "bulk_docs", "changes", "check", "conflicts", "db.create", "db.delete", "db.dismiss", "db.list", "db.pending", "delete", "events", "export", "get",
         "import", "peer.accept", "peer.add",
         "peer.remove", "peers", "put", "reload", "resolve", "resolver.answer", "resolver.register", "share", "shutdown",
         "stats", "status", "sync", "unshare",
@@ -21,7 +21,7 @@ extension Agent: AdminRequestHandler {
     /// Commands that change state; each is logged (the socket admits only the agent's own uid, so
     /// the log records what was done, not who).
     static let mutatingCommands: Set<String> = [
-        "backup", "bulk_docs", "db.create", "db.delete", "delete", "import", "peer.accept", "peer.add", "peer.remove", "put", "reload", "resolve", "resolver.register",
+        "backup", "bulk_docs", "db.create", "db.delete", "db.dismiss", "delete", "import", "peer.accept", "peer.add", "peer.remove", "put", "reload", "resolve", "resolver.register",
         "share", "shutdown", "sync", "unshare",
     ]
 
@@ -43,6 +43,8 @@ extension Agent: AdminRequestHandler {
         case "db.create": onQueue(reply) { try self.createDatabase(request, reply) }
         case "db.delete": onQueue(reply) { try self.deleteDatabase(request, reply) }
         case "db.list": onQueue(reply) { self.listDatabases(reply) }
+        case "db.pending": onQueue(reply) { self.listPendingShares(reply) }
+        case "db.dismiss": onQueue(reply) { try self.dismissPendingShare(request, reply) }
         case "share": onQueue(reply) { try self.share(request, reply) }
         case "unshare": onQueue(reply) { try self.unshare(request, reply) }
         case "backup": onQueue(reply) { try self.backup(request, reply) }

@@ -4,11 +4,80 @@ import CanopyStore
 import CanopyWire
 import Dispatch
 import Logging
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+
+/// The agent's open databases, by name: read from any queue (replication looks a store up when it
+/// starts replicating a database with a peer), changed on `storeQueue` by `db.create` and
+/// `db.delete`.
+final class DatabaseRegistry: Sendable {
+    private let stores: Mutex<[DatabaseName: DocumentStore]>
+
+    init(_ stores: [DatabaseName: DocumentStore]) {
+        self.stores = Mutex(stores)
+    }
+
+    subscript(name: DatabaseName) -> DocumentStore? {
+        get { stores.withLock { $0[name] } }
+        set { stores.withLock { $0[name] = newValue } }
+    }
+
+    /// Removes and returns the store of `name`.
+    func removeValue(forKey name: DatabaseName) -> DocumentStore? {
+        stores.withLock { $0.removeValue(forKey: name) }
+    }
+
+    /// Every open database, by name.
+    var sorted: [(key: DatabaseName, value: DocumentStore)] {
+        stores.withLock { $0.sorted { $0.key < $1.key } }
+    }
+}
+
+/// Databases peers asked to replicate that are not shared with them (Syncthing's pending
+/// folders): the peer's offer, refused with `forbidden`, is kept here until `share` accepts it
+/// or `db.dismiss` drops it. Recorded from the replication queue, read from the agent's.
+final class PendingShares: Sendable {
+    struct Offer: Sendable, Equatable {
+        var attempts: Int
+        var firstSeen: Double
+        var lastSeen: Double
+    }
+
+    private let offers = Mutex<[ShareKey: Offer]>([:])
+
+    /// Records an offer; true when it is new (the agent then emits `share.pending`). At most
+    /// `AgentLimits.pendingSharesMax` are kept: the one seen least recently makes room.
+    func record(_ key: ShareKey, at time: Double) -> Bool {
+        offers.withLock { offers in
+            if var offer = offers[key] {
+                offer.attempts += 1
+                offer.lastSeen = time
+                offers[key] = offer
+                return false
+            }
+            if offers.count >= AgentLimits.pendingSharesMax, let oldest = offers.min(by: { $0.value.lastSeen < $1.value.lastSeen })?.key {
+                offers[oldest] = nil
+            }
+            offers[key] = Offer(attempts: 1, firstSeen: time, lastSeen: time)
+            return true
+        }
+    }
+
+    /// Forgets an offer; true when there was one.
+    @discardableResult
+    func remove(_ key: ShareKey) -> Bool {
+        offers.withLock { $0.removeValue(forKey: key) != nil }
+    }
+
+    /// Every offer, by database then node id.
+    var all: [(key: ShareKey, value: Offer)] {
+        offers.withLock { $0.sorted { ($0.key.database, $0.key.nodeID) < ($1.key.database, $1.key.nodeID) } }
+    }
+}
 
 /// A database a document command works on: its name and its store.
 struct OpenDatabase {
@@ -208,6 +277,7 @@ extension Agent {
             throw AdminFailure(.invalidArgument, "\"prefix\" must be 1–\(WireLimits.docIDBytesMax) bytes without '#' or a line break")
         }
         let share = ShareConfig(database: name, nodeID: nodeID, access: access, prefix: prefix)
+        pendingShares.remove(ShareKey(name, nodeID))
         try commitConfigEdit(
             ConfigEditor.settingShare(share, in: configFile.text, parsed: configFile.parsed), command: "share",
             target: ["db": .string(name.text), "node_id": .string(nodeID)])
@@ -226,6 +296,30 @@ extension Agent {
             ? ConfigEditor.settingShare(ShareConfig(database: name, nodeID: nodeID, access: .none), in: configFile.text, parsed: configFile.parsed)
             : ConfigEditor.removingShares(from: configFile.text, parsed: configFile.parsed) { $0 == ShareKey(name, nodeID) }
         try commitConfigEdit(text, command: "unshare", target: ["db": .string(name.text), "node_id": .string(nodeID)])
+        reply(.success(["db": .string(name.text), "node_id": .string(nodeID)]))
+    }
+
+    /// `db.pending`: the databases peers asked to replicate that are not shared with them.
+    func listPendingShares(_ reply: @escaping AdminReply) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let rows = pendingShares.all.map { key, offer -> JSONValue in
+            .object([
+                "db": .string(key.database.text), "node_id": .string(key.nodeID), "exists": .bool(config.database(key.database) != nil),
+                "attempts": .int(Int64(offer.attempts)), "first_seen": .double(offer.firstSeen.rounded()),
+                "last_seen": .double(offer.lastSeen.rounded()),
+            ])
+        }
+        reply(.success(["pending": .array(rows)]))
+    }
+
+    /// `db.dismiss {db, node_id}`: forgets a pending offer (the peer's next request lists it again).
+    func dismissPendingShare(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let name = try Self.databaseName(try request.string("db"))
+        let rawID = try request.string("node_id")
+        guard let nodeID = AgentIdentity.normalizeNodeID(rawID), pendingShares.remove(ShareKey(name, nodeID)) else {
+            throw AdminFailure(.notFound, "no pending offer of database \(name) from \(rawID.prefix(80))")
+        }
         reply(.success(["db": .string(name.text), "node_id": .string(nodeID)]))
     }
 

@@ -81,6 +81,20 @@ extension Agent {
             "last_rejection": status?.lastRejection.map(JSONValue.string) ?? .null,
             "refused_by_peer": .int(status?.refusedByPeer ?? 0),
             "last_refused_by_peer": status?.lastRefusedByPeer.map(JSONValue.string) ?? .null,
+            "databases": .array((status?.databases ?? []).map(databaseRow)),
+        ])
+    }
+
+    /// One database's replication with a peer, under the peer's row.
+    static func databaseRow(_ row: PeerDatabaseStatus) -> JSONValue {
+        let optional: (Int64?) -> JSONValue = { $0.map(JSONValue.int) ?? .null }
+        return .object([
+            "db": .string(row.database.text), "access": .string(row.access.rawValue), "prefix": row.prefix.map(JSONValue.string) ?? .null,
+            "state": .string(row.state.rawValue), "last_pushed_seq": optional(row.lastPushedSequence),
+            "last_pulled_seq": optional(row.lastPulledSequence), "rejected": .int(row.rejected),
+            "last_rejection": row.lastRejection.map(JSONValue.string) ?? .null, "refused_by_peer": .int(row.refusedByPeer),
+            "last_refused_by_peer": row.lastRefusedByPeer.map(JSONValue.string) ?? .null,
+            "last_error": row.lastError.map(JSONValue.string) ?? .null,
         ])
     }
 }

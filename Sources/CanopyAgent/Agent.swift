@@ -58,8 +58,10 @@ public final class Agent: @unchecked Sendable {
     /// The `default` database's store, the one replication uses (an embedding application reads
     /// and writes it directly).
     package let store: DocumentStore
-    /// Every open database, `default` included; on `storeQueue`.
-    var databases: [DatabaseName: DocumentStore]
+    /// Every open database, `default` included (changed on `storeQueue`).
+    let databases: DatabaseRegistry
+    /// Databases peers asked for that are not shared with them (`db.pending`).
+    let pendingShares = PendingShares()
     let notifier: SystemdNotifier
     private let lock: DirectoryLock
     let startedAt: Double
@@ -111,15 +113,23 @@ public final class Agent: @unchecked Sendable {
         for database in config.databases {
             open[database.name] = try Self.openStore(database, in: directory, resolvingKeptConflicts: true)
         }
-        databases = open
+        databases = DatabaseRegistry(open)
         damageFound = DamageFound(log: RateLimitedLog(logger: options.logger))
         notifier = SystemdNotifier(environment: environment)
         startedAt = Self.wallClock()
         events = EventHub(queue: queue)
         peers = PeerConnectionManager(identity: identity.identity, deliveryQueue: replicationQueue, logger: logger)
-        replication = EngineReplication(queue: replicationQueue, store: store, manager: peers, logger: logger, sink: events)
+        let pendingShares = self.pendingShares
+        let events = self.events
+        replication = EngineReplication(
+            queue: replicationQueue, databases: databases, connectionID: Array(identity.identity.nodeID.publicKey.prefix(16)),
+            manager: peers, logger: logger, sink: events,
+            onOffer: { nodeID, database in
+                guard pendingShares.record(ShareKey(database, nodeID), at: Agent.wallClock()) else { return }
+                events.emit("share.pending", ["node_id": .string(nodeID), "db": .string(database.text)])
+            })
         inbound = InboundPeers(queue: queue, events: events, replication: replication)
-        for (name, store) in databases {
+        for (name, store) in databases.sorted {
             store.setDamageHandler { [weak self] damage in self?.storeFoundDamage(damage, in: name) }
         }
     }
@@ -191,7 +201,7 @@ public final class Agent: @unchecked Sendable {
         // Let a store operation in flight commit, then leave everything in each database file
         // itself: a backup of the file alone after a clean stop must not lose the last transactions.
         storeQueue.sync {
-            for (name, store) in databases.sorted(by: { $0.key < $1.key }) {
+            for (name, store) in databases.sorted {
                 let file = options.directory.databasePath(name)
                 do {
                     if try !store.checkpointAndTruncateLog() {

@@ -57,6 +57,8 @@ public enum AgentLimits {
     public static let databasesMax = 1024
     /// `[share DB NODE-ID]` sections in the config file.
     public static let sharesMax = 16_384
+    /// Databases offered by peers and not shared with them, kept for `db pending`.
+    public static let pendingSharesMax = 1024
 
     /// Seconds a shutdown waits for work in flight before closing anyway.
     public static let shutdownGraceSeconds = 10.0

@@ -3,16 +3,18 @@ import CanopyReplication
 import CanopyWire
 import Dispatch
 
-/// The replication engine's `MessageTransport` over an authenticated TCP connection: messages are
-/// encoded (CanopyWire), split into fragments, sealed into secretstream frames (CanopyCrypto) and
-/// written; frames read are opened, reassembled and decoded. A `close` message travels in the
-/// frame with the FINAL tag (Protocol/replication-v1.md §5, §6.11).
+/// A peer link's `ConnectionTransport` over an authenticated TCP connection: messages of protocol
+/// version 2 are encoded (CanopyWire), split into fragments, sealed into secretstream frames
+/// (CanopyCrypto) and written; frames read are opened, reassembled and decoded. A `close` message
+/// travels in the frame with the FINAL tag (Protocol/replication-v1.md §5, §6.11; the messages
+/// are replication-v2.md's). Bytes that do not decode are reported as a violation, for the mux to
+/// answer with the error's code.
 ///
 /// Invariants: the channel, the assembler and the connection are used only on the connection's
 /// queue; events go to the handler on `deliveryQueue` (the replication engine's serial context),
 /// in order, and `.closed` is delivered exactly once, last. The first decryption or framing error
 /// closes the connection.
-final class ChannelTransport: MessageTransport, @unchecked Sendable {
+final class ChannelTransport: ConnectionTransport, @unchecked Sendable {
     /// The authenticated peer.
     let peer: NodeID
     /// What both ends know about this connection, for the simultaneous-connect rule.
@@ -21,8 +23,10 @@ final class ChannelTransport: MessageTransport, @unchecked Sendable {
     private let deliveryQueue: DispatchQueue
     private var channel: SecureChannel
     private var assembler = MessageAssembler()
-    private var handler: (@Sendable (TransportEvent) -> Void)?
-    private var backlog: [TransportEvent] = []
+    private var handler: (@Sendable (ConnectionEvent) -> Void)?
+    private var backlog: [ConnectionEvent] = []
+    /// The handshake's role: the channel ids a side opens depend on it.
+    let role: MultiplexStateMachine.Role
     private var finalSent = false
     private var closedDelivered = false
 
@@ -36,11 +40,12 @@ final class ChannelTransport: MessageTransport, @unchecked Sendable {
         let initiator = session.role == .initiator ? localNodeID : session.peer
         let responder = session.role == .initiator ? session.peer : localNodeID
         self.identity = SimultaneousConnect.Connection(initiator: initiator, responder: responder, transcriptHash: session.transcriptHash)
+        self.role = session.role == .initiator ? .initiator : .responder
         connection.replaceHandlers(onRead: { [self] in received($0) }, onClose: { [self] in connectionEnded() })
         received([])  // bytes that arrived with the last handshake message
     }
 
-    func start(_ handler: @escaping @Sendable (TransportEvent) -> Void) {
+    func start(_ handler: @escaping @Sendable (ConnectionEvent) -> Void) {
         connection.queue.async { [self] in
             self.handler = handler
             let pending = backlog
@@ -49,7 +54,7 @@ final class ChannelTransport: MessageTransport, @unchecked Sendable {
         }
     }
 
-    func send(_ message: Message) {
+    func send(_ message: ConnectionMessage) {
         connection.queue.async { [self] in write(message) }
     }
 
@@ -70,9 +75,10 @@ final class ChannelTransport: MessageTransport, @unchecked Sendable {
     }
 
     /// Seals and queues one message; a `close` goes with FINAL and nothing may follow it.
-    private func write(_ message: Message) {
+    private func write(_ message: ConnectionMessage) {
         guard !finalSent, !connection.isClosed else { return }
-        let isClose = message.type == .close
+        let isClose: Bool
+        if case .close = message { isClose = true } else { isClose = false }
         let plaintexts = MessageFragmenter.plaintexts(encoding: message)
         do throws(CryptoError) {
             for (index, plaintext) in plaintexts.enumerated() {
@@ -98,8 +104,10 @@ final class ChannelTransport: MessageTransport, @unchecked Sendable {
                 case .incomplete: continue
                 case .failure(let error): return fail(.protocolViolation("\(error)"))
                 case .message(let bytes):
-                    do throws(ProtocolError) { deliver(.message(try Message.decode(bytes))) } catch {
-                        return fail(.protocolViolation("\(error)"))
+                    do throws(ProtocolError) { deliver(.message(try ConnectionMessage.decode(bytes))) } catch {
+                        // The mux answers it with a `close` naming the error, then closes.
+                        deliver(.violation(error))
+                        return
                     }
                 }
             }
@@ -128,7 +136,7 @@ final class ChannelTransport: MessageTransport, @unchecked Sendable {
         deliver(.closed(reason))
     }
 
-    private func deliver(_ event: TransportEvent) {
+    private func deliver(_ event: ConnectionEvent) {
         guard let handler else { return backlog.append(event) }
         deliveryQueue.async { handler(event) }
     }

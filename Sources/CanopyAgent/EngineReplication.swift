@@ -6,33 +6,35 @@ import CanopyWire
 import Dispatch
 import Logging
 
-/// The `ReplicationController` backed by CanopyReplication's engine: one `PeerReplicator` per
-/// configured peer, dialling through `PeerConnectionManager` and accepting its inbound
-/// connections.
+/// The `ReplicationController` backed by CanopyReplication's engine: one `PeerLink` per
+/// configured peer — one connection, dialled through `PeerConnectionManager` or accepted from it —
+/// and on it a `PeerReplicator` per database the two share, each over a channel of the
+/// connection (`Protocol/replication-v2.md`).
+///
+/// What a peer may do to a database is its share (`AgentConfig.share(of:with:)`): the direction
+/// this node replicates in (`read`: push, `write`: pull) and, with a prefix, the ids both ways.
 ///
 /// Invariants: everything runs on `queue`, the engine's serial context, which is also the
-/// delivery queue of every transport; `peers` holds exactly the configured peers; `connections`
-/// records the connection each replicator's current session runs on, for the simultaneous-connect
-/// rule.
+/// delivery queue of every transport; `peers` holds exactly the configured peers, each with a
+/// replicator for exactly the databases shared with it that are open; `connection` records the
+/// connection a peer's link runs on, for the simultaneous-connect rule.
 final class EngineReplication: ReplicationController, @unchecked Sendable {
     let queue: DispatchQueue
     private let scheduler: DispatchReplicationScheduler
     private let random = SystemRandomSource()
-    private let store: DocumentStore
+    private let databases: DatabaseRegistry
+    private let connectionID: [UInt8]
     private let manager: PeerConnectionManager
     private let logger: Logger
     private weak var sink: (any ReplicationEventSink)?
+    /// Told of each database a peer asked for and was refused (it is not shared with the peer).
+    private let onOffer: @Sendable (String, DatabaseName) -> Void
 
-    private struct Peer {
-        var config: PeerConfig
-        /// What the peer may do to this node's `default` database; it sets the direction and scope.
+    /// One database replicated with a peer.
+    private struct Shared {
         var share: ShareConfig
         var replicator: PeerReplicator
-        var connection: SimultaneousConnect.Connection?
         var progressWatchers: [Int: @Sendable (ReplicationProgress) -> Void] = [:]
-        /// Whether the last status said connected (to emit `peer.connected`/`peer.disconnected`
-        /// on changes only).
-        var connected = false
         /// Documents from this peer refused since the agent started, and the last refusal.
         var rejected: Int64 = 0
         var lastRejection: String?
@@ -41,29 +43,43 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         var lastRefusedByPeer: String?
     }
 
+    private struct Peer {
+        var config: PeerConfig
+        var link: PeerLink
+        var databases: [DatabaseName: Shared] = [:]
+        var connection: SimultaneousConnect.Connection?
+        /// Whether the link said connected (to emit `peer.connected`/`peer.disconnected` on
+        /// changes only).
+        var connected = false
+    }
+
     private var peers: [String: Peer] = [:]
     private var nextWatcher = 0
-    /// Told of every status change of one peer's replicator (`observeStatus`), by observation.
+    /// Told of every status change of one peer's `default` replicator (`observeStatus`).
     private var statusObservers: [ObjectIdentifier: (peer: String, observer: @Sendable (PeerStatus) -> Void)] = [:]
     private var limits = ReplicationLimits()
     /// Document events not yet handed to the sink: they go in one batch per turn of `queue`, and
     /// always before any status change or sync completion, so observers see them in order.
     /// Kept as the engine reported them: the agent renders an event only if a client reads it.
-    /// One entry per batch reported, with the peer it concerns.
-    private var pendingDocumentEvents: [(peer: String, events: [DocumentEvent])] = []
+    private var pendingDocumentEvents: [(peer: String, database: DatabaseName, events: [DocumentEvent])] = []
     /// True once shutdown has begun (a second request is ignored).
     private var shuttingDown = false
     /// Refusals are logged at most once per peer per interval (a peer sending thousands of bad
     /// documents writes a line per interval, with the count of those held back).
     private var refusalLog = LogRateLimiter(intervalSeconds: AgentLimits.repeatedWarningIntervalSeconds)
 
-    init(queue: DispatchQueue, store: DocumentStore, manager: PeerConnectionManager, logger: Logger, sink: any ReplicationEventSink) {
+    init(
+        queue: DispatchQueue, databases: DatabaseRegistry, connectionID: [UInt8], manager: PeerConnectionManager, logger: Logger,
+        sink: any ReplicationEventSink, onOffer: @escaping @Sendable (String, DatabaseName) -> Void
+    ) {
         self.queue = queue
         self.scheduler = DispatchReplicationScheduler(queue: queue)
-        self.store = store
+        self.databases = databases
+        self.connectionID = connectionID
         self.manager = manager
         self.logger = logger
         self.sink = sink
+        self.onOffer = onOffer
     }
 
     func apply(config: AgentConfig) {
@@ -71,40 +87,63 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             // New limits take effect by restarting every replicator (they resume from checkpoints).
             let limitsChanged = config.limits != limits
             limits = config.limits
-            // A peer that may neither read nor write `default` has no replicator for it (its
-            // connections are closed at once).
-            let wanted = Dictionary(
-                config.peers.compactMap { peer in config.share(of: .default, with: peer.nodeID).map { (peer.nodeID, (peer, $0)) } },
-                uniquingKeysWith: { first, _ in first })
-            for id in peers.keys.sorted() where limitsChanged || wanted[id]?.0 != peers[id]?.config || wanted[id]?.1 != peers[id]?.share {
-                peers[id]?.replicator.stop()
-                peers[id] = nil
+            let wanted = Dictionary(config.peers.map { ($0.nodeID, $0) }, uniquingKeysWith: { first, _ in first })
+            for id in peers.keys.sorted() where limitsChanged || wanted[id] != peers[id]?.config {
+                stop(id)
             }
-            forgetHorizons(except: Set(config.peers.map(\.nodeID)))
-            for peer in config.peers where peers[peer.nodeID] == nil {
-                guard let share = wanted[peer.nodeID]?.1, let replicator = makeReplicator(peer, share) else { continue }
-                peers[peer.nodeID] = Peer(config: peer, share: share, replicator: replicator)
-                replicator.start()
+            forgetHorizons(config)
+            for peer in config.peers {
+                if peers[peer.nodeID] == nil {
+                    guard let link = makeLink(peer) else { continue }
+                    peers[peer.nodeID] = Peer(config: peer, link: link)
+                }
+                applyShares(config.shares(with: peer.nodeID), to: peer)
             }
         }
     }
 
-    /// Peers no longer configured (removed while running or while the agent was down) stop
-    /// holding history back from stemming: their horizons are forgotten.
-    private func forgetHorizons(except configured: Set<String>) {
+    /// Starts, restarts and stops the peer's replicators so that they match `shares`.
+    private func applyShares(_ shares: [ShareConfig], to peer: PeerConfig) {
         dispatchPrecondition(condition: .onQueue(queue))
-        let keep = Set(configured.map(PeerReplicator.peerHorizonKey))
-        for horizon in store.peerHorizons where horizon.peer.hasPrefix(PeerReplicator.peerHorizonKey("")) && !keep.contains(horizon.peer) {
-            do { try store.forgetPeerHorizon(peer: horizon.peer) } catch {
-                logger.warning("could not forget a removed peer's horizon", metadata: ["peer": "\(horizon.peer)", "error": "\(error)"])
+        guard let link = peers[peer.nodeID]?.link else { return }
+        let wanted = Dictionary(shares.map { ($0.database, $0) }, uniquingKeysWith: { first, _ in first })
+        for (name, shared) in peers[peer.nodeID]?.databases ?? [:] where wanted[name] != shared.share {
+            shared.replicator.stop()
+            link.remove(name)
+            peers[peer.nodeID]?.databases[name] = nil
+        }
+        for share in shares where peers[peer.nodeID]?.databases[share.database] == nil {
+            guard let replicator = makeReplicator(peer, share, link) else { continue }
+            link.add(replicator, for: share.database)
+            peers[peer.nodeID]?.databases[share.database] = Shared(share: share, replicator: replicator)
+            replicator.start()
+        }
+    }
+
+    /// Stops everything replicated with a peer and forgets it.
+    private func stop(_ id: String) {
+        guard let peer = peers.removeValue(forKey: id) else { return }
+        for shared in peer.databases.values { shared.replicator.stop() }
+        peer.link.stop()
+    }
+
+    /// Peers that no longer share a database (removed, or unshared while running or while the
+    /// agent was down) stop holding its history back from stemming: their horizons are forgotten.
+    private func forgetHorizons(_ config: AgentConfig) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        for (name, store) in databases.sorted {
+            let keep = Set(config.peers.filter { config.share(of: name, with: $0.nodeID) != nil }.map { PeerReplicator.peerHorizonKey($0.nodeID) })
+            for horizon in store.peerHorizons where horizon.peer.hasPrefix(PeerReplicator.peerHorizonKey("")) && !keep.contains(horizon.peer) {
+                do { try store.forgetPeerHorizon(peer: horizon.peer) } catch {
+                    logger.warning("could not forget a peer's horizon", metadata: ["peer": "\(horizon.peer)", "db": "\(name)", "error": "\(error)"])
+                }
             }
         }
     }
 
-    /// A replicator for `default` with `peer`, in the direction its share gives (`read`: this
-    /// node pushes, `write`: it pulls) and, with a prefix, limited to those ids both ways: it
-    /// serves the peer only them (deletions included) and refuses any other the peer offers.
-    private func makeReplicator(_ peer: PeerConfig, _ share: ShareConfig) -> PeerReplicator? {
+    /// The link to `peer`: dialled at its address when it has one; the peer's requests for a
+    /// database it does not share are refused and reported (`onOffer`).
+    private func makeLink(_ peer: PeerConfig) -> PeerLink? {
         dispatchPrecondition(condition: .onQueue(queue))
         guard let nodeID = AgentIdentity.nodeID(peer.nodeID) else { return nil }
         let id = peer.nodeID
@@ -113,7 +152,25 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 self?.adoptOutbound(id, transport) ?? true
             }
         }
-        guard let direction = share.access.direction else { return nil }
+        let onOffer = self.onOffer
+        return PeerLink(
+            peerName: id, connectionID: connectionID, dialer: dialer, scheduler: scheduler,
+            heartbeatIntervalSeconds: Double(limits.heartbeatSeconds), logger: logger,
+            refusal: { database in
+                onOffer(id, database)
+                return (.forbidden, "database \(database) is not shared with you")
+            },
+            onConnection: { [weak self] connected, reason in self?.connectionChanged(id, connected, reason) })
+    }
+
+    /// A replicator for `share.database` with `peer`, in the direction the share gives (`read`:
+    /// this node pushes, `write`: it pulls) and, with a prefix, limited to those ids both ways: it
+    /// serves the peer only them (deletions included) and refuses any other the peer offers.
+    private func makeReplicator(_ peer: PeerConfig, _ share: ShareConfig, _ link: PeerLink) -> PeerReplicator? {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard let direction = share.access.direction, let store = databases[share.database] else { return nil }
+        let id = peer.nodeID
+        let database = share.database
         let scope = share.prefix.map(ReplicationFilter.idPrefix) ?? .all
         let configuration = ReplicationConfiguration(
             direction: direction, continuous: peer.mode == .continuous, pullFilter: scope, pushFilter: scope,
@@ -121,59 +178,81 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             window: min(limits.batchesInFlight, WireLimits.inFlightBatchesMax),
             heartbeatIntervalSeconds: Double(limits.heartbeatSeconds))
         return PeerReplicator(
-            peerName: id, store: store, dialer: dialer, scheduler: scheduler, random: random, configuration: configuration,
+            peerName: id, store: store, dialer: link.channelDialer(for: database), scheduler: scheduler, random: random,
+            configuration: configuration,
             backoff: Backoff(
                 initialSeconds: AgentLimits.dialBackoffInitialSeconds, maximumSeconds: AgentLimits.dialBackoffMaximumSeconds,
                 jitter: AgentLimits.dialBackoffJitter),
             logger: logger, worker: DispatchReplicationWorker(queue: queue),
-            onStatus: { [weak self] status in self?.statusChanged(id, status) },
-            onDocumentEvents: { [weak self] events in self?.documentEvents(id, events) })
+            onStatus: { [weak self] status in self?.statusChanged(id, database, status) },
+            onDocumentEvents: { [weak self] events in self?.documentEvents(id, database, events) })
     }
 
     /// Applies the simultaneous-connect rule to an outbound connection that just completed, on
-    /// `queue`, before the replicator sees it. Returns true to hand it to the replicator's dial
-    /// completion (which takes it, or closes it when a session is already open); false when it
-    /// was instead swapped in for an inbound session it beats (the peer, applying the same rule,
-    /// keeps this one too), so the dial must report no new transport.
+    /// `queue`, before the link takes it. Returns true to hand it to the link (which replaces any
+    /// connection it holds with it); false when the connection open wins and this one is closed.
     private func adoptOutbound(_ id: String, _ transport: ChannelTransport) -> Bool {
         dispatchPrecondition(condition: .onQueue(queue))
         guard let peer = peers[id] else { return true }
-        guard peer.replicator.status.connected, let current = peer.connection else {
-            peers[id]?.connection = transport.identity
-            return true
+        if peer.link.isConnected, let current = peer.connection, SimultaneousConnect.keep(current, transport.identity) == .first {
+            logger.debug("keeping the existing connection to \(id); closing the new outbound one")
+            transport.close(.localClosed)
+            return false
         }
-        if SimultaneousConnect.keep(current, transport.identity) == .first { return true }
-        logger.debug("outbound connection to \(id) wins over the inbound one; switching")
         peers[id]?.connection = transport.identity
-        peer.replicator.accept(transport)
-        return false
+        return true
     }
 
-    private func statusChanged(_ id: String, _ status: PeerStatus) {
+    func accept(inbound transport: any ConnectionTransport, role: MultiplexStateMachine.Role, from nodeID: String,
+                connection: SimultaneousConnect.Connection) {
+        queue.async { [self] in
+            guard let peer = peers[nodeID] else { return transport.close(.localClosed) }
+            if peer.link.isConnected, let current = peer.connection, SimultaneousConnect.keep(current, connection) == .first {
+                logger.debug("keeping the existing connection to \(nodeID); closing the new one")
+                return transport.close(.localClosed)
+            }
+            peers[nodeID]?.connection = connection
+            peer.link.adopt(transport, role: role)
+        }
+    }
+
+    private func connectionChanged(_ id: String, _ connected: Bool, _ reason: TransportCloseReason?) {
         dispatchPrecondition(condition: .onQueue(queue))
         flushDocumentEvents()
-        if let peer = peers[id], peer.connected != status.connected {
-            peers[id]?.connected = status.connected
-            if status.connected {
-                sink?.emit(type: "peer.connected", data: ["node_id": .string(id)])
-            } else {
-                sink?.emit(type: "peer.disconnected", data: [
-                    "node_id": .string(id), "reason": status.lastError.map(JSONValue.string) ?? .string("closed"),
-                ])
+        guard let peer = peers[id], peer.connected != connected else { return }
+        peers[id]?.connected = connected
+        if connected {
+            sink?.emit(type: "peer.connected", data: ["node_id": .string(id)])
+        } else {
+            let text: String
+            switch reason {
+            case .failed(let detail)?, .protocolViolation(let detail)?: text = detail
+            case .peerClosed?: text = "the peer closed the connection"
+            case .localClosed?, nil: text = "closed"
             }
+            sink?.emit(type: "peer.disconnected", data: ["node_id": .string(id), "reason": .string(text)])
         }
-        for (peer, observer) in statusObservers.values where peer == id { observer(status) }
-        guard let watchers = peers[id]?.progressWatchers, !watchers.isEmpty else { return }
+    }
+
+    private func statusChanged(_ id: String, _ database: DatabaseName, _ status: PeerStatus) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        flushDocumentEvents()
+        if database == .default {
+            for (peer, observer) in statusObservers.values where peer == id { observer(status) }
+        }
+        guard let watchers = peers[id]?.databases[database]?.progressWatchers, !watchers.isEmpty else { return }
         let progress = Self.combined(status)
         for key in watchers.keys.sorted() { watchers[key]?(progress) }
     }
 
     /// Queues a batch's document events, in order, for the next flush (the batch stays one array
-    /// down to the event ring). Refusals are counted for the peer and logged; `pushed` events are
-    /// not passed on: a peer acknowledges a batch, not each document (it may have refused some,
-    /// which it reports itself), so this node cannot say per document that the peer took it.
-    private func documentEvents(_ id: String, _ batch: [DocumentEvent]) {
+    /// down to the event ring). Refusals are counted for the peer and database and logged;
+    /// `pushed` events are not passed on: a peer acknowledges a batch, not each document (it may
+    /// have refused some, which it reports itself), so this node cannot say per document that
+    /// the peer took it.
+    private func documentEvents(_ id: String, _ database: DatabaseName, _ batch: [DocumentEvent]) {
         dispatchPrecondition(condition: .onQueue(queue))
+        guard peers[id]?.databases[database] != nil else { return }
         var events = batch
         var refused = 0
         var refusedThere = 0
@@ -182,43 +261,41 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             switch event.kind {
             case .rejected:
                 refused += 1
-                peers[id]?.lastRejection = "\(event.documentID.prefix(200)): \(event.detail ?? "refused")"
+                peers[id]?.databases[database]?.lastRejection = "\(event.documentID.prefix(200)): \(event.detail ?? "refused")"
             case .refusedByPeer:
                 refusedThere += 1
-                peers[id]?.lastRefusedByPeer = "\(event.documentID.prefix(200)): \(event.detail ?? "refused")"
+                peers[id]?.databases[database]?.lastRefusedByPeer = "\(event.documentID.prefix(200)): \(event.detail ?? "refused")"
             case .pushed:
                 pushed = true
             case .pulled, .conflictDetected, .conflictResolved, .conflictAwaitingResolver, .resolutionFailed:
                 break
             }
         }
-        if refused > 0 { noteRefusals(id, count: refused) }
-        if refusedThere > 0 { noteRefusedByPeer(id, count: refusedThere) }
+        if refused > 0 {
+            peers[id]?.databases[database]?.rejected += Int64(refused)
+            let shared = peers[id]?.databases[database]
+            logRefusals(id, database, kind: "rejected", message: "refused documents from a peer", count: refused,
+                        total: shared?.rejected, last: shared?.lastRejection)
+        }
+        if refusedThere > 0 {
+            peers[id]?.databases[database]?.refusedByPeer += Int64(refusedThere)
+            let shared = peers[id]?.databases[database]
+            logRefusals(id, database, kind: "refused-by", message: "a peer refused documents this node pushed", count: refusedThere,
+                        total: shared?.refusedByPeer, last: shared?.lastRefusedByPeer)
+        }
         if pushed { events.removeAll { $0.kind == .pushed } }
         guard !events.isEmpty else { return }
         if pendingDocumentEvents.isEmpty { queue.async { [weak self] in self?.flushDocumentEvents() } }
-        pendingDocumentEvents.append((id, events))
+        pendingDocumentEvents.append((id, database, events))
     }
 
-    /// Counts documents from the peer this node refused, and logs them (rate-limited).
-    private func noteRefusals(_ id: String, count: Int) {
-        peers[id]?.rejected += Int64(count)
-        logRefusals(id, kind: "rejected", message: "refused documents from a peer", count: count,
-                    total: peers[id]?.rejected, last: peers[id]?.lastRejection)
-    }
-
-    /// Counts documents this node pushed that the peer refused, and logs them (rate-limited).
-    private func noteRefusedByPeer(_ id: String, count: Int) {
-        peers[id]?.refusedByPeer += Int64(count)
-        logRefusals(id, kind: "refused-by", message: "a peer refused documents this node pushed", count: count,
-                    total: peers[id]?.refusedByPeer, last: peers[id]?.lastRefusedByPeer)
-    }
-
-    /// One warning per peer and kind per interval, with the count of lines held back since.
-    private func logRefusals(_ id: String, kind: String, message: Logger.Message, count: Int, total: Int64?, last: String?) {
-        guard case .log(let suppressed) = refusalLog.admit("\(kind):\(id)", now: scheduler.now) else { return }
+    /// One warning per peer, database and kind per interval, with the count of lines held back since.
+    private func logRefusals(
+        _ id: String, _ database: DatabaseName, kind: String, message: Logger.Message, count: Int, total: Int64?, last: String?
+    ) {
+        guard case .log(let suppressed) = refusalLog.admit("\(kind):\(id):\(database)", now: scheduler.now) else { return }
         logger.warning(message, metadata: [
-            "peer": "\(id)", "refused": "\(count)", "refused_since_start": "\(total ?? 0)", "last": "\(last ?? "")",
+            "peer": "\(id)", "db": "\(database)", "refused": "\(count)", "refused_since_start": "\(total ?? 0)", "last": "\(last ?? "")",
             "similar_lines_suppressed": "\(suppressed)",
         ])
     }
@@ -228,7 +305,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         guard !pendingDocumentEvents.isEmpty else { return }
         let batches = pendingDocumentEvents
         pendingDocumentEvents = []
-        for (peer, events) in batches { sink?.emit(documentEvents: events, peer: peer) }
+        for (peer, database, events) in batches { sink?.emit(documentEvents: events, peer: peer, database: database) }
     }
 
     /// Pull and push progress as one figure (a sync waits for both).
@@ -237,68 +314,101 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             completed: status.pull.completed + status.push.completed, total: status.pull.total + status.push.total)
     }
 
+    /// Every peer's row: the `default` database's replication (when the peer shares it), and a
+    /// row per database.
     func statuses(_ completion: @escaping @Sendable ([PeerReplicationStatus]) -> Void) {
         queue.async { [self] in
             completion(peers.keys.sorted().map { id in
                 let peer = peers[id]!
-                let status = peer.replicator.status
-                let pending = (try? peer.replicator.pendingDocumentIDs(limit: AgentLimits.pendingCountMax).count).map(Int64.init)
+                guard let shared = peer.databases[.default] else {
+                    var row = PeerReplicationStatus(nodeID: id, connected: peer.link.isConnected, state: .stopped)
+                    row.databases = Self.databaseRows(peer)
+                    return row
+                }
+                let status = shared.replicator.status
+                let pending = (try? shared.replicator.pendingDocumentIDs(limit: AgentLimits.pendingCountMax).count).map(Int64.init)
                 var row = PeerReplicationStatus(
                     nodeID: id, connected: status.connected, state: status.state,
                     lastPushedSequence: status.lastPushedSequence.map { Int64(clamping: $0) },
                     lastPulledSequence: status.lastPulledSequence.map { Int64(clamping: $0) },
                     pendingCount: pending, progress: Self.combined(status), lastError: status.lastError)
-                row.rejected = peer.rejected
-                row.lastRejection = peer.lastRejection
-                row.refusedByPeer = peer.refusedByPeer
-                row.lastRefusedByPeer = peer.lastRefusedByPeer
+                row.rejected = shared.rejected
+                row.lastRejection = shared.lastRejection
+                row.refusedByPeer = shared.refusedByPeer
+                row.lastRefusedByPeer = shared.lastRefusedByPeer
+                row.databases = Self.databaseRows(peer)
                 return row
             })
         }
     }
 
+    private static func databaseRows(_ peer: Peer) -> [PeerDatabaseStatus] {
+        peer.databases.keys.sorted().map { name in
+            let shared = peer.databases[name]!
+            let status = shared.replicator.status
+            var row = PeerDatabaseStatus(database: name, access: shared.share.access, prefix: shared.share.prefix, state: status.state)
+            row.lastPushedSequence = status.lastPushedSequence.map { Int64(clamping: $0) }
+            row.lastPulledSequence = status.lastPulledSequence.map { Int64(clamping: $0) }
+            row.rejected = shared.rejected
+            row.lastRejection = shared.lastRejection
+            row.refusedByPeer = shared.refusedByPeer
+            row.lastRefusedByPeer = shared.lastRefusedByPeer
+            row.lastError = status.lastError
+            return row
+        }
+    }
+
+    /// A one-shot replication of every database shared with the peer; completes when all have
+    /// caught up (or one failed), with what they did together.
     func sync(
         peer nodeID: String, progress: @escaping @Sendable (ReplicationProgress) -> Void,
         completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void
     ) {
         queue.async { [self] in
-            guard let peer = peers[nodeID] else {
-                return completion(.failure(ReplicationFailure(code: "unknown_peer", message: "\(nodeID) is not a configured peer")))
+            guard let peer = peers[nodeID], !peer.databases.isEmpty else {
+                return completion(.failure(ReplicationFailure(code: "unknown_peer", message: "\(nodeID) shares no database with this node")))
             }
-            // What this sync did: entries handled since it started (a new session starts its
-            // progress from zero, a continuous one goes on from where it was) and refusals.
-            let counted = SyncCounter(
-                start: Self.combined(peer.replicator.status), rejectedBefore: peer.rejected, refusedByPeerBefore: peer.refusedByPeer)
-            let watcher = nextWatcher
-            nextWatcher += 1
-            peers[nodeID]?.progressWatchers[watcher] = { current in
-                counted.observe(current)
-                progress(current)
-            }
-            peer.replicator.sync { [weak self] result in
-                guard let self else { return }
-                self.flushDocumentEvents()
-                self.peers[nodeID]?.progressWatchers[watcher] = nil
-                let now = self.peers[nodeID]
-                if let now { counted.observe(Self.combined(now.replicator.status)) }
-                switch result {
-                case .success:
-                    let rejected = (now?.rejected ?? counted.rejectedBefore) - counted.rejectedBefore
-                    let refusedByPeer = (now?.refusedByPeer ?? counted.refusedByPeerBefore) - counted.refusedByPeerBefore
-                    var outcome = SyncOutcome(
-                        completed: counted.completed, rejected: rejected, lastRejection: rejected > 0 ? now?.lastRejection : nil)
-                    outcome.refusedByPeer = refusedByPeer
-                    outcome.lastRefusedByPeer = refusedByPeer > 0 ? now?.lastRefusedByPeer : nil
-                    completion(.success(outcome))
-                case .failure(let error): completion(.failure(ReplicationFailure(code: "failed", message: "\(error)")))
-                }
+            let names = peer.databases.keys.sorted()
+            let group = SyncGroup(count: names.count, completion: completion)
+            for name in names { sync(nodeID, name, progress: progress, group: group) }
+        }
+    }
+
+    private func sync(_ nodeID: String, _ name: DatabaseName, progress: @escaping @Sendable (ReplicationProgress) -> Void, group: SyncGroup) {
+        guard let shared = peers[nodeID]?.databases[name] else { return group.finished(.failure(ReplicationFailure(code: "unknown_peer", message: "\(name) is no longer shared"))) }
+        // What this sync did: entries handled since it started (a new session starts its
+        // progress from zero, a continuous one goes on from where it was) and refusals.
+        let counted = SyncCounter(
+            start: Self.combined(shared.replicator.status), rejectedBefore: shared.rejected, refusedByPeerBefore: shared.refusedByPeer)
+        let watcher = nextWatcher
+        nextWatcher += 1
+        peers[nodeID]?.databases[name]?.progressWatchers[watcher] = { current in
+            counted.observe(current)
+            progress(current)
+        }
+        shared.replicator.sync { [weak self] result in
+            guard let self else { return }
+            self.flushDocumentEvents()
+            self.peers[nodeID]?.databases[name]?.progressWatchers[watcher] = nil
+            let now = self.peers[nodeID]?.databases[name]
+            if let now { counted.observe(Self.combined(now.replicator.status)) }
+            switch result {
+            case .success:
+                let rejected = (now?.rejected ?? counted.rejectedBefore) - counted.rejectedBefore
+                let refusedByPeer = (now?.refusedByPeer ?? counted.refusedByPeerBefore) - counted.refusedByPeerBefore
+                var outcome = SyncOutcome(
+                    completed: counted.completed, rejected: rejected, lastRejection: rejected > 0 ? now?.lastRejection : nil)
+                outcome.refusedByPeer = refusedByPeer
+                outcome.lastRefusedByPeer = refusedByPeer > 0 ? now?.lastRefusedByPeer : nil
+                group.finished(.success(outcome))
+            case .failure(let error): group.finished(.failure(ReplicationFailure(code: "failed", message: "\(name): \(error)")))
             }
         }
     }
 
-    /// Tells `observer` of every status change of the replicator for `peer`, on this queue, from
-    /// its current status (when the peer is configured) until the observation is cancelled. A
-    /// replicator replaced by a config change goes on being observed under the same peer.
+    /// Tells `observer` of every status change of the `default` replicator for `peer`, on this
+    /// queue, from its current status (when the peer shares it) until the observation is
+    /// cancelled. A replicator replaced by a config change goes on being observed under the same peer.
     func observeStatus(of peer: String, _ observer: @escaping @Sendable (PeerStatus) -> Void) -> ReplicationStatusObservation {
         let observation = ReplicationStatusObservation { [weak self] key in
             guard let self else { return }
@@ -307,23 +417,9 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         let key = ObjectIdentifier(observation)
         queue.async { [self] in
             statusObservers[key] = (peer, observer)
-            if let current = peers[peer]?.replicator.status { observer(current) }
+            if let current = peers[peer]?.databases[.default]?.replicator.status { observer(current) }
         }
         return observation
-    }
-
-    func accept(inbound transport: any MessageTransport, from nodeID: String, connection: SimultaneousConnect.Connection) {
-        queue.async { [self] in
-            guard let peer = peers[nodeID] else { return transport.close(.localClosed) }
-            if peer.replicator.status.connected, let current = peer.connection,
-                SimultaneousConnect.keep(current, connection) == .first
-            {
-                logger.debug("keeping the existing connection to \(nodeID); closing the new one")
-                return transport.close(.localClosed)
-            }
-            peers[nodeID]?.connection = connection
-            peer.replicator.accept(transport)
-        }
     }
 
     /// SIGTERM: every replicator drains its session — no new batches in either direction, the
@@ -336,14 +432,47 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             shuttingDown = true
             let group = DispatchGroup()
             for id in peers.keys.sorted() {
-                group.enter()
-                peers[id]?.replicator.stopGracefully(timeoutSeconds: AgentLimits.shutdownDrainSeconds) { group.leave() }
+                for name in peers[id]!.databases.keys.sorted() {
+                    group.enter()
+                    peers[id]?.databases[name]?.replicator.stopGracefully(timeoutSeconds: AgentLimits.shutdownDrainSeconds) { group.leave() }
+                }
             }
             group.notify(queue: queue) { [self] in
+                for peer in peers.values { peer.link.stop() }
                 peers = [:]
                 queue.asyncAfter(deadline: .now() + AgentLimits.closeFlushSeconds) { completion() }
             }
         }
+    }
+}
+
+/// The syncs of one peer's databases, reported as one outcome when the last has finished: the
+/// first failure, or the counts added up. Used on the engine's queue only.
+private final class SyncGroup: @unchecked Sendable {
+    private var remaining: Int
+    private var outcome = SyncOutcome(completed: 0)
+    private var failure: ReplicationFailure?
+    private let completion: @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void
+
+    init(count: Int, completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void) {
+        remaining = count
+        self.completion = completion
+    }
+
+    func finished(_ result: Result<SyncOutcome, ReplicationFailure>) {
+        switch result {
+        case .success(let done):
+            outcome.completed += done.completed
+            outcome.rejected += done.rejected
+            outcome.lastRejection = done.lastRejection ?? outcome.lastRejection
+            outcome.refusedByPeer += done.refusedByPeer
+            outcome.lastRefusedByPeer = done.lastRefusedByPeer ?? outcome.lastRefusedByPeer
+        case .failure(let error):
+            failure = failure ?? error
+        }
+        remaining -= 1
+        guard remaining == 0 else { return }
+        completion(failure.map { .failure($0) } ?? .success(outcome))
     }
 }
 

@@ -34,7 +34,7 @@ final class InboundPeers: PeerEventSink, @unchecked Sendable {
     func peerConnected(nodeID: String, transport: ChannelTransport) {
         // `peer.connected` is emitted by the replication engine once the session is up, for
         // inbound and outbound connections alike.
-        queue.async { [self] in replication.accept(inbound: transport, from: nodeID, connection: transport.identity) }
+        queue.async { [self] in replication.accept(inbound: transport, role: transport.role, from: nodeID, connection: transport.identity) }
     }
 }
 

@@ -178,14 +178,15 @@ final class PeerConnectionManager: @unchecked Sendable {
 
 /// The replication engine's dialer for one peer: TCP connect plus handshake, each call one attempt
 /// (the engine retries with backoff).
-final class TCPPeerDialer: CanopyReplication.PeerDialer, @unchecked Sendable {
+final class TCPPeerDialer: ConnectionDialer, @unchecked Sendable {
     private let manager: PeerConnectionManager
     private let address: HostPort
     private let nodeID: NodeID
     private let adopt: @Sendable (ChannelTransport) -> Bool
 
     /// `adopt` runs on the engine's queue when a connection is ready; false means the engine
-    /// already took the transport another way (simultaneous connect), so the dial reports none.
+    /// keeps the connection it has (simultaneous connect) and closed this one, so the dial
+    /// reports none.
     init(manager: PeerConnectionManager, address: HostPort, nodeID: NodeID, adopt: @escaping @Sendable (ChannelTransport) -> Bool) {
         self.manager = manager
         self.address = address
@@ -193,7 +194,7 @@ final class TCPPeerDialer: CanopyReplication.PeerDialer, @unchecked Sendable {
         self.adopt = adopt
     }
 
-    func dial(_ completion: @escaping @Sendable (Result<any MessageTransport, ReplicationError>) -> Void) {
+    func dial(_ completion: @escaping @Sendable (Result<any ConnectionTransport, ReplicationError>) -> Void) {
         let adopt = self.adopt
         manager.dial(address, expected: nodeID) { result in
             switch result {
@@ -201,7 +202,7 @@ final class TCPPeerDialer: CanopyReplication.PeerDialer, @unchecked Sendable {
                 if adopt(transport) {
                     completion(.success(transport))
                 } else {
-                    completion(.failure(.disconnected("simultaneous connect: the session moved to this connection")))
+                    completion(.failure(.disconnected("simultaneous connect: the connection already open is kept")))
                 }
             case .failure(let error):
                 completion(.failure(error))

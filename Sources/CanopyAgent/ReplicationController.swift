@@ -1,6 +1,7 @@
 import CanopyCore
 import CanopyCrypto
 import CanopyReplication
+import CanopyWire
 
 /// Per-peer replication status as `status` and `peers` report it.
 public struct PeerReplicationStatus: Sendable, Equatable {
@@ -28,6 +29,8 @@ public struct PeerReplicationStatus: Sendable, Equatable {
     public var refusedByPeer: Int64 = 0
     /// The last of those: the document and the peer's reason.
     public var lastRefusedByPeer: String?
+    /// Each database replicated with the peer (the fields above are the `default` database's).
+    public var databases: [PeerDatabaseStatus] = []
 
     /// Creates a status.
     public init(
@@ -43,6 +46,37 @@ public struct PeerReplicationStatus: Sendable, Equatable {
         self.pendingCount = pendingCount
         self.progress = progress
         self.lastError = lastError
+    }
+}
+
+/// One database's replication with a peer, as `peers` shows it under the peer's row.
+public struct PeerDatabaseStatus: Sendable, Equatable {
+    /// The database.
+    public var database: DatabaseName
+    /// What the peer may do to this node's copy (`read`, `write`, `read-write`).
+    public var access: ShareAccess
+    /// Only ids with this prefix, when set.
+    public var prefix: String?
+    /// The replicator's state for this database.
+    public var state: ReplicatorState
+    /// The sequences the peer confirmed and this node stored, as in the peer's row.
+    public var lastPushedSequence: Int64?
+    public var lastPulledSequence: Int64?
+    /// Documents refused from the peer in this database since the agent started, and the last.
+    public var rejected: Int64 = 0
+    public var lastRejection: String?
+    /// Documents of this database the peer refused since the agent started, and the last.
+    public var refusedByPeer: Int64 = 0
+    public var lastRefusedByPeer: String?
+    /// Why the last channel for this database ended badly (the peer refused it, say).
+    public var lastError: String?
+
+    /// Creates a row.
+    public init(database: DatabaseName, access: ShareAccess, prefix: String?, state: ReplicatorState) {
+        self.database = database
+        self.access = access
+        self.prefix = prefix
+        self.state = state
     }
 }
 
@@ -91,15 +125,16 @@ public protocol ReplicationEventSink: AnyObject, Sendable {
     /// sink should keep unrendered until someone reads them).
     func emit(batch: [AgentEvent.Content])
 
-    /// Records a replication batch's document events concerning the peer `nodeID`, in order,
-    /// as the engine reported them (one array for the whole batch: the sink should keep it).
-    func emit(documentEvents: [DocumentEvent], peer nodeID: String)
+    /// Records a replication batch's document events of `database` concerning the peer
+    /// `nodeID`, in order, as the engine reported them (one array for the whole batch: the sink
+    /// should keep it).
+    func emit(documentEvents: [DocumentEvent], peer nodeID: String, database: DatabaseName)
 }
 
 extension ReplicationEventSink {
     /// One by one, rendered at once, for sinks with nothing better to do.
-    public func emit(documentEvents: [DocumentEvent], peer nodeID: String) {
-        emit(batch: documentEvents.map { .document(nodeID: nodeID, event: $0) })
+    public func emit(documentEvents: [DocumentEvent], peer nodeID: String, database: DatabaseName) {
+        emit(batch: documentEvents.map { .document(nodeID: nodeID, event: $0, database: database) })
     }
 
     public func emit(batch: [AgentEvent.Content]) {
@@ -113,7 +148,7 @@ extension ReplicationEventSink {
 ///
 /// All methods may be called from any queue and must not block; completions and callbacks may be
 /// called on any queue.
-public protocol ReplicationController: AnyObject, Sendable {
+package protocol ReplicationController: AnyObject, Sendable {
     /// The status of every configured or connected peer, sorted by node id.
     func statuses(_ completion: @escaping @Sendable ([PeerReplicationStatus]) -> Void)
 
@@ -131,7 +166,8 @@ public protocol ReplicationController: AnyObject, Sendable {
     /// An allowed peer dialled us and authenticated. The engine takes the transport over (or
     /// closes it: when a connection to that peer is already up, the simultaneous-connect rule of
     /// Protocol/replication-v1.md §4.7 decides which one survives, from `connection`).
-    func accept(inbound transport: any MessageTransport, from nodeID: String, connection: SimultaneousConnect.Connection)
+    func accept(inbound transport: any ConnectionTransport, role: MultiplexStateMachine.Role, from nodeID: String,
+                connection: SimultaneousConnect.Connection)
 
     /// Finish the batch in flight, write checkpoints, close transports; then call `completion`.
     func shutdown(_ completion: @escaping @Sendable () -> Void)

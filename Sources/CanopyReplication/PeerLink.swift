@@ -89,11 +89,13 @@ package final class PeerLink: @unchecked Sendable {
         scheduler.assertOnContext()
         guard !stopped else { return connection.close(.localClosed) }
         let previous = mux
+        let created = WeakMux()
         let mux = ChannelMux(
             connection: connection, role: role, nodeID: connectionID, scheduler: scheduler,
             heartbeatIntervalSeconds: heartbeatIntervalSeconds, logger: logger,
             onAttach: { [weak self] database in self?.answer(database) ?? .refuse(code: .goingAway, message: "stopping") },
-            onClosed: { [weak self, weak mux = self.mux] reason in self?.closed(reason, mux) })
+            onClosed: { [weak self] reason in self?.closed(reason, created.mux) })
+        created.mux = mux
         self.mux = mux
         previous?.close(code: .normal, reason: "replaced by a newer connection")
         mux.start()
@@ -101,7 +103,7 @@ package final class PeerLink: @unchecked Sendable {
         let requests = waiting
         waiting = []
         for (database, completion) in requests { open(database, completion) }
-        for replicator in replicators.values { replicator.connectNow() }
+        for database in replicators.keys.sorted() { replicators[database]?.connectNow() }
     }
 
     /// Closes the connection; requests for channels fail from now on.
@@ -158,10 +160,15 @@ package final class PeerLink: @unchecked Sendable {
 
     /// A connection ended (the one open, or one already replaced).
     private func closed(_ reason: TransportCloseReason, _ ended: ChannelMux?) {
-        guard ended == nil || ended === mux else { return }
+        guard let ended, ended === mux else { return }
         mux = nil
         onConnection(false, reason)
     }
+}
+
+/// The mux a link made, for its close callback to say which connection ended.
+private final class WeakMux: @unchecked Sendable {
+    weak var mux: ChannelMux?
 }
 
 /// A replicator's dialer that asks its link for a channel.

@@ -15,9 +15,19 @@ public enum MessageFragmenter {
     /// (every message but an unusually large `revisions`) is encoded once, straight after its
     /// flags byte, and not copied again.
     public static func plaintexts(encoding message: Message, fragmentBytesMax: Int = WireLimits.fragmentBytesMax) -> [[UInt8]] {
+        plaintexts(fragmentBytesMax: fragmentBytesMax) { message.encode(into: &$0) }
+    }
+
+    /// The frame plaintexts carrying a message of a version-2 connection, encoded as `encoding`
+    /// does it (a `channel` writes its envelope and its session's message in place).
+    package static func plaintexts(encoding message: ConnectionMessage, fragmentBytesMax: Int = WireLimits.fragmentBytesMax) -> [[UInt8]] {
+        plaintexts(fragmentBytesMax: fragmentBytesMax) { message.encode(into: &$0) }
+    }
+
+    private static func plaintexts(fragmentBytesMax: Int, _ encode: (inout ByteWriter) -> Void) -> [[UInt8]] {
         var writer = ByteWriter(capacity: 64)
         writer.writeByte(0)  // the flags of a last (here: only) fragment
-        message.encode(into: &writer)
+        encode(&writer)
         guard writer.bytes.count - 1 > fragmentBytesMax else { return [writer.bytes] }
         return plaintexts(of: Array(writer.bytes.dropFirst()), fragmentBytesMax: fragmentBytesMax)
     }

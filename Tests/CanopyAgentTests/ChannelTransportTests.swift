@@ -14,16 +14,16 @@ import Glibc
 /// Collects a transport's events and lets a test wait for them (bounded, never a bare sleep).
 private final class EventLog: @unchecked Sendable {
     private let lock = NSLock()
-    private var events: [TransportEvent] = []
+    private var events: [ConnectionEvent] = []
     private let arrived = DispatchSemaphore(value: 0)
 
-    func append(_ event: TransportEvent) {
+    func append(_ event: ConnectionEvent) {
         lock.withLock { events.append(event) }
         arrived.signal()
     }
 
     /// Waits for the next event (at most 30 s).
-    func next() -> TransportEvent? {
+    func next() -> ConnectionEvent? {
         guard arrived.wait(timeout: .now() + 30) == .success else { return nil }
         return lock.withLock { events.removeFirst() }
     }
@@ -83,15 +83,15 @@ struct ChannelTransportTests {
         receiver.start { log.append($0) }
         sender.start { _ in }
         let big = [UInt8](repeating: UInt8(ascii: "x"), count: 3 * WireLimits.fragmentBytesMax + 17)
-        let messages: [Message] = [
+        let messages: [ConnectionMessage] = [
             .heartbeat,
-            .revisions(Revisions(requestID: 7, final: true, revisions: [RevisionTransfer(ancestry: [], knownAncestorTail: 0, body: big)])),
+            .channel(1, .revisions(Revisions(requestID: 7, final: true, revisions: [RevisionTransfer(ancestry: [], knownAncestorTail: 0, body: big)]))),
             .heartbeatEcho,
         ]
         for message in messages { sender.send(message) }
         for message in messages {
             guard case .message(let received)? = log.next() else {
-                Issue.record("expected \(message.type)")
+                Issue.record("expected \(message.name)")
                 return
             }
             #expect(received == message)

@@ -51,18 +51,20 @@ struct EventRingTests {
         let revision = RevisionID(generation: 3, digestHigh: 0x0123_4567_89AB_CDEF, digestLow: 42)
         var ring = EventRing(capacity: 4)
         ring.append(.document(nodeID: "NODE", event: DocumentEvent(kind: .pulled, documentID: "doc-1", revision: revision)), time: 7)
-        ring.append(.document(nodeID: "NODE", event: DocumentEvent(kind: .rejected, documentID: "doc-2", detail: "bad hash")), time: 8)
+        let notes = DatabaseName(validating: "notes")!
+        ring.append(.document(nodeID: "NODE", event: DocumentEvent(kind: .rejected, documentID: "doc-2", detail: "bad hash"), database: notes), time: 8)
         let events = ring.events(after: 0).events
         #expect(events.map(\.type) == ["document.changed", "document.rejected"])
         #expect(events[0].data == [
             "node_id": .string("NODE"), "doc": .string("doc-1"), "rev": .string(revision.description), "origin": .string("peer"),
+            "db": .string("default"),
         ])
-        #expect(events[1].data == ["node_id": .string("NODE"), "doc": .string("doc-2"), "reason": .string("bad hash")])
+        #expect(events[1].data == ["node_id": .string("NODE"), "doc": .string("doc-2"), "reason": .string("bad hash"), "db": .string("notes")])
         #expect(events[0] == AgentEvent(sequence: 1, type: "document.changed", time: 7, data: events[0].data))
         #expect(events[0] != AgentEvent(sequence: 1, type: "document.rejected", time: 7, data: events[0].data))
         #expect(events[1].json == .object([
             "seq": .int(2), "type": .string("document.rejected"), "time": .double(8),
-            "data": .object(["node_id": .string("NODE"), "doc": .string("doc-2"), "reason": .string("bad hash")]),
+            "data": .object(["node_id": .string("NODE"), "doc": .string("doc-2"), "reason": .string("bad hash"), "db": .string("notes")]),
         ]))
     }
 

@@ -184,6 +184,16 @@ extension AdminConformanceScenarios {
         #expect(share["shared_with"] == .object(["node_id": .string(b.nodeID), "access": .string("read"), "prefix": .string("pub:")]), "\(share)")
         let whileShared = try admin.request("db.list")["databases"]?.arrayValue?.last?.objectValue
         #expect(whileShared?["shared_with"] == .array([share["shared_with"]!]), "\(String(describing: whileShared))")
+        // A now asks B for team/notes, which B does not have: B lists the offer until dismissed.
+        let onB = try client(b)
+        var offer: [String: JSONValue]?
+        try poll("B to list A's offer of team/notes") {
+            offer = try onB.request("db.pending")["pending"]?.arrayValue?.first?.objectValue
+            return offer != nil
+        }
+        #expect(offer?["db"] == .string("team/notes") && offer?["node_id"] == .string(a.nodeID) && offer?["exists"] == .bool(false), "\(String(describing: offer))")
+        #expect(try onB.request("db.dismiss", ["db": .string("team/notes"), "node_id": .string(a.nodeID)])["db"] == .string("team/notes"))
+        #expect(errorCode(of: try onB.request("db.dismiss", ["db": .string("team/notes"), "node_id": .string(a.nodeID)])) == "not_found")
         #expect(errorCode(of: try admin.request("share", ["db": .string("team/notes"), "node_id": .string(c.nodeID), "access": .string("read")])) == "not_found")
         #expect(try admin.request("unshare", ["db": .string("team/notes"), "node_id": .string(b.nodeID)])["db"] == .string("team/notes"))
         #expect(errorCode(of: try admin.request("unshare", ["db": .string("team/notes"), "node_id": .string(b.nodeID)])) == "not_found")
