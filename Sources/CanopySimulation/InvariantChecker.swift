@@ -224,15 +224,16 @@ struct InvariantChecker {
         }
         return nil
     }
+}
 
-    private func allChanges(_ store: DocumentStore) throws -> [Change] {
-        var all: [Change] = []
-        var since: Int64 = 0
-        while true {
-            let page = try store.changesPage(since: since, limit: 1000)
-            all += page.changes
-            guard let last = page.lastSequence else { return all }
-            since = last
-        }
+/// Every document's latest change in `store`, read page by page as an application would.
+func allChanges(_ store: DocumentStore) throws -> [Change] {
+    var all: [Change] = []
+    var since: Int64 = 0
+    while true {
+        let page = try store.changesPage(since: since, limit: 1000)
+        all += page.changes
+        guard let last = page.lastSequence else { return all }
+        since = last
     }
 }

@@ -3,7 +3,17 @@ import CanopyReplication
 import CanopyWire
 import DequeModule
 
-/// One simulated connection between two nodes: a pair of `MessageTransport` ends.
+/// What a `SimulatedLink` hands to one of its ends: the bytes of a message that arrived in
+/// order, or the connection's end. An end decodes the bytes with its protocol's codec.
+protocol SimulatedLinkEnd: AnyObject, Sendable {
+    /// A message's wire bytes arrived.
+    func receive(_ bytes: [UInt8])
+    /// The connection closed; nothing follows.
+    func receiveClosed(_ reason: TransportCloseReason)
+}
+
+/// One simulated connection between two nodes: a pair of `MessageTransport` ends (protocol
+/// version 1, `makeEnds`) or of `ConnectionTransport` ends (version 2, `makeConnectionEnds`).
 ///
 /// Data model, per direction (0: dialler → listener, 1: listener → dialler):
 ///
@@ -19,7 +29,7 @@ import DequeModule
 /// delivery.
 final class SimulatedLink: @unchecked Sendable {
     /// One end of the link.
-    final class End: MessageTransport, @unchecked Sendable {
+    final class End: MessageTransport, SimulatedLinkEnd, @unchecked Sendable {
         /// Strong: the session owns its end, the end keeps the link (the link holds its ends weakly).
         let link: SimulatedLink
         let side: Int
@@ -40,14 +50,26 @@ final class SimulatedLink: @unchecked Sendable {
         }
 
         func send(_ message: Message) {
-            guard !closed else { return }
-            link.send(message, from: side)
+            guard !closed, !link.isSevered else { return }
+            let bytes = message.encoded()
+            link.network.noteSent(message, bytes: bytes.count, from: link.node(side), to: link.node(1 - side))
+            link.send(bytes, isRevisions: message.type == .revisions, label: "\(message.type)", from: side)
         }
 
         func close(_ reason: TransportCloseReason) {
             guard !closed else { return }
             link.close(from: side, reason: reason)
         }
+
+        func receive(_ bytes: [UInt8]) {
+            do {
+                deliver(.message(try Message.decode(bytes)))
+            } catch {
+                deliver(.closed(.protocolViolation("undecodable message: \(error)")))
+            }
+        }
+
+        func receiveClosed(_ reason: TransportCloseReason) { deliver(.closed(reason)) }
 
         /// Hands an event to the session; after `.closed` nothing more is delivered.
         func deliver(_ event: TransportEvent) {
@@ -76,14 +98,14 @@ final class SimulatedLink: @unchecked Sendable {
         var flushScheduled = false
     }
 
-    private unowned let network: SimulatedNetwork
+    unowned let network: SimulatedNetwork
     /// The node indices: `nodes.0` dialled `nodes.1`.
     let nodes: (Int, Int)
     /// What both ends know of the connection after the handshake (initiator, responder and
     /// transcript hash), for the simultaneous-connect rule.
     let connection: SimultaneousConnect.Connection
-    private weak var end0: End?
-    private weak var end1: End?
+    private weak var end0: (any SimulatedLinkEnd)?
+    private weak var end1: (any SimulatedLinkEnd)?
     private var directions = [Direction(), Direction()]
     private(set) var isSevered = false
 
@@ -101,18 +123,27 @@ final class SimulatedLink: @unchecked Sendable {
         return ends
     }
 
-    private func end(_ side: Int) -> End? { side == 0 ? end0 : end1 }
-    private func node(_ side: Int) -> Int { side == 0 ? nodes.0 : nodes.1 }
+    /// Makes two ends that speak protocol version 2 (`ConnectionTransport`).
+    func makeConnectionEnds() -> (SimulatedConnectionEnd, SimulatedConnectionEnd) {
+        let ends = (SimulatedConnectionEnd(link: self, side: 0), SimulatedConnectionEnd(link: self, side: 1))
+        end0 = ends.0
+        end1 = ends.1
+        return ends
+    }
+
+    private func end(_ side: Int) -> (any SimulatedLinkEnd)? { side == 0 ? end0 : end1 }
+    func node(_ side: Int) -> Int { side == 0 ? nodes.0 : nodes.1 }
 
     // MARK: Sending
 
-    fileprivate func send(_ message: Message, from side: Int) {
+    /// Carries a message's `bytes` (counted by the caller) from `side`, with the network's
+    /// in-connection faults; `isRevisions` exposes it to a reset mid-batch, `label` names it in
+    /// fault records.
+    func send(_ bytes: [UInt8], isRevisions: Bool, label: String, from side: Int) {
         guard !isSevered else { return }
-        let bytes = message.encoded()
         let (from, to) = (node(side), node(1 - side))
-        network.noteSent(message, bytes: bytes.count, from: from, to: to)
         let rates = network.rates
-        if message.type == .revisions, rates.resetDuringRevisions > 0, network.random.nextUnit() < rates.resetDuringRevisions {
+        if isRevisions, rates.resetDuringRevisions > 0, network.random.nextUnit() < rates.resetDuringRevisions {
             network.count(fault: "resetMidBatch", "n\(from)->n\(to)")
             reset(reason: "connection reset mid-batch")
             return
@@ -125,20 +156,20 @@ final class SimulatedLink: @unchecked Sendable {
         }
         switch network.random.next() % 3 {
         case 0:
-            network.count(fault: "loss", "n\(from)->n\(to) \(message.type)")
+            network.count(fault: "loss", "n\(from)->n\(to) \(label)")
         case 1:
-            network.count(fault: "duplicate", "n\(from)->n\(to) \(message.type)")
+            network.count(fault: "duplicate", "n\(from)->n\(to) \(label)")
             enqueue(.message(bytes), sequence: sequence, direction: side)
             enqueue(.message(bytes), sequence: sequence, direction: side)
         default:
-            network.count(fault: "reorder", "n\(from)->n\(to) \(message.type)")
+            network.count(fault: "reorder", "n\(from)->n\(to) \(label)")
             enqueue(.message(bytes), sequence: sequence, direction: side)
             swapLastTwo(direction: side)
         }
     }
 
-    fileprivate func close(from side: Int, reason: TransportCloseReason) {
-        end(side)?.deliver(.closed(reason == .localClosed ? .localClosed : reason))
+    func close(from side: Int, reason: TransportCloseReason) {
+        end(side)?.receiveClosed(reason == .localClosed ? .localClosed : reason)
         guard !isSevered else { return }
         let sequence = directions[side].nextSequence
         directions[side].nextSequence += 1
@@ -199,7 +230,7 @@ final class SimulatedLink: @unchecked Sendable {
         let receiver = end(1 - side)
         guard item.sequence == directions[side].expected else {
             let detail = "decryption failed: frame \(item.sequence), expected \(directions[side].expected)"
-            receiver?.deliver(.closed(.failed(detail)))
+            receiver?.receiveClosed(.failed(detail))
             // The receiver drops the TCP connection; the sender sees it after one delay.
             sever(notifying: side, reason: "connection closed by peer after a decryption failure")
             return
@@ -207,13 +238,9 @@ final class SimulatedLink: @unchecked Sendable {
         directions[side].expected += 1
         switch item.payload {
         case .message(let bytes):
-            do {
-                receiver?.deliver(.message(try Message.decode(bytes)))
-            } catch {
-                receiver?.deliver(.closed(.protocolViolation("undecodable message: \(error)")))
-            }
+            receiver?.receive(bytes)
         case .close(let reason):
-            receiver?.deliver(.closed(reason == .localClosed ? .peerClosed : .failed("peer closed: \(reason)")))
+            receiver?.receiveClosed(reason == .localClosed ? .peerClosed : .failed("peer closed: \(reason)"))
             // Both ends are closed now: the closer at once, the receiver just now.
             isSevered = true
         }
@@ -225,7 +252,7 @@ final class SimulatedLink: @unchecked Sendable {
         isSevered = true
         let other = end(side)
         network.schedulers[node(side)].schedule(after: network.latencySeconds) {
-            other?.deliver(.closed(.failed(reason)))
+            other?.receiveClosed(.failed(reason))
         }
     }
 
@@ -235,7 +262,7 @@ final class SimulatedLink: @unchecked Sendable {
         isSevered = true
         for side in 0..<2 {
             let receiver = end(side)
-            network.schedulers[node(side)].execute { receiver?.deliver(.closed(.failed(reason))) }
+            network.schedulers[node(side)].execute { receiver?.receiveClosed(.failed(reason)) }
         }
     }
 }

@@ -87,8 +87,12 @@ public final class SimulatedNetwork: @unchecked Sendable {
         clogUntil = Array(repeating: Array(repeating: 0, count: nodeCount), count: nodeCount)
     }
 
+    /// Messages of protocol version 2's connection layer sent (hello, heartbeats, attach,
+    /// detach, close: everything but a channel's messages, which `messagesByType` counts).
+    public private(set) var connectionMessages = 0
+
     /// Total messages sent.
-    public var messagesSent: Int { messagesByType.values.reduce(0, +) }
+    public var messagesSent: Int { messagesByType.values.reduce(0, +) + connectionMessages }
 
     /// Counts a fault and records it in the trace.
     func count(fault name: String, _ detail: String) {
@@ -104,6 +108,15 @@ public final class SimulatedNetwork: @unchecked Sendable {
     /// handshake's `T4`: unique per connection, known to both ends, chosen by neither).
     func dial(from: Int, to: Int, accept: @escaping @Sendable (SimulatedLink.End) -> Void,
               completion: @escaping @Sendable (Result<SimulatedLink.End, ReplicationError>) -> Void) {
+        dial(from: from, to: to, ends: { $0.makeEnds() }, accept: accept, completion: completion)
+    }
+
+    /// Opens a connection as `dial(from:to:accept:completion:)` does, with the ends `ends`
+    /// makes (version 1 or version 2 transports).
+    func dial<End: AnyObject & Sendable>(
+        from: Int, to: Int, ends: (SimulatedLink) -> (End, End), accept: @escaping @Sendable (End) -> Void,
+        completion: @escaping @Sendable (Result<End, ReplicationError>) -> Void
+    ) {
         let dialer = schedulers[from]
         if blocked[from][to] || blocked[to][from] {
             count(fault: "dialTimeout", "n\(from)->n\(to)")
@@ -121,13 +134,46 @@ public final class SimulatedNetwork: @unchecked Sendable {
         let link = SimulatedLink(network: self, nodes: (from, to), connection: connection)
         links.removeAll { $0.isSevered }
         links.append(link)
-        let (dialled, listening) = link.makeEnds()
+        let (dialled, listening) = ends(link)
         trace.record("connect n\(from)->n\(to)")
         schedulers[to].schedule(after: 2 * latencySeconds) { accept(listening) }
         dialer.schedule(after: 3 * latencySeconds) { completion(.success(dialled)) }
     }
 
     // MARK: Node and link faults
+
+    /// The faults of a link between two neighbours.
+    enum LinkFault: CaseIterable {
+        /// Both ways, for 1–20 s.
+        case partition
+        /// One way, for 1–20 s.
+        case oneWayPartition
+        /// One direction holds its traffic for 1–8 s.
+        case clog
+        /// A random open connection resets.
+        case reset
+    }
+
+    /// Injects `fault` on the link from `from` to `to`, lasting `fraction` of the fault's range.
+    func inject(_ fault: LinkFault, from: Int, to: Int, fraction: Double) {
+        switch fault {
+        case .partition, .oneWayPartition:
+            let seconds = 1 + 19 * fraction
+            count(fault: fault == .partition ? "partition" : "oneWayPartition", "n\(from)-n\(to) \(Int(seconds))s")
+            partition(from: from, to: to)
+            if fault == .partition { partition(from: to, to: from) }
+            base.schedule(after: seconds) { [weak self] in
+                self?.unpartition(from: from, to: to)
+                if fault == .partition { self?.unpartition(from: to, to: from) }
+            }
+        case .clog:
+            let seconds = 1 + 7 * fraction
+            count(fault: "clog", "n\(from)->n\(to) \(Int(seconds))s")
+            clog(from: from, to: to, seconds: seconds)
+        case .reset:
+            resetRandomLink()
+        }
+    }
 
     /// Takes `node` down: every connection it had resets (its peers see the reset), and dials
     /// to it are refused until `bringUp`.
@@ -198,9 +244,22 @@ public final class SimulatedNetwork: @unchecked Sendable {
         if !stalled.contains(where: { $0.0 === link && $0.1 == direction }) { stalled.append((link, direction)) }
     }
 
+    /// Counts a sent message of protocol version 2 and records it in the trace: a channel's
+    /// message as `noteSent(_:bytes:from:to:)` does, with its channel; the connection's own
+    /// messages by name.
+    func noteSent(_ message: ConnectionMessage, bytes: Int, from: Int, to: Int) {
+        guard case .channel(let channel, let inner) = message else {
+            connectionMessages += 1
+            bytesSent += bytes
+            trace.record("send n\(from)->n\(to) \(message.name) \(bytes)B")
+            return
+        }
+        noteSent(inner, bytes: bytes, from: from, to: to, channel: " ch\(channel)")
+    }
+
     /// Counts a sent message and records it in the trace (type and size are hashed; for the
     /// traced document, a `changes` entry's sequence and leaves are shown too).
-    func noteSent(_ message: Message, bytes: Int, from: Int, to: Int) {
+    func noteSent(_ message: Message, bytes: Int, from: Int, to: Int, channel: String = "") {
         messagesByType[message.type, default: 0] += 1
         bytesSent += bytes
         var documents: [String] = []
@@ -212,6 +271,6 @@ public final class SimulatedNetwork: @unchecked Sendable {
                 detail = " \(traced) seq \(entry.sequence) leaves \(entry.revisions.map { "\($0.id)" }.joined(separator: ","))"
             }
         }
-        trace.record("send n\(from)->n\(to) \(message.type) \(bytes)B", documents: documents, detail: detail)
+        trace.record("send n\(from)->n\(to)\(channel) \(message.type) \(bytes)B", documents: documents, detail: detail)
     }
 }

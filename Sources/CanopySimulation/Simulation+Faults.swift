@@ -51,21 +51,10 @@ extension Simulation {
     private func inject(_ fault: Fault, from: Int, to: Int, node: Int, permille: Double) {
         let fraction = permille / 1000
         switch fault {
-        case .partition, .oneWayPartition:
-            let seconds = 1 + 19 * fraction
-            network.count(fault: fault == .partition ? "partition" : "oneWayPartition", "n\(from)-n\(to) \(Int(seconds))s")
-            network.partition(from: from, to: to)
-            if fault == .partition { network.partition(from: to, to: from) }
-            scheduler.schedule(after: seconds) { [weak self] in
-                self?.network.unpartition(from: from, to: to)
-                if fault == .partition { self?.network.unpartition(from: to, to: from) }
-            }
-        case .clog:
-            let seconds = 1 + 7 * fraction
-            network.count(fault: "clog", "n\(from)->n\(to) \(Int(seconds))s")
-            network.clog(from: from, to: to, seconds: seconds)
-        case .reset:
-            network.resetRandomLink()
+        case .partition: network.inject(.partition, from: from, to: to, fraction: fraction)
+        case .oneWayPartition: network.inject(.oneWayPartition, from: from, to: to, fraction: fraction)
+        case .clog: network.inject(.clog, from: from, to: to, fraction: fraction)
+        case .reset: network.inject(.reset, from: from, to: to, fraction: fraction)
         case .crash, .pause, .ioError, .diskFull, .tornCommit:
             injectNodeFault(fault, node: node, fraction: fraction)
         }

@@ -259,17 +259,9 @@ public final class Simulation: @unchecked Sendable {
     /// Steps until every node's every session is open and idle, twice in a row with a second of
     /// virtual time between (so trailing messages land), or until `deadline`.
     func runUntilQuiescent(deadline: Double) -> Bool {
-        while scheduler.now < deadline {
-            scheduler.run(until: { self.isQuiescent }, deadline: deadline)
-            guard isQuiescent else { return false }
-            let idleAt = scheduler.now
-            scheduler.advance(by: 1)
-            if isQuiescent {
-                quiescentAt = idleAt
-                return true
-            }
-        }
-        return false
+        guard let idleAt = runToQuiescence(scheduler, deadline: deadline, { self.isQuiescent }) else { return false }
+        quiescentAt = idleAt
+        return true
     }
 
     /// Every node idle, and every resolver client registered with nothing under way.

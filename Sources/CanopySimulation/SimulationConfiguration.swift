@@ -124,6 +124,11 @@ public struct SimulationConfiguration: Sendable {
     /// failed commits, a full disk, a crash inside a commit).
     public var storageFaults = true
 
+    /// Databases per node: 1 runs `Simulation` (one database, `default`, shared read-write
+    /// between all neighbours); more runs `SharingSimulation` (databases `default`, `db1`, …
+    /// held and shared with mixed rights as the seed draws them, over one connection per pair).
+    public var databases = 1
+
     /// `changes` entries per batch (small batches exercise the in-flight window).
     public var batchSize: Int
     /// `changes` batches in flight.
@@ -166,6 +171,7 @@ public struct SimulationConfiguration: Sendable {
         var parts = ["swift run -c release canopy-sim --seed \(seed) --nodes \(nodes) --topology \(topology.rawValue)",
                      "--faults \(faults.rawValue) --policy \(policy.rawValue) --docs \(documents) --revs-limit \(revsLimit)",
                      "--batch-size \(batchSize) --window \(window) --seconds \(faultPhaseSeconds)"]
+        if databases > 1 { parts.append("--databases \(databases)") }
         if worker == .inline { parts.append("--inline-worker") }
         if !storageFaults { parts.append("--no-storage-faults") }
         if let traceDocument { parts.append("--trace \(traceDocument)") }

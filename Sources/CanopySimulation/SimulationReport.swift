@@ -8,6 +8,8 @@ public struct Violation: Sendable, Equatable, CustomStringConvertible {
         case checkpoint = "4 no checkpoint ahead of durable data"
         case conflicts = "5 conflicts settled (automatic) or kept (throwing resolver)"
         case determinism = "6 determinism (same seed, same trace)"
+        case readAccess = "7 no document reaches a node that may not read it (multi-database runs)"
+        case writeAccess = "8 no revision applied from a peer that may not write it (multi-database runs)"
     }
 
     /// Which invariant broke.
@@ -51,6 +53,10 @@ public struct SimulationReport: Sendable {
     /// offers sent, answers written and refused, offers timed out, connections ended, answers
     /// sent wrong and offers let time out on purpose, scans.
     public let resolvers: [String: Int]
+    /// What the shares did in a multi-database run, by name (empty otherwise): document events
+    /// by kind (`pulled`, `rejected`, …), attaches refused (`refusedAttach`), written revisions
+    /// kept from nodes holding their database by the shares (`withheld`), `databases`.
+    public var sharing: [String: Int] = [:]
     /// The trace hash (invariant 6 compares it between runs).
     public let traceHash: String
     /// The traced document's history, when one was asked for.
@@ -65,10 +71,11 @@ public struct SimulationReport: Sendable {
         let faultList = faults.keys.sorted().map { "\($0)=\(faults[$0]!)" }.joined(separator: " ")
         let raceList = races.keys.sorted().map { "\($0)=\(races[$0]!)" }.joined(separator: " ")
         let resolverList = resolvers.isEmpty ? "" : "resolver [" + resolvers.keys.sorted().map { "\($0)=\(resolvers[$0]!)" }.joined(separator: " ") + "], "
+        let sharingList = sharing.isEmpty ? "" : "sharing [" + sharing.keys.sorted().map { "\($0)=\(sharing[$0]!)" }.joined(separator: " ") + "], "
         return "seed \(c.seed) \(c.topology.rawValue)/\(c.nodes) \(c.policy.rawValue) faults=\(c.faults.rawValue) "
             + "revsLimit=\(c.revsLimit) batch=\(c.batchSize)x\(c.window): converged in \(SimulationTrace.format(convergeSeconds)) after heal, "
             + "\(writes) writes, \(messages) messages, \(bytes) bytes, "
-            + "\(String(format2: revisionsPerChange)) revisions/change, faults [\(faultList)], races [\(raceList)], \(resolverList)trace \(traceHash.prefix(16))"
+            + "\(String(format2: revisionsPerChange)) revisions/change, faults [\(faultList)], races [\(raceList)], \(resolverList)\(sharingList)trace \(traceHash.prefix(16))"
     }
 
     /// The failure text: seed, invariant, document, nodes and the command that reproduces it.

@@ -12,10 +12,9 @@ final class ConnectionPipe: @unchecked Sendable {
     final class End: ConnectionTransport, @unchecked Sendable {
         fileprivate weak var pipe: ConnectionPipe?
         fileprivate let side: Int
-        private var handler: (@Sendable (ConnectionEvent) -> Void)?
-        private var backlog: [ConnectionEvent] = []
+        private let inbox = TransportInbox<ConnectionEvent>()
         /// True once `.closed` was delivered here.
-        private(set) var isClosed = false
+        var isClosed: Bool { inbox.isClosed }
         /// Every message this end received, in order.
         private(set) var received: [ConnectionMessage] = []
 
@@ -23,12 +22,7 @@ final class ConnectionPipe: @unchecked Sendable {
             self.side = side
         }
 
-        func start(_ handler: @escaping @Sendable (ConnectionEvent) -> Void) {
-            self.handler = handler
-            let pending = backlog
-            backlog = []
-            for event in pending { handler(event) }
-        }
+        func start(_ handler: @escaping @Sendable (ConnectionEvent) -> Void) { inbox.start(handler) }
 
         func send(_ message: ConnectionMessage) {
             inject(message.encoded())
@@ -53,12 +47,13 @@ final class ConnectionPipe: @unchecked Sendable {
 
         fileprivate func deliver(_ event: ConnectionEvent) {
             guard !isClosed else { return }
+            var closes = false
             switch event {
-            case .closed: isClosed = true
+            case .closed: closes = true
             case .message(let message): received.append(message)
             case .violation: break
             }
-            if let handler { handler(event) } else { backlog.append(event) }
+            inbox.deliver(event, closes: closes)
         }
     }
 

@@ -35,6 +35,18 @@ struct Run: ParsableCommand {
     @Flag(name: .customLong("replay-check"), help: "Run every seed twice and compare the trace hashes (invariant 6).") var replayCheck = false
     @Flag(name: .customLong("inline-worker"), help: "Check and write received revisions inline instead of on the simulated concurrent worker.") var inlineWorker = false
     @Flag(name: .customLong("no-storage-faults"), help: "Inject no storage faults (failed commits, full disk, crash inside a commit).") var noStorageFaults = false
+    @Option(help: ArgumentHelp(
+        "Databases per node (default 1: one database, default, shared read-write with every neighbour).",
+        discussion: """
+            With 2 or more, every node holds default and some of db1, db2, … (drawn from the seed), one store each, \
+            and one connection per neighbour carries every database the two share (protocol version 2; the lower node \
+            index dials). What each node lets each neighbour do to each database is drawn from the seed: read, write or \
+            read-write, optionally only ids starting a- or b-, or not shared at all (the node refuses the attach). \
+            Faults: partitions, clogs, resets, pauses and in-connection faults (no crashes, no storage faults); \
+            policies other than merge run as automatic. Checked: no document reaches a node that may not read it \
+            (7), no revision stored from a peer that may not write it (8), and convergence along the ways documents \
+            may flow (1).
+            """)) var databases: Int = 1
 
     func validate() throws {
         guard (seed == nil) != (seeds == nil) else { throw ValidationError("give exactly one of --seed or --seeds") }
@@ -44,6 +56,20 @@ struct Run: ParsableCommand {
         if let batchSize, !(1...1000).contains(batchSize) { throw ValidationError("--batch-size must be 1–1000") }
         if let window, !(1...16).contains(window) { throw ValidationError("--window must be 1–16") }
         guard (1...10_000).contains(docs) else { throw ValidationError("--docs must be 1–10000") }
+        guard (1...16).contains(databases) else { throw ValidationError("--databases must be 1–16") }
+    }
+
+    /// One run: `Simulation` for one database, `SharingSimulation` for several.
+    static func run(_ configuration: SimulationConfiguration, quiet: Bool = false) throws -> SimulationReport {
+        let traced = quiet ? nil : configuration.traceDocument
+        guard configuration.databases == 1 else {
+            let simulation = try SharingSimulation(configuration)
+            if let traced { simulation.beforeChecks = { print(try $0.describeTrees(of: traced)) } }
+            return try simulation.run()
+        }
+        let simulation = try Simulation(configuration)
+        if let traced { simulation.beforeChecks = { print(try $0.describeTrees(of: traced)) } }
+        return try simulation.run()
     }
 
     static func parseRange(_ text: String) -> ClosedRange<UInt64>? {
@@ -61,13 +87,12 @@ struct Run: ParsableCommand {
                 faultPhaseSeconds: seconds, revsLimit: revsLimit, batchSize: batchSize, window: window, traceDocument: trace)
             if inlineWorker { configuration.worker = .inline }
             if noStorageFaults { configuration.storageFaults = false }
-            let simulation = try Simulation(configuration)
-            if let trace { simulation.beforeChecks = { print(try $0.describeTrees(of: trace)) } }
-            let report = try simulation.run()
+            configuration.databases = databases
+            let report = try Self.run(configuration)
             print(report.summary)
             var violations = report.violations.map(\.description)
             if replayCheck {
-                let again = try Simulation(configuration).run()
+                let again = try Self.run(configuration, quiet: true)
                 if again.traceHash != report.traceHash {
                     violations.append("invariant 6: the same seed gave trace \(again.traceHash.prefix(16)) on the second run")
                 }

@@ -1,0 +1,382 @@
+import CanopyCore
+import CanopyCrypto
+import CanopyReplication
+import CanopyStore
+import Foundation
+import Logging
+
+/// A revision a node's application wrote in one database of a multi-database run.
+public struct DatabaseWrite: Sendable, Equatable {
+    public let node: Int
+    public let database: DatabaseName
+    public let documentID: String
+    public let revision: RevisionID
+}
+
+/// One deterministic run of several databases with mixed rights (`SimulationConfiguration.databases`
+/// > 1): every node holds some of the databases (a store each) and one `PeerLink` per neighbour,
+/// which carries every database the two share over one connection of protocol version 2
+/// (`Protocol/replication-v2.md`) through the simulated network; the lower node index of an edge
+/// dials. Each (neighbour, database) the node shares (`ShareTable`, drawn from the seed) gets a
+/// continuous `PeerReplicator` configured from the share (`Share.replication`); a database the
+/// node does not share with that neighbour is refused when the neighbour attaches it.
+///
+///     setup      stores, links and replicators; the share table is recorded in the trace
+///     fault      `faultPhaseSeconds` of seeded writes (any database a node holds, ids `a-NNN`
+///                and `b-NNN`) and network faults: partitions, clogs, resets, pauses, and the
+///                links' in-connection faults
+///     heal       partitions and clogs end, paused nodes resume, links stop misbehaving
+///     settle     run until every replicator whose peer shares its database has an open, idle
+///                session (twice, a second apart)
+///     check      the access and convergence invariants (`SharingChecker`)
+///
+/// Randomness comes from streams derived from the seed, consumed in scheduler order, so a seed
+/// replays exactly (the trace hash). No node crashes in this mode.
+public final class SharingSimulation: @unchecked Sendable {
+    public let configuration: SimulationConfiguration
+    public let scheduler = SimulatedScheduler()
+    public let trace: SimulationTrace
+    public let network: SimulatedNetwork
+    public let edges: [Edge]
+    public let shares: ShareTable
+    public private(set) var writes: [DatabaseWrite] = []
+    /// Replaces the configuration of a node's replicator for a (peer, database) before it starts
+    /// (tests plant a node that replicates beyond its shares with it).
+    public var replicationOverride: ((_ node: Int, _ peer: Int, _ database: DatabaseName, ReplicationConfiguration) -> ReplicationConfiguration)?
+    /// Hook run after the run settled and before the checks (tests plant violations with it).
+    public var beforeChecks: ((SharingSimulation) throws -> Void)?
+    /// Each node's stores, by database.
+    public private(set) var stores: [[DatabaseName: DocumentStore]] = []
+    private var links: [[Int: PeerLink]] = []
+    /// `replicators[node][peer][database]`.
+    private var replicators: [[Int: [DatabaseName: PeerReplicator]]] = []
+    private let directory: URL
+    private let replication: ReplicationConfiguration
+    private let logger: Logger
+    private let engineRandom: SeededRandom
+    private let workerRandom: SeededRandom
+    private var workloadRandom: SplitMix64
+    private var faultRandom: SplitMix64
+    private let nodeIDs: [NodeID]
+    private var bodyNumber: Int64 = 0
+    let races = RaceCounters()
+    /// Access violations seen as they happened (invariant 8, from the replicators' events).
+    var accessViolations: [Violation] = []
+    /// What the run did that the access rules concern, by name.
+    var counts: [String: Int] = [:]
+
+    /// Sets up the nodes (files in a fresh temporary directory) without starting anything.
+    public init(_ configuration: SimulationConfiguration, logger: Logger = Simulation.quietLogger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        let seed = configuration.seed
+        let scheduler = self.scheduler
+        trace = SimulationTrace(document: configuration.traceDocument) { scheduler.now }
+        var topologyRandom = SplitMix64(seed: seed ^ 0x7070_0001)
+        edges = configuration.topology.edges(count: configuration.nodes, averageDegree: configuration.averageDegree, random: &topologyRandom)
+        shares = ShareTable(seed: seed, nodes: configuration.nodes, edges: edges, databases: configuration.databases)
+        var identityRandom = SplitMix64(seed: seed ^ 0x1D1D_0006)
+        func bytes(_ words: Int) -> [UInt8] {
+            var bytes: [UInt8] = []
+            for _ in 0..<words { withUnsafeBytes(of: identityRandom.next().bigEndian) { bytes.append(contentsOf: $0) } }
+            return bytes
+        }
+        nodeIDs = (0..<configuration.nodes).map { _ in NodeID(publicKey: bytes(4))! }
+        network = SimulatedNetwork(
+            nodeIDs: nodeIDs, base: scheduler, random: SeededRandom(seed: seed ^ 0x4E37_0002), trace: trace,
+            latencySeconds: configuration.latencySeconds, jitterSeconds: configuration.jitterSeconds, rates: configuration.faults.rates)
+        workloadRandom = SplitMix64(seed: seed ^ 0x3070_0003)
+        faultRandom = SplitMix64(seed: seed ^ 0xFA17_0004)
+        engineRandom = SeededRandom(seed: seed ^ 0xE461_0005)
+        workerRandom = SeededRandom(seed: seed ^ 0x3012_0007)
+        replication = ReplicationConfiguration(continuous: true, batchSize: configuration.batchSize, window: configuration.window)
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("canopy-sim-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let policy: ConflictPolicy = configuration.policy == .merge ? .custom(BuiltInResolver.mergeJSON) : .automatic
+        for line in shares.lines { trace.record(line) }
+        for node in 0..<configuration.nodes {
+            var nodeStores: [DatabaseName: DocumentStore] = [:]
+            for database in shares.holdings[node] {
+                let id = bytes(2).withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+                let storeConfiguration = DocumentStore.Configuration(
+                    revsLimit: configuration.revsLimit, conflictPolicy: policy, logger: logger, databaseID: id)
+                nodeStores[database] = try DocumentStore(
+                    path: directory.appendingPathComponent("n\(node)-\(database.text).sqlite").path, configuration: storeConfiguration)
+                trace.record("n\(node) database \(database) \(id)")
+            }
+            stores.append(nodeStores)
+        }
+    }
+
+    deinit {
+        for scheduler in network.schedulers { scheduler.crash() }
+        scheduler.removeAll()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// The neighbours of `node`, sorted.
+    public func peers(of node: Int) -> [Int] {
+        edges.compactMap { $0.a == node ? $0.b : ($0.b == node ? $0.a : nil) }.sorted()
+    }
+
+    // MARK: Setup
+
+    /// Makes every node's links and replicators and starts them.
+    public func start() {
+        links = Array(repeating: [:], count: configuration.nodes)
+        replicators = Array(repeating: [:], count: configuration.nodes)
+        for node in 0..<configuration.nodes {
+            for peer in peers(of: node) { makeLink(node, peer) }
+        }
+        for node in 0..<configuration.nodes {
+            for peer in peers(of: node) {
+                for database in shares.shared(node, with: peer) { replicators[node][peer]?[database]?.start() }
+            }
+        }
+    }
+
+    private func makeLink(_ node: Int, _ peer: Int) {
+        let scheduler = network.schedulers[node]
+        let dialer = node < peer ? SimulatedConnectionDialer(simulation: self, from: node, to: peer) : nil
+        let trace = self.trace
+        let link = PeerLink(
+            peerName: "n\(peer)", connectionID: Array(nodeIDs[node].publicKey.prefix(16)), dialer: dialer, scheduler: scheduler,
+            logger: logger,
+            refusal: { [weak self] database in
+                self?.counts["refusedAttach", default: 0] += 1
+                trace.record("n\(node) refuses \(database) to n\(peer)")
+                return (.forbidden, "database \(database) is not shared with you")
+            },
+            onConnection: { up, reason in
+                trace.record("n\(node) link n\(peer) \(up ? "up" : "down \(reason.map { "\($0)" } ?? "")")")
+            })
+        links[node][peer] = link
+        for database in shares.shared(node, with: peer) {
+            var configuration = shares.share(node, for: peer, database)!.replication(replication)
+            if let replicationOverride { configuration = replicationOverride(node, peer, database, configuration) }
+            let races = self.races
+            let replicator = PeerReplicator(
+                peerName: "n\(peer)", store: stores[node][database]!, dialer: link.channelDialer(for: database), scheduler: scheduler,
+                random: engineRandom, configuration: configuration, backoff: Backoff(initialSeconds: 0.5, maximumSeconds: 20, jitter: 0.5),
+                logger: logger,
+                worker: configuration.continuous && self.configuration.worker == .concurrent
+                    ? SimulatedWorker(scheduler: scheduler, random: workerRandom, races: races) : InlineReplicationWorker(),
+                onDocumentEvents: { [weak self] events in
+                    for event in events { self?.documentEvent(node: node, peer: peer, database: database, event) }
+                })
+            link.add(replicator, for: database)
+            replicators[node][peer, default: [:]][database] = replicator
+        }
+    }
+
+    /// A connection `from` dialled reached `to`: its link takes the listening end.
+    fileprivate func accept(_ end: SimulatedConnectionEnd, at node: Int, from peer: Int) {
+        guard let link = links[node][peer] else { return end.close(.localClosed) }
+        link.adopt(end, role: .responder)
+    }
+
+    /// Invariant 8, as it happens: a revision a replicator stored (`pulled`) must come from a
+    /// peer that may write it here and that may let this node read it.
+    private func documentEvent(node: Int, peer: Int, database: DatabaseName, _ event: DocumentEvent) {
+        trace.record("n\(node) \(database) \(event.kind.rawValue) \(event.documentID) \(event.revision.map { "\($0)" } ?? "-") via n\(peer)",
+                     documents: [event.documentID])
+        counts[event.kind.rawValue, default: 0] += 1
+        guard event.kind == .pulled else { return }
+        if !shares.flows(from: peer, to: node, database, event.documentID) {
+            accessViolations.append(Violation(
+                invariant: .writeAccess, documentID: event.documentID, nodes: [peer, node],
+                detail: "\(database): n\(node) stored \(event.revision.map { "\($0)" } ?? "-") from n\(peer) at \(SimulationTrace.format(scheduler.now)), "
+                    + "but n\(peer) grants \(shares.share(peer, for: node, database).map { "\($0)" } ?? "nothing") and n\(node) grants "
+                    + "\(shares.share(node, for: peer, database).map { "\($0)" } ?? "nothing")"))
+        }
+    }
+
+    // MARK: Running
+
+    /// Runs the whole scenario and checks the invariants.
+    public func run() throws -> SimulationReport {
+        start()
+        scheduleWorkload(until: configuration.faultPhaseSeconds)
+        scheduleFaults(until: configuration.faultPhaseSeconds)
+        scheduler.run(deadline: configuration.faultPhaseSeconds)
+        let healedAt = scheduler.now
+        heal()
+        var violations: [Violation] = []
+        let quiescentAt = runToQuiescence(scheduler, deadline: healedAt + configuration.healDeadlineSeconds) { self.isQuiescent }
+        if quiescentAt == nil {
+            violations.append(Violation(invariant: .convergence, documentID: nil, nodes: [],
+                                        detail: "no quiescence within \(Int(configuration.healDeadlineSeconds)) s after the heal"))
+        }
+        try beforeChecks?(self)
+        var checker = SharingChecker(simulation: self)
+        violations += accessViolations
+        violations += try checker.check()
+        var sharing = counts
+        sharing["withheld"] = checker.withheld
+        sharing["databases"] = shares.databases.count
+        return SimulationReport(
+            configuration: configuration, violations: violations, convergeSeconds: (quiescentAt ?? scheduler.now) - healedAt,
+            messages: network.messagesSent, bytes: network.bytesSent, revisionsTransferred: network.revisionsSent,
+            writes: writes.count, faults: network.faults, races: races.counts, resolvers: [:], sharing: sharing,
+            traceHash: trace.hashHex, documentLines: trace.documentLines)
+    }
+
+    /// Every node resumed, partitions and clogs over, links clean.
+    private func heal() {
+        trace.record("heal")
+        network.rates = .none
+        network.healAll()
+        for scheduler in network.schedulers { scheduler.resume() }
+    }
+
+    /// Every node running, and every replicator whose peer shares its database with an open,
+    /// idle session (a replicator the peer refuses keeps retrying, and is not waited for).
+    private var isQuiescent: Bool {
+        for node in 0..<configuration.nodes {
+            guard !network.schedulers[node].isPaused else { return false }
+            for (peer, byDatabase) in replicators[node] {
+                for (database, replicator) in byDatabase where shares.share(peer, for: node, database) != nil {
+                    guard let session = replicator.currentSession, !session.isClosed, !session.isBusy else { return false }
+                }
+            }
+        }
+        return true
+    }
+
+    /// Every node's revision tree of `documentID` in every database it holds (for `--trace`).
+    public func describeTrees(of documentID: String) throws -> String {
+        var lines: [String] = ["trees of \(documentID) after settling:"]
+        for database in shares.databases {
+            for node in 0..<configuration.nodes {
+                guard let store = stores[node][database] else { continue }
+                guard let tree = try store.revisionTree(id: documentID) else {
+                    lines.append("  n\(node) \(database): none")
+                    continue
+                }
+                let described = tree.sortedNodes.map { "\($0.id)/\($0.kind)" }
+                lines.append("  n\(node) \(database): current \(tree.current.map { "\($0.id)" } ?? "-"): " + described.joined(separator: " "))
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    // MARK: Workload
+
+    /// `a-NNN` for even numbers, `b-NNN` for odd ones (so prefixed shares cover half the pool).
+    public func documentID(_ number: Int) -> String {
+        let digits = String(number)
+        return ShareTable.prefixes[number % 2] + String(repeating: "0", count: max(0, 3 - digits.count)) + digits
+    }
+
+    private func scheduleWorkload(until end: Double) {
+        var time = 0.05
+        while true {
+            time += exponential(mean: configuration.meanSecondsBetweenWrites, &workloadRandom)
+            guard time < end else { break }
+            scheduler.schedule(after: time - scheduler.now) { [weak self] in self?.performRandomWrite() }
+        }
+    }
+
+    /// An update (or a creation) of a random document of a random database of a random node,
+    /// a deletion one time in five, and one time in five the same update on every other
+    /// running node holding the database at the same instant (concurrent edits).
+    private func performRandomWrite() {
+        let node = workloadRandom.index(below: configuration.nodes)
+        let databases = shares.holdings[node]
+        let database = databases[workloadRandom.index(below: databases.count)]
+        let id = documentID(workloadRandom.index(below: configuration.documents))
+        let kind = workloadRandom.index(below: 5)
+        var writers = [node]
+        if kind == 0 { writers = (0..<configuration.nodes).filter { shares.holds($0, database) } }
+        for writer in writers where !network.schedulers[writer].isPaused {
+            guard let store = stores[writer][database] else { continue }
+            do {
+                let current: Document?
+                do { current = try store.get(id: id) } catch .notFound { current = nil }
+                let revision: RevisionID
+                if kind == 1, let current, !current.isDeleted {
+                    revision = try store.delete(id: id, rev: current.revision)
+                } else {
+                    bodyNumber += 1
+                    let body: JSONValue = .object(["by": .string("n\(writer)"), "n": .int(bodyNumber)])
+                    revision = try store.put(id: id, body: body, replacing: current.flatMap { $0.isDeleted ? nil : $0.revision })
+                }
+                writes.append(DatabaseWrite(node: writer, database: database, documentID: id, revision: revision))
+                trace.record("n\(writer) \(database) wrote \(id) \(revision)", documents: [id])
+            } catch {
+                trace.record("n\(writer) \(database) write failed: \(error)")
+            }
+        }
+    }
+
+    // MARK: Faults
+
+    /// Network faults at exponentially spaced moments: partitions (both ways or one way), clogs,
+    /// resets and pauses of 1–20 s (pauses up to 40 s, past the dead-peer timeout sometimes).
+    private func scheduleFaults(until end: Double) {
+        guard let mean = configuration.faults.meanSecondsBetweenFaults else { return }
+        var time = 0.0
+        while true {
+            time += exponential(mean: mean, &faultRandom)
+            guard time < end else { break }
+            let kind = faultRandom.index(below: 5)
+            let edge = edges[faultRandom.index(below: edges.count)]
+            let (from, to) = faultRandom.chance(1, in: 2) ? (edge.a, edge.b) : (edge.b, edge.a)
+            let fraction = Double(1 + faultRandom.next(below: 1000)) / 1000
+            scheduler.schedule(after: time - scheduler.now) { [weak self] in
+                guard let self else { return }
+                if kind < 4 {
+                    network.inject(SimulatedNetwork.LinkFault.allCases[kind], from: from, to: to, fraction: fraction)
+                } else {
+                    pause(from, seconds: 1 + 39 * fraction)
+                }
+            }
+        }
+    }
+
+    private func pause(_ node: Int, seconds: Double) {
+        let paused = network.schedulers[node]
+        guard !paused.isPaused else { return }
+        network.count(fault: "pause", "n\(node) \(Int(seconds))s")
+        paused.pause()
+        scheduler.schedule(after: seconds) { [weak self] in
+            paused.resume()
+            self?.trace.record("resume n\(node)")
+        }
+    }
+}
+
+/// Dials a neighbour's link through the simulated network with connections of protocol
+/// version 2; the neighbour's link takes the listening end as the responder.
+final class SimulatedConnectionDialer: ConnectionDialer, @unchecked Sendable {
+    private weak var simulation: SharingSimulation?
+    private let from: Int
+    private let to: Int
+
+    init(simulation: SharingSimulation, from: Int, to: Int) {
+        self.simulation = simulation
+        self.from = from
+        self.to = to
+    }
+
+    func dial(_ completion: @escaping @Sendable (Result<any ConnectionTransport, ReplicationError>) -> Void) {
+        guard let simulation else { return completion(.failure(.disconnected("simulation over"))) }
+        let (from, to) = (self.from, self.to)
+        simulation.network.dial(from: from, to: to, ends: { $0.makeConnectionEnds() }, accept: { [weak simulation] end in
+            if let simulation { simulation.accept(end, at: to, from: from) } else { end.close(.localClosed) }
+        }, completion: { result in completion(result.map { $0 }) })
+    }
+}
+
+/// Steps `scheduler` until `isQuiescent` holds twice in a row with a second of virtual time
+/// between (so trailing messages land): the time it first held, or nil when `deadline` came first.
+func runToQuiescence(_ scheduler: SimulatedScheduler, deadline: Double, _ isQuiescent: () -> Bool) -> Double? {
+    while scheduler.now < deadline {
+        scheduler.run(until: isQuiescent, deadline: deadline)
+        guard isQuiescent() else { return nil }
+        let idleAt = scheduler.now
+        scheduler.advance(by: 1)
+        if isQuiescent() { return idleAt }
+    }
+    return nil
+}
