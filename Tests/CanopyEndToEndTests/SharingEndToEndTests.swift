@@ -71,4 +71,41 @@ struct SharingEndToEndTests {
         let config = try String(contentsOfFile: a.dataDir + "/canopy.conf", encoding: .utf8)
         #expect(config.contains("[share default \(b.nodeID)]\naccess = none\n"), "\(config)")
     }
+
+    @Test("several databases replicate over one connection, each as shared; a database offered but not shared is pending until shared")
+    func severalDatabasesOverOneConnection() throws {
+        let (a, b) = try Self.pair()
+        for agent in [a, b] { #expect(try agent.ctl(["db", "create", "notes"]).status == 0) }
+        #expect(try a.ctl(["db", "create", "photos"]).status == 0)
+        #expect(try a.ctl(["share", "notes", b.nodeID, "--access", "read-write"]).status == 0)
+        #expect(try b.ctl(["share", "notes", a.nodeID, "--access", "read-write"]).status == 0)
+        #expect(try a.ctl(["share", "photos", b.nodeID, "--access", "read"]).status == 0)
+        #expect(try a.ctl(["put", "n-a", "--db", "notes", "--body", #"{"from":"a"}"#]).status == 0)
+        #expect(try b.ctl(["put", "n-b", "--db", "notes", "--body", #"{"from":"b"}"#]).status == 0)
+        #expect(try a.ctl(["put", "p-1", "--db", "photos", "--body", #"{"jpeg":true}"#]).status == 0)
+        _ = try a.put("d-a", ["in": .string("default")])
+
+        // photos: b does not have it; a's offer waits on b.
+        try poll("b to list a's offer of photos") { try b.ctl(["db", "pending"]).stdout.contains("photos") }
+        let pending = try b.ctl(["db", "pending"]).stdout
+        #expect(pending.contains(a.nodeID) && pending.contains("no (db create first)"), "\(pending)")
+        try poll("notes both ways and default") {
+            try b.ctl(["get", "n-a", "--db", "notes"]).status == 0 && a.ctl(["get", "n-b", "--db", "notes"]).status == 0
+                && b.value(of: "d-a", "in") == .string("default")
+        }
+        #expect(try b.ctl(["get", "n-a"]).status == 4, "a notes document stays in notes")
+
+        // Accepting the offer: b makes the database and lets a write it (a only lets b read).
+        #expect(try b.ctl(["db", "create", "photos"]).status == 0)
+        #expect(try b.ctl(["share", "photos", a.nodeID, "--access", "write"]).status == 0)
+        try poll("photos on b") { try b.ctl(["get", "p-1", "--db", "photos"]).status == 0 }
+        #expect(try b.ctl(["db", "pending"]).stdout == "no pending databases\n")
+
+        let peers = try DatabasesEndToEndTests.json(try a.ctl(["--json", "peers"]))
+        let databases = peers["peers"]?.arrayValue?.first?.objectValue?["databases"]?.arrayValue?.compactMap(\.objectValue) ?? []
+        #expect(databases.map { $0["db"] } == [.string("default"), .string("notes"), .string("photos")], "\(peers)")
+        #expect(databases.last?["access"] == .string("read"))
+        let synced = try a.ctl(["sync", b.nodeID, "--wait", "--timeout", "60"])
+        #expect(synced.status == 0, "one sync covers every shared database: \(synced.stderr)")
+    }
 }

@@ -4,7 +4,7 @@ import CanopyCore
 struct DatabaseCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "db", abstract: "List, create or delete databases (`default` always exists).",
-        subcommands: [List.self, Create.self, Delete.self])
+        subcommands: [List.self, Create.self, Delete.self, Pending.self, Dismiss.self])
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Every database with its counts and the peers it is shared with.")
@@ -27,6 +27,35 @@ struct DatabaseCommand: ParsableCommand {
                 return [text(members["db"]), text(members["doc_count"]), text(members["update_seq"]), text(members["conflicted_count"]),
                         shared.isEmpty ? "-" : shared.joined(separator: ", ")]
             })
+        }
+    }
+
+    struct Pending: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Databases peers asked to replicate that are not shared with them; `canopyctl share` accepts one.")
+        @OptionGroup var connection: ConnectionOptions
+
+        func run() throws {
+            let result = try connection.call("db.pending")
+            if connection.json { return printJSON(.object(result)) }
+            guard case .array(let rows)? = result["pending"], !rows.isEmpty else { return print("no pending databases") }
+            printTable(["DATABASE", "OFFERED BY", "ON THIS NODE", "ATTEMPTS"], rows.map { row in
+                let members = row.objectValue ?? [:]
+                return [text(members["db"]), text(members["node_id"]), members["exists"] == .bool(true) ? "yes" : "no (db create first)",
+                        text(members["attempts"])]
+            })
+        }
+    }
+
+    struct Dismiss: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Forget a pending database offer (the peer's next request lists it again).")
+        @OptionGroup var connection: ConnectionOptions
+        @Argument(help: "The database.") var database: String
+        @Argument(help: "The peer's node id.") var nodeID: String
+
+        func run() throws {
+            let result = try connection.call("db.dismiss", ["db": .string(database), "node_id": .string(nodeID)])
+            connection.json ? printJSON(.object(result)) : print("dismissed \(text(result["db"])) from \(text(result["node_id"]))")
         }
     }
 
