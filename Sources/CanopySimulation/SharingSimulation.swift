@@ -67,6 +67,8 @@ public final class SharingSimulation: @unchecked Sendable {
 
     /// Sets up the nodes (files in a fresh temporary directory) without starting anything.
     public init(_ configuration: SimulationConfiguration, logger: Logger = Simulation.quietLogger) throws {
+        var configuration = configuration
+        if configuration.policy != .merge { configuration.policy = .automatic }
         self.configuration = configuration
         self.logger = logger
         let seed = configuration.seed
@@ -92,6 +94,7 @@ public final class SharingSimulation: @unchecked Sendable {
         replication = ReplicationConfiguration(continuous: true, batchSize: configuration.batchSize, window: configuration.window)
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("canopy-sim-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        // Conflicts settle on receipt: merge or automatic (the other policies run as automatic).
         let policy: ConflictPolicy = configuration.policy == .merge ? .custom(BuiltInResolver.mergeJSON) : .automatic
         for line in shares.lines { trace.record(line) }
         for node in 0..<configuration.nodes {

@@ -27,4 +27,111 @@ struct SharingSimulationTests {
         #expect(report.writes > 0)
         #expect(report.sharing["pulled", default: 0] > 0, "\(report.summary)")
     }
+
+    @Test("the seeds exercise every right, prefixes, refused attaches and withheld documents")
+    func coverage() throws {
+        var rights = Set<Share.Rights>()
+        var prefixed = 0
+        var unshared = 0
+        for seed in Self.seeds {
+            let configuration = Self.configuration(seed)
+            var random = SplitMix64(seed: seed ^ 0x7070_0001)
+            let edges = configuration.topology.edges(count: configuration.nodes, averageDegree: configuration.averageDegree, random: &random)
+            let table = ShareTable(seed: seed, nodes: configuration.nodes, edges: edges, databases: configuration.databases)
+            for edge in edges {
+                for (node, peer) in [(edge.a, edge.b), (edge.b, edge.a)] {
+                    for database in table.holdings[node] {
+                        guard let share = table.share(node, for: peer, database) else { unshared += 1; continue }
+                        rights.insert(share.rights)
+                        if share.prefix != nil { prefixed += 1 }
+                    }
+                }
+            }
+        }
+        #expect(rights == Set(Share.Rights.allCases))
+        #expect(prefixed > 0 && unshared > 0)
+        let report = try SharingSimulation(Self.configuration(3)).run()
+        #expect(report.sharing["refusedAttach", default: 0] > 0, "\(report.summary)")
+        #expect(report.sharing["withheld", default: 0] > 0, "\(report.summary)")
+    }
+
+    @Test("the same seed replays exactly: same trace hash and figures; another seed differs")
+    func replay() throws {
+        let first = try SharingSimulation(Self.configuration(6, faults: .high)).run()
+        let second = try SharingSimulation(Self.configuration(6, faults: .high)).run()
+        #expect(first.traceHash == second.traceHash)
+        #expect(first.summary == second.summary)
+        #expect(first.faults.values.reduce(0, +) > 3, "\(first.summary)")
+        let other = try SharingSimulation(Self.configuration(7, faults: .high)).run()
+        #expect(other.traceHash != first.traceHash)
+        #expect(first.violations.isEmpty && other.violations.isEmpty, "\(first.failureText)\n\(other.failureText)")
+    }
+
+    @Test("a node that replicates every database both ways, whatever its shares say, is reported: documents where no share lets them go, revisions stored from peers that may not write them")
+    func replicatingBeyondTheSharesIsCaught() throws {
+        let simulation = try SharingSimulation(Self.configuration(3))
+        simulation.replicationOverride = { node, _, _, configuration in
+            guard node == 0 else { return configuration }
+            var widened = configuration
+            widened.direction = .both
+            widened.pushFilter = .all
+            widened.pullFilter = .all
+            return widened
+        }
+        let report = try simulation.run()
+        #expect(report.violations.contains { $0.invariant == .writeAccess && $0.nodes.last == 0 }, "\(report.failureText)")
+        #expect(report.violations.contains { $0.invariant == .readAccess && $0.nodes.first == 0 }, "\(report.failureText)")
+        let wellBehaved = try SharingSimulation(Self.configuration(3)).run()
+        #expect(wellBehaved.violations.isEmpty, "\(wellBehaved.failureText)")
+    }
+
+    @Test("a revision copied by hand to a node no share lets it reach is reported under read access")
+    func handCopiedRevisionIsCaught() throws {
+        let simulation = try SharingSimulation(Self.configuration(3))
+        var planted: (node: Int, write: DatabaseWrite)?
+        simulation.beforeChecks = { simulation in
+            // The first write some node holding its database may not read: copy it there, history and all.
+            for write in simulation.writes {
+                let reach = simulation.shares.reach(from: [write.node], write.database, write.documentID)
+                guard let node = (0..<simulation.configuration.nodes).first(where: {
+                    simulation.shares.holds($0, write.database) && !reach.contains($0)
+                }) else { continue }
+                let source = simulation.stores[write.node][write.database]!
+                let target = simulation.stores[node][write.database]!
+                let revisions = try source.revisionsToSend([RevisionRequest(documentID: write.documentID, revisions: [write.revision], knownAncestors: [])])
+                try target.bulkInsertForeign(revisions)
+                planted = (node, write)
+                return
+            }
+        }
+        let report = try simulation.run()
+        let (node, write) = try #require(planted)
+        #expect(report.violations.contains {
+            $0.invariant == .readAccess && $0.documentID == write.documentID && $0.nodes.last == node
+        }, "\(report.failureText)")
+    }
+
+    @Test("a document written on one node after quiescence and never replicated breaks convergence")
+    func divergenceIsCaught() throws {
+        let simulation = try SharingSimulation(Self.configuration(2))
+        var planted: String?
+        simulation.beforeChecks = { simulation in
+            // A document that flows both ways between two neighbours: change it on one side only.
+            for edge in simulation.edges {
+                for id in (0..<10).map(simulation.documentID) {
+                    for database in simulation.shares.databases where simulation.shares.flows(from: edge.a, to: edge.b, database, id)
+                        && simulation.shares.flows(from: edge.b, to: edge.a, database, id) {
+                        let store = simulation.stores[edge.a][database]!
+                        let current = try? store.get(id: id)
+                        try store.put(id: id, body: .object(["planted": .bool(true)]), replacing: current.flatMap { $0.isDeleted ? nil : $0.revision })
+                        planted = id
+                        return
+                    }
+                }
+            }
+        }
+        let report = try simulation.run()
+        let id = try #require(planted)
+        #expect(report.violations.contains { $0.invariant == .convergence && $0.documentID == id }, "\(report.failureText)")
+    }
 }
