@@ -167,7 +167,7 @@ package final class ChannelMux: @unchecked Sendable {
             case .report(let error):
                 logger.notice("peer reports", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
             case .closeTransport(let code):
-                let reason: TransportCloseReason = machine.violation.map { .protocolViolation("\($0)") }
+                let reason: TransportCloseReason = machine.violation.map { .protocolViolation(MultiplexStateMachine.reason(for: $0)) }
                     ?? (code.kind == .notAnError ? .peerClosed : .failed("closed with \(code)"))
                 finish(reason)
                 connection.close(reason)
@@ -208,7 +208,14 @@ package final class ChannelMux: @unchecked Sendable {
         pendingOpens = [:]
         acceptedAttaches = [:]
         for channel in open { channel.deliver(.closed(reason)) }
-        for (_, completion) in waiting { completion(.refused(code: .goingAway, message: "the connection closed")) }
+        // Why the connection ended is why the channel was not opened (a version-1 peer, say).
+        let why: String
+        switch reason {
+        case .localClosed: why = "the connection closed"
+        case .peerClosed: why = "the peer closed the connection"
+        case .failed(let detail), .protocolViolation(let detail): why = "the connection closed: \(detail)"
+        }
+        for (_, completion) in waiting { completion(.refused(code: .goingAway, message: why)) }
         onClosed(reason)
     }
 

@@ -205,7 +205,7 @@ package struct MultiplexStateMachine: Sendable {
     }
 
     /// The `close` reason for a violation: the refusal of a version-1 peer says what to do.
-    static func reason(for error: ProtocolError) -> String {
+    package static func reason(for error: ProtocolError) -> String {
         if case .unsupportedVersion(let offered) = error, offered >= 1 {
             return "this node speaks replication protocol version \(WireLimits.multiplexedProtocolVersion) only and the "
                 + "peer speaks version \(offered): the peer must be upgraded"
