@@ -23,15 +23,16 @@ public struct DatabaseWrite: Sendable, Equatable {
 ///
 ///     setup      stores, links and replicators; the share table is recorded in the trace
 ///     fault      `faultPhaseSeconds` of seeded writes (any database a node holds, ids `a-NNN`
-///                and `b-NNN`) and network faults: partitions, clogs, resets, pauses, and the
-///                links' in-connection faults
-///     heal       partitions and clogs end, paused nodes resume, links stop misbehaving
+///                and `b-NNN`) and faults: partitions, clogs, resets, pauses, crashes with a
+///                restart from the files, and the links' in-connection faults
+///     heal       partitions and clogs end, crashed nodes restart, paused nodes resume, links
+///                stop misbehaving
 ///     settle     run until every replicator whose peer shares its database has an open, idle
 ///                session (twice, a second apart)
 ///     check      the access and convergence invariants (`SharingChecker`)
 ///
 /// Randomness comes from streams derived from the seed, consumed in scheduler order, so a seed
-/// replays exactly (the trace hash). No node crashes in this mode.
+/// replays exactly (the trace hash). There are no storage faults in this mode.
 public final class SharingSimulation: @unchecked Sendable {
     public let configuration: SimulationConfiguration
     public let scheduler = SimulatedScheduler()
@@ -45,8 +46,11 @@ public final class SharingSimulation: @unchecked Sendable {
     public var replicationOverride: ((_ node: Int, _ peer: Int, _ database: DatabaseName, ReplicationConfiguration) -> ReplicationConfiguration)?
     /// Hook run after the run settled and before the checks (tests plant violations with it).
     public var beforeChecks: ((SharingSimulation) throws -> Void)?
-    /// Each node's stores, by database.
+    /// Each node's stores, by database (none while the node is down).
     public private(set) var stores: [[DatabaseName: DocumentStore]] = []
+    private var storeConfigurations: [[DatabaseName: DocumentStore.Configuration]] = []
+    /// Crashes of each node so far: the files of generation g > 0 are `n<node>-<database>.<g>.sqlite`.
+    private var generations: [Int]
     private var links: [[Int: PeerLink]] = []
     /// `replicators[node][peer][database]`.
     private var replicators: [[Int: [DatabaseName: PeerReplicator]]] = []
@@ -97,17 +101,31 @@ public final class SharingSimulation: @unchecked Sendable {
         // Conflicts settle on receipt: merge or automatic (the other policies run as automatic).
         let policy: ConflictPolicy = configuration.policy == .merge ? .custom(BuiltInResolver.mergeJSON) : .automatic
         for line in shares.lines { trace.record(line) }
+        generations = Array(repeating: 0, count: configuration.nodes)
         for node in 0..<configuration.nodes {
-            var nodeStores: [DatabaseName: DocumentStore] = [:]
+            var nodeConfigurations: [DatabaseName: DocumentStore.Configuration] = [:]
             for database in shares.holdings[node] {
                 let id = bytes(2).withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
-                let storeConfiguration = DocumentStore.Configuration(
+                nodeConfigurations[database] = DocumentStore.Configuration(
                     revsLimit: configuration.revsLimit, conflictPolicy: policy, logger: logger, databaseID: id)
-                nodeStores[database] = try DocumentStore(
-                    path: directory.appendingPathComponent("n\(node)-\(database.text).sqlite").path, configuration: storeConfiguration)
                 trace.record("n\(node) database \(database) \(id)")
             }
-            stores.append(nodeStores)
+            storeConfigurations.append(nodeConfigurations)
+            stores.append([:])
+            try openStores(node)
+        }
+    }
+
+    /// The file of `node`'s `database` in its current generation.
+    private func path(_ node: Int, _ database: DatabaseName) -> String {
+        let generation = generations[node] == 0 ? "" : ".\(generations[node])"
+        return directory.appendingPathComponent("n\(node)-\(database.text)\(generation).sqlite").path
+    }
+
+    /// Opens `node`'s files (SQLite recovers a crashed node's WAL).
+    private func openStores(_ node: Int) throws {
+        for database in shares.holdings[node] {
+            stores[node][database] = try DocumentStore(path: path(node, database), configuration: storeConfigurations[node][database]!)
         }
     }
 
@@ -128,13 +146,14 @@ public final class SharingSimulation: @unchecked Sendable {
     public func start() {
         links = Array(repeating: [:], count: configuration.nodes)
         replicators = Array(repeating: [:], count: configuration.nodes)
-        for node in 0..<configuration.nodes {
-            for peer in peers(of: node) { makeLink(node, peer) }
-        }
-        for node in 0..<configuration.nodes {
-            for peer in peers(of: node) {
-                for database in shares.shared(node, with: peer) { replicators[node][peer]?[database]?.start() }
-            }
+        for node in 0..<configuration.nodes { startNode(node) }
+    }
+
+    /// Makes `node`'s links and replicators and starts the replicators.
+    private func startNode(_ node: Int) {
+        for peer in peers(of: node) { makeLink(node, peer) }
+        for peer in peers(of: node) {
+            for database in shares.shared(node, with: peer) { replicators[node][peer]?[database]?.start() }
         }
     }
 
@@ -224,19 +243,22 @@ public final class SharingSimulation: @unchecked Sendable {
             traceHash: trace.hashHex, documentLines: trace.documentLines)
     }
 
-    /// Every node resumed, partitions and clogs over, links clean.
+    /// Every node up and resumed, partitions and clogs over, links clean.
     private func heal() {
         trace.record("heal")
         network.rates = .none
         network.healAll()
-        for scheduler in network.schedulers { scheduler.resume() }
+        for node in 0..<configuration.nodes {
+            restart(node)
+            network.schedulers[node].resume()
+        }
     }
 
     /// Every node running, and every replicator whose peer shares its database with an open,
     /// idle session (a replicator the peer refuses keeps retrying, and is not waited for).
     private var isQuiescent: Bool {
         for node in 0..<configuration.nodes {
-            guard !network.schedulers[node].isPaused else { return false }
+            guard !stores[node].isEmpty, !network.schedulers[node].isPaused else { return false }
             for (peer, byDatabase) in replicators[node] {
                 for (database, replicator) in byDatabase where shares.share(peer, for: node, database) != nil {
                     guard let session = replicator.currentSession, !session.isClosed, !session.isBusy else { return false }
@@ -314,27 +336,63 @@ public final class SharingSimulation: @unchecked Sendable {
 
     // MARK: Faults
 
-    /// Network faults at exponentially spaced moments: partitions (both ways or one way), clogs,
-    /// resets and pauses of 1–20 s (pauses up to 40 s, past the dead-peer timeout sometimes).
+    /// Network faults at exponentially spaced moments: partitions (both ways or one way) of
+    /// 1–20 s, clogs of 1–8 s, resets, pauses of 1–40 s (past the dead-peer timeout sometimes),
+    /// and crashes with a restart 1–15 s later.
     private func scheduleFaults(until end: Double) {
         guard let mean = configuration.faults.meanSecondsBetweenFaults else { return }
         var time = 0.0
         while true {
             time += exponential(mean: mean, &faultRandom)
             guard time < end else { break }
-            let kind = faultRandom.index(below: 5)
+            let kind = faultRandom.index(below: 6)
             let edge = edges[faultRandom.index(below: edges.count)]
             let (from, to) = faultRandom.chance(1, in: 2) ? (edge.a, edge.b) : (edge.b, edge.a)
             let fraction = Double(1 + faultRandom.next(below: 1000)) / 1000
             scheduler.schedule(after: time - scheduler.now) { [weak self] in
                 guard let self else { return }
-                if kind < 4 {
-                    network.inject(SimulatedNetwork.LinkFault.allCases[kind], from: from, to: to, fraction: fraction)
-                } else {
-                    pause(from, seconds: 1 + 39 * fraction)
+                switch kind {
+                case 0..<4: network.inject(SimulatedNetwork.LinkFault.allCases[kind], from: from, to: to, fraction: fraction)
+                case 4: pause(from, seconds: 1 + 39 * fraction)
+                default: crash(from, restartAfter: 1 + 14 * fraction)
                 }
             }
         }
+    }
+
+    /// Kills `node` between two steps: its scheduled work and connections vanish (its peers see
+    /// resets), its files stay as they are on disk, copied to the names the restart opens (the
+    /// dead process's stores never touch those).
+    private func crash(_ node: Int, restartAfter seconds: Double) {
+        guard !stores[node].isEmpty else { return }
+        network.count(fault: "crash", "n\(node) \(Int(seconds))s")
+        do {
+            let images = try shares.holdings[node].map { ($0, try CrashImage.capture(path: path(node, $0))) }
+            network.schedulers[node].crash()
+            links[node] = [:]
+            replicators[node] = [:]
+            stores[node] = [:]
+            network.takeDown(node)
+            generations[node] += 1
+            for (database, image) in images { try image.write(to: path(node, database)) }
+        } catch {
+            trace.record("crash n\(node) failed: \(error)")
+        }
+        scheduler.schedule(after: seconds) { [weak self] in self?.restart(node) }
+    }
+
+    /// Opens a crashed node's files again and starts its links and replicators.
+    private func restart(_ node: Int) {
+        guard stores[node].isEmpty else { return }
+        do {
+            try openStores(node)
+        } catch {
+            return trace.record("restart n\(node) failed: \(error)")
+        }
+        network.schedulers[node].revive()
+        network.bringUp(node)
+        trace.record("restart n\(node)")
+        startNode(node)
     }
 
     private func pause(_ node: Int, seconds: Double) {

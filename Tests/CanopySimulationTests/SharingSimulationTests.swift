@@ -55,7 +55,7 @@ struct SharingSimulationTests {
         #expect(report.sharing["withheld", default: 0] > 0, "\(report.summary)")
     }
 
-    @Test("the same seed replays exactly: same trace hash and figures; another seed differs")
+    @Test("the same seed replays exactly, crashes included: same trace hash and figures; another seed differs")
     func replay() throws {
         let first = try SharingSimulation(Self.configuration(6, faults: .high)).run()
         let second = try SharingSimulation(Self.configuration(6, faults: .high)).run()
@@ -65,6 +65,9 @@ struct SharingSimulationTests {
         let other = try SharingSimulation(Self.configuration(7, faults: .high)).run()
         #expect(other.traceHash != first.traceHash)
         #expect(first.violations.isEmpty && other.violations.isEmpty, "\(first.failureText)\n\(other.failureText)")
+        // What replayed: crashes and restarts, resets, and the links' in-connection faults.
+        let faults = first.faults.merging(other.faults, uniquingKeysWith: +)
+        for fault in ["crash", "connectionReset", "resetMidBatch"] { #expect(faults[fault, default: 0] > 0, "no \(fault) in seeds 6 and 7") }
     }
 
     @Test("a node that replicates every database both ways, whatever its shares say, is reported: documents where no share lets them go, revisions stored from peers that may not write them")
