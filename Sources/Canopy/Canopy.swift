@@ -2,3 +2,9 @@
 @_exported import CanopyCore
 @_exported import CanopyStore
 @_exported import CanopyReplication
+
+import CanopyAgent
+
+/// What a peer may do to this node's copy of a database (``Node/share(_:with:access:prefix:)``):
+/// `.read`, it may pull from this node; `.write`, it may push into it; `.readWrite`, both.
+public typealias ShareAccess = CanopyAgent.ShareAccess

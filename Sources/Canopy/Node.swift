@@ -66,6 +66,57 @@ public final class Node: Sendable {
         database = Database(store: agent.store)
     }
 
+    /// The database named `name` (`default` is ``database``), made by ``createDatabase(_:conflicts:)``
+    /// here or by `canopyctl db create`.
+    public func database(named name: String) throws(NodeError) -> Database {
+        guard let database = DatabaseName(validating: name) else {
+            throw NodeError("\"\(name.prefix(80))\" is not a database name: \(DatabaseName.problem(with: name) ?? "")")
+        }
+        guard let store = agent.store(of: database) else { throw NodeError("no database \(database) on this node") }
+        return Database(store: store)
+    }
+
+    /// Makes a database: its own file, revs limit and conflict setting (`conflicts`, as the
+    /// config file's: `automatic`, `local-wins`, `remote-wins`, `merge-json`, `manual`), listed in
+    /// the config file as `canopyctl db create` lists it. Names follow CouchDB's rule
+    /// (``DatabaseName``).
+    @discardableResult
+    public func createDatabase(_ name: String, conflicts: String = "automatic") async throws(NodeError) -> Database {
+        _ = try await command("db.create", ["name": .string(name), "conflicts": .string(conflicts)])
+        return try database(named: name)
+    }
+
+    /// Deletes a database with every document in it (`default` cannot be deleted).
+    public func deleteDatabase(_ name: String) async throws(NodeError) {
+        _ = try await command("db.delete", ["name": .string(name)])
+    }
+
+    /// Lets the peer `nodeID` (a peer this node replicates with: a ``Replicator`` was made for it)
+    /// read and/or write this node's copy of `database`, or only its documents whose id starts
+    /// with `prefix`, as `canopyctl share` does: `.read`, the peer may pull from this node;
+    /// `.write`, it may push into it; `.readWrite`, both. The database then replicates over the
+    /// connection to that peer when the peer shares it too.
+    public func share(_ database: String, with nodeID: String, access: ShareAccess, prefix: String? = nil) async throws(NodeError) {
+        var arguments: [String: JSONValue] = ["db": .string(database), "node_id": .string(nodeID), "access": .string(access.rawValue)]
+        if let prefix { arguments["prefix"] = .string(prefix) }
+        _ = try await command("share", arguments)
+    }
+
+    /// Stops sharing `database` with the peer `nodeID`: it may no longer read or write it.
+    public func unshare(_ database: String, with nodeID: String) async throws(NodeError) {
+        _ = try await command("unshare", ["db": .string(database), "node_id": .string(nodeID)])
+    }
+
+    private func command(_ name: String, _ arguments: [String: JSONValue]) async throws(NodeError) -> [String: JSONValue] {
+        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[String: JSONValue], AdminFailure>, Never>) in
+            agent.databaseCommand(name, arguments) { done.resume(returning: $0) }
+        }
+        switch result {
+        case .success(let members): return members
+        case .failure(let failure): throw NodeError(failure.message)
+        }
+    }
+
     /// A replicator with the peer `configuration` names. Nothing happens until its `start()` or
     /// `sync()`.
     public func replicator(_ configuration: ReplicatorConfiguration) -> Replicator {

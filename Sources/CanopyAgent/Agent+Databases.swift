@@ -126,6 +126,34 @@ extension Agent {
         return store
     }
 
+    /// Runs a database or sharing command as the admin socket does — `db.create`, `db.delete`,
+    /// `db.list`, `db.pending`, `db.dismiss`, `share`, `unshare` — for an application running the
+    /// agent in-process. Callable from any queue; `completion` is called once, on any queue.
+    package func databaseCommand(
+        _ command: String, _ arguments: [String: JSONValue], _ completion: @escaping @Sendable (Result<[String: JSONValue], AdminFailure>) -> Void
+    ) {
+        let request = AdminRequest(id: 0, command: command, arguments: arguments)
+        queue.async { [self] in
+            do throws(AdminFailure) {
+                switch command {
+                case "db.create": try createDatabase(request, completion)
+                case "db.delete": try deleteDatabase(request, completion)
+                case "db.list": listDatabases(completion)
+                case "db.pending": listPendingShares(completion)
+                case "db.dismiss": try dismissPendingShare(request, completion)
+                case "share": try share(request, completion)
+                case "unshare": try unshare(request, completion)
+                default: throw AdminFailure(.unknownCommand, "\(command) is not a database command")
+                }
+            } catch {
+                completion(.failure(error))
+            }
+        }
+    }
+
+    /// The store of an open database, for an application running the agent in-process.
+    package func store(of name: DatabaseName) -> DocumentStore? { databases[name] }
+
     /// The database a document command names in `db` (default `default`). On `storeQueue`.
     func database(for request: AdminRequest) throws(AdminFailure) -> OpenDatabase {
         dispatchPrecondition(condition: .onQueue(storeQueue))

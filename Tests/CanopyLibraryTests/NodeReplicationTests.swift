@@ -138,6 +138,39 @@ struct NodeReplicationTests {
         }
     }
 
+    @Test("an application opens several databases on its node and shares one read-only: it replicates over the same connection, and the peer's writes to it stay out")
+    func severalDatabasesShared() async throws {
+        try await withTwoNodes { a, b in
+            let notesA = try await a.createDatabase("notes")
+            let notesB = try await b.createDatabase("notes", conflicts: "local-wins")
+            #expect(throws: NodeError.self) { try a.database(named: "photos") }
+            await #expect(throws: NodeError.self) { try await a.createDatabase("Bad Name") }
+            a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
+            let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress))
+            replicator.start()
+            try await a.share("notes", with: b.nodeID, access: .read)          // b may read a's notes
+            try await b.share("notes", with: a.nodeID, access: .readWrite)
+            try notesA.save(Note(title: "Shared", text: "from a"), id: "note:a")
+            try notesB.save(Note(title: "Kept", text: "from b"), id: "note:b")
+            try a.database.save(Note(title: "Default", text: "too"), id: "note:default")
+            var arrived = false
+            for try await change in notesB.changes(since: 0) where change.documentID == "note:a" {
+                arrived = true
+                break
+            }
+            #expect(arrived)
+            #expect(try notesB.document(id: "note:a", as: Note.self) == Note(title: "Shared", text: "from a"))
+            let outcome = try await replicator.sync()
+            #expect(outcome.rejected == 0)
+            #expect(try notesA.document(id: "note:b", as: Note.self) == nil, "a lets b only read its notes")
+            #expect(try b.database.document(id: "note:a", as: Note.self) == nil, "notes stay in notes")
+            try await a.unshare("notes", with: b.nodeID)
+            try await a.deleteDatabase("notes")
+            #expect(throws: NodeError.self) { try a.database(named: "notes") }
+            replicator.stop()
+        }
+    }
+
     @Test("a malformed address fails the replicator without touching the network, in status and in sync")
     func malformedAddress() async throws {
         try await withTwoNodes { a, b in
