@@ -10,6 +10,8 @@ import CanopyStore
 ///    pulls from N — M's share for N grants write and covers the id).
 /// 8  write access: every revision a replicator stored came from a peer with a flow edge to the
 ///    node for its id (checked as the replicators report `pulled`, in `SharingSimulation`).
+/// 2  no acknowledged write lost: a revision a node's application wrote is in the tree of its
+///    writer and of every node reachable from it along flow edges for its id, or stemmed there.
 /// 1  convergence: for every flow edge N → M of a database both hold and every document N
 ///    holds, every open leaf of N is in M's tree (or stemmed there): downstream holds the same
 ///    revision or a newer one; where the edge runs both ways, both hold the same current
@@ -26,7 +28,7 @@ struct SharingChecker {
 
     private var shares: ShareTable { simulation.shares }
 
-    /// Invariants 7 and 1.
+    /// Invariants 7, 2 and 1.
     mutating func check() throws -> [Violation] {
         var views: [[DatabaseName: [String: InvariantChecker.DocumentView]]] = []
         for stores in simulation.stores {
@@ -41,15 +43,21 @@ struct SharingChecker {
             }
             views.append(byDatabase)
         }
-        return try readAccess() + convergence(views)
+        return try access() + convergence(views)
     }
 
     private func tree(_ node: Int, _ database: DatabaseName, _ id: String) throws -> RevTree {
         try simulation.stores[node][database]?.revisionTree(id: id) ?? RevTree()
     }
 
-    /// Invariant 7.
-    private mutating func readAccess() throws -> [Violation] {
+    /// A revision absent from a tree may have been stemmed: some leaf is at least `revsLimit`
+    /// generations newer.
+    private func wasStemmed(_ revision: RevisionID, from tree: RevTree) -> Bool {
+        tree.leaves.contains { $0.id.generation - revision.generation >= simulation.configuration.revsLimit }
+    }
+
+    /// Invariants 7 (held only where the shares let it go) and 2 (held everywhere they do).
+    private mutating func access() throws -> [Violation] {
         var writers: [RevisionID: Set<Int>] = [:]
         for write in simulation.writes { writers[write.revision, default: []].insert(write.node) }
         var violations: [Violation] = []
@@ -59,9 +67,18 @@ struct SharingChecker {
             guard checked.insert(key).inserted else { continue }
             let sources = writers[write.revision]!
             let reach = shares.reach(from: sources, write.database, write.documentID)
-            for node in 0..<simulation.configuration.nodes where shares.holds(node, write.database) && !reach.contains(node) {
+            for node in 0..<simulation.configuration.nodes where shares.holds(node, write.database) {
+                let tree = try tree(node, write.database, write.documentID)
+                if reach.contains(node) {
+                    if !tree.contains(write.revision) && !wasStemmed(write.revision, from: tree) {
+                        violations.append(Violation(
+                            invariant: .lostWrite, documentID: write.documentID, nodes: [write.node, node],
+                            detail: "\(write.database): revision \(write.revision) written on n\(write.node) is missing on n\(node), which the shares let it reach"))
+                    }
+                    continue
+                }
                 withheld += 1
-                guard try tree(node, write.database, write.documentID).contains(write.revision) else { continue }
+                guard tree.contains(write.revision) else { continue }
                 violations.append(Violation(
                     invariant: .readAccess, documentID: write.documentID, nodes: sources.sorted() + [node],
                     detail: "\(write.database): revision \(write.revision) written on n\(write.node) is on n\(node), "
@@ -74,7 +91,6 @@ struct SharingChecker {
     /// Invariant 1 along the flow edges.
     private func convergence(_ views: [[DatabaseName: [String: InvariantChecker.DocumentView]]]) throws -> [Violation] {
         var violations: [Violation] = []
-        let revsLimit = simulation.configuration.revsLimit
         for database in shares.databases {
             for edge in simulation.edges where shares.holds(edge.a, database) && shares.holds(edge.b, database) {
                 let ids = Set(views[edge.a][database]!.keys).union(views[edge.b][database]!.keys).sorted()
@@ -93,10 +109,7 @@ struct SharingChecker {
                     for (from, to, view) in [(edge.a, edge.b, viewA), (edge.b, edge.a, viewB)] {
                         guard let view, from == edge.a ? forward : backward else { continue }
                         let downstream = try tree(to, database, id)
-                        let stemmed = { (revision: RevisionID) in
-                            downstream.leaves.contains { $0.id.generation - revision.generation >= revsLimit }
-                        }
-                        if let missing = view.open.first(where: { !downstream.contains($0) && !stemmed($0) }) {
+                        if let missing = view.open.first(where: { !downstream.contains($0) && !wasStemmed($0, from: downstream) }) {
                             violations.append(Violation(
                                 invariant: .convergence, documentID: id, nodes: [from, to],
                                 detail: "\(database) flows n\(from) -> n\(to): leaf \(missing) of n\(from) is missing on n\(to)"))

@@ -117,7 +117,7 @@ public final class SharingSimulation: @unchecked Sendable {
     }
 
     /// The file of `node`'s `database` in its current generation.
-    private func path(_ node: Int, _ database: DatabaseName) -> String {
+    func path(_ node: Int, _ database: DatabaseName) -> String {
         let generation = generations[node] == 0 ? "" : ".\(generations[node])"
         return directory.appendingPathComponent("n\(node)-\(database.text)\(generation).sqlite").path
     }

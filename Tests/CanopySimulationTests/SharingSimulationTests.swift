@@ -137,4 +137,28 @@ struct SharingSimulationTests {
         let id = try #require(planted)
         #expect(report.violations.contains { $0.invariant == .convergence && $0.documentID == id }, "\(report.failureText)")
     }
+
+    @Test("a written revision removed from a node the shares let it reach is reported as a lost write")
+    func lostWriteIsCaught() throws {
+        let simulation = try SharingSimulation(Self.configuration(3))
+        var planted: (node: Int, revision: RevisionID)?
+        simulation.beforeChecks = { simulation in
+            // A revision its writer holds that is no longer a leaf there (removing a leaf would break the tree).
+            for write in simulation.writes.reversed() {
+                let store = simulation.stores[write.node][write.database]!
+                guard let tree = try store.revisionTree(id: write.documentID), tree.contains(write.revision),
+                      !tree.isLeaf(write.revision) else { continue }
+                let database = try Database(path: simulation.path(write.node, write.database))
+                try database.run(
+                    "DELETE FROM revisions WHERE doc_key = (SELECT doc_key FROM documents WHERE doc_id = ?) AND generation = ? AND digest = ?",
+                    .text(write.documentID), .integer(Int64(write.revision.generation)), .blob(write.revision.digest))
+                planted = (write.node, write.revision)
+                return
+            }
+        }
+        let report = try simulation.run()
+        let (node, revision) = try #require(planted)
+        #expect(report.violations.contains { $0.invariant == .lostWrite && $0.nodes.last == node && $0.detail.contains("\(revision)") },
+                "\(report.failureText)")
+    }
 }

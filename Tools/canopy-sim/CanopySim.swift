@@ -44,8 +44,8 @@ struct Run: ParsableCommand {
             read-write, optionally only ids starting a- or b-, or not shared at all (the node refuses the attach). \
             Faults: partitions, clogs, resets, pauses, crashes and in-connection faults (no storage faults); \
             policies other than merge run as automatic. Checked: no document reaches a node that may not read it \
-            (7), no revision stored from a peer that may not write it (8), and convergence along the ways documents \
-            may flow (1).
+            (7), no revision stored from a peer that may not write it (8), no written revision missing where the shares \
+            let it go (2), and convergence along the ways documents may flow (1).
             """)) var databases: Int = 1
 
     func validate() throws {
