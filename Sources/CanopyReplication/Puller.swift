@@ -83,19 +83,16 @@ struct Puller {
         return since
     }
 
-    /// A batch of the peer's changes: answers with the revision diff and returns the documents
-    /// refused without asking (`SubscriptionTarget.receive`). A one-shot subscription that caught
-    /// up has ended.
-    mutating func receive(_ changes: Changes, _ outbox: Pusher.Outbox) throws(ReplicationError) -> [DocumentEvent] {
+    /// A batch of the peer's changes: answers with the revision diff. A one-shot subscription
+    /// that caught up has ended.
+    mutating func receive(_ changes: Changes, _ outbox: Pusher.Outbox) throws(ReplicationError) {
         guard let target else { throw .invalidReference("changes without a subscription") }
         if changes.caughtUp && !configuration.continuous { state.endSubscription() }
-        let received = try target.receive(changes)
-        outbox.send(.changesReply(received.reply))
-        return received.refused
+        outbox.send(.changesReply(try target.receive(changes)))
     }
 
     /// The revisions of one message, resolved against its batch, to be checked.
-    func foreignRevisions(requestID: RequestID, revisions: [ReceivedRevision]) throws(ReplicationError) -> [ForeignRevision] {
+    func foreignRevisions(requestID: RequestID, revisions: [ReceivedRevision]) throws(ReplicationError) -> SubscriptionTarget.Received {
         guard let target else { throw .invalidReference("revisions without a subscription") }
         return try target.foreignRevisions(requestID: requestID, revisions: revisions)
     }

@@ -31,7 +31,7 @@ extension ReplicationSession {
     }
 
     func receiveChanges(_ changes: Changes) throws(ReplicationError) {
-        reportDocuments(try puller.receive(changes, outbox))
+        try puller.receive(changes, outbox)
         // A batch that needed nothing is complete: the checkpoint it reaches is written next.
         writeNext()
         onEvent(.progress)
@@ -41,7 +41,9 @@ extension ReplicationSession {
     /// when checked (at once with the inline worker).
     func receiveRevisions(requestID: RequestID, final: Bool, revisions: [ReceivedRevision]) throws(ReplicationError) {
         horizonBarrier.revisionsReceived()
-        checks.submit(requestID: requestID, final: final, revisions: try puller.foreignRevisions(requestID: requestID, revisions: revisions))
+        let received = try puller.foreignRevisions(requestID: requestID, revisions: revisions)
+        reportDocuments(received.refused)
+        checks.submit(requestID: requestID, final: final, revisions: received.revisions)
     }
 
     /// Checked messages, in arrival order: they wait for the writer.

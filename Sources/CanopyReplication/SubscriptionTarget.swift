@@ -27,6 +27,10 @@ final class SubscriptionTarget {
         var complete: Bool
         /// Documents of this batch refused so far, for its acknowledgement.
         var refusals: [RevisionsAck.Refusal] = []
+        /// Documents of this batch outside the ids this subscription asked for, and those of
+        /// them already refused (their revisions are dropped as they arrive).
+        var outOfScope: Set<String> = []
+        var refusedOutOfScope: Set<String> = []
     }
 
     /// What a completed batch changed, for the session to report.
@@ -66,20 +70,12 @@ final class SubscriptionTarget {
     /// The checkpoint as last recorded locally.
     var currentCheckpoint: ReplicationCheckpoint? { checkpoint }
 
-    /// What a batch of changes gets: the revision diff to send back, and the documents refused
-    /// before anything was asked of them.
-    struct Received {
-        var reply: ChangesReply
-        /// Entries outside the documents this subscription asked for (an id filter): the peer
-        /// may not write them here, so none of their revisions is requested (`rejected`).
-        var refused: [DocumentEvent] = []
-    }
-
     /// A batch of changes from the source: returns the revision diff to send back. A batch that
     /// needed nothing is complete at once; the checkpoint it reaches is written by the session's
-    /// next `prepareWrite`. An entry outside an id filter is not requested (a peer that offers it
-    /// ignores the filter this node subscribed with): it is refused, named in `refused`.
-    func receive(_ changes: Changes) throws(ReplicationError) -> Received {
+    /// next `prepareWrite`. An entry outside an id filter (offered by a peer that ignores the
+    /// filter this node subscribed with) is remembered: its revisions are refused as they arrive
+    /// (`foreignRevisions`), so the peer learns of the refusal in the batch's acknowledgement.
+    func receive(_ changes: Changes) throws(ReplicationError) -> ChangesReply {
         guard changes.subscriptionID == subscriptionID else {
             throw .invalidReference("changes for unknown subscription \(changes.subscriptionID)")
         }
@@ -101,16 +97,11 @@ final class SubscriptionTarget {
         do { diff = try store.revsDiff(inOrder: offers) } catch { throw .store(error) }
         var items = [ChangesReplyItem](repeating: .complete, count: changes.entries.count)
         var wantsAnything = false
-        var refused: [DocumentEvent] = []
+        var outOfScope: Set<String> = []
         for (position, lacking) in diff.enumerated() {
             guard let lacking else { continue }
             let entry = changes.entries[position]
-            if !filter.needsBody && !filter.accepts(documentID: entry.docID, body: nil) {
-                refused.append(DocumentEvent(
-                    kind: .rejected, documentID: entry.docID, revision: entry.revisions.first?.id,
-                    detail: "outside the documents this peer may write here (\(filter.identity))"))
-                continue
-            }
+            if !filter.needsBody && !filter.accepts(documentID: entry.docID, body: nil) { outOfScope.insert(entry.docID) }
             let revisions = entry.revisions
             let indices = Self.indices(of: lacking.missing, in: revisions)
             guard !indices.isEmpty else { continue }
@@ -120,8 +111,9 @@ final class SubscriptionTarget {
         }
         if let last = changes.entries.last { lastSequenceReceived = last.sequence }
         progress.total += UInt64(changes.entries.count)
-        pending.append(Batch(requestID: changes.requestID, entries: changes.entries, caughtUp: changes.caughtUp, complete: !wantsAnything))
-        return Received(reply: ChangesReply(requestID: changes.requestID, items: items), refused: refused)
+        pending.append(Batch(
+            requestID: changes.requestID, entries: changes.entries, caughtUp: changes.caughtUp, complete: !wantsAnything, outOfScope: outOfScope))
+        return ChangesReply(requestID: changes.requestID, items: items)
     }
 
     private var lastSequenceReceived: UInt64 = 0
@@ -145,21 +137,42 @@ final class SubscriptionTarget {
         return revisions.indices.filter { lookup.contains(revisions[$0].id) }
     }
 
+    /// The revisions of one message, to check and write, and the documents refused outright.
+    struct Received {
+        var revisions: [ForeignRevision]
+        /// Documents outside the ids this subscription asked for: the peer may not write them
+        /// here (`rejected` events; named in the batch's acknowledgement when the peer accepts
+        /// refusals).
+        var refused: [DocumentEvent] = []
+    }
+
     /// Revisions for one of our batches, already resolved against it by the connection's state
-    /// machine: the revisions to check and write, those a `needsBody` filter rejects left out.
-    func foreignRevisions(requestID: RequestID, revisions: [ReceivedRevision]) throws(ReplicationError) -> [ForeignRevision] {
-        _ = try pendingIndex(requestID)
-        var foreign: [ForeignRevision] = []
-        foreign.reserveCapacity(revisions.count)
+    /// machine: the revisions to check and write, those a `needsBody` filter rejects left out,
+    /// and those of documents outside an id filter refused.
+    func foreignRevisions(requestID: RequestID, revisions: [ReceivedRevision]) throws(ReplicationError) -> Received {
+        let index = try pendingIndex(requestID)
+        var received = Received(revisions: [])
+        received.revisions.reserveCapacity(revisions.count)
         for revision in revisions {
+            if !pending[index].outOfScope.isEmpty, pending[index].outOfScope.contains(revision.docID) {
+                if pending[index].refusedOutOfScope.insert(revision.docID).inserted {
+                    let reason = "outside the documents this node lets the peer write (\(filter.identity))"
+                    received.refused.append(DocumentEvent(kind: .rejected, documentID: revision.docID, revision: revision.path.leaf, detail: reason))
+                    if namesRefusals, pending[index].refusals.count < WireLimits.batchRevisionsMax {
+                        pending[index].refusals.append(RevisionsAck.Refusal(
+                            documentID: revision.docID, reason: reason.truncatedToUTF8(bytes: WireLimits.errorMessageBytesMax)))
+                    }
+                }
+                continue
+            }
             if filter.needsBody && !revision.path.kind.isDeleted {
                 let body = try? JSONValue.parse(revision.body)
                 if !filter.accepts(documentID: revision.docID, body: body) { continue }
             }
-            foreign.append(ForeignRevision(
+            received.revisions.append(ForeignRevision(
                 documentID: revision.docID, path: revision.path, body: .canonical(revision.body), importedID: revision.importedID))
         }
-        return foreign
+        return received
     }
 
     /// A `revisions` message whose check passed.

@@ -47,7 +47,7 @@ struct PullStateTests {
         state.endSubscription()
         #expect(!state.canStartAnotherPass, "its batch is not written yet")
 
-        let foreign = try target.foreignRevisions(requestID: 1, revisions: [wanted.received(sequence: 1)])
+        let foreign = try target.foreignRevisions(requestID: 1, revisions: [wanted.received(sequence: 1)]).revisions
         let message = SubscriptionTarget.CheckedMessage(requestID: 1, final: true, batch: try DocumentStore.checkForeign(foreign))
         let write = try #require(try target.prepareWrite([message]))
         _ = target.finish(write, events: try write.perform().get())

@@ -35,7 +35,7 @@ struct PullerTests {
 
     /// Hands the puller the checked revisions of one final message and runs the write it gives.
     func writeRevisions(_ puller: inout Puller, requestID: RequestID, _ revisions: [ReceivedRevision]) throws -> SubscriptionTarget.Completion? {
-        let foreign = try puller.foreignRevisions(requestID: requestID, revisions: revisions)
+        let foreign = try puller.foreignRevisions(requestID: requestID, revisions: revisions).revisions
         puller.checked([.init(requestID: requestID, final: true, result: .success(try DocumentStore.checkForeign(foreign)))])
         return try writeNext(&puller)
     }
@@ -171,7 +171,7 @@ struct PullerTests {
         let wanted = SampleRevision("wanted")
         try puller.receive(Changes(requestID: 1, subscriptionID: 2, caughtUp: true, entries: [wanted.entry(sequence: 1)]), sent.outbox)
         _ = sent.take()
-        let foreign = try puller.foreignRevisions(requestID: 1, revisions: [wanted.received(sequence: 1)])
+        let foreign = try puller.foreignRevisions(requestID: 1, revisions: [wanted.received(sequence: 1)]).revisions
         puller.checked([.init(requestID: 1, final: true, result: .success(try DocumentStore.checkForeign(foreign)))])
         let write = try #require(try puller.nextWrite())
         let events = try write.perform().get()

@@ -29,7 +29,7 @@ struct SubscriptionTargetTests {
     func checked(
         _ target: SubscriptionTarget, _ requestID: RequestID, _ revisions: [ReceivedRevision], final: Bool = true
     ) throws -> SubscriptionTarget.CheckedMessage {
-        let foreign = try target.foreignRevisions(requestID: requestID, revisions: revisions)
+        let foreign = try target.foreignRevisions(requestID: requestID, revisions: revisions).revisions
         return SubscriptionTarget.CheckedMessage(requestID: requestID, final: final, batch: try DocumentStore.checkForeign(foreign))
     }
 
@@ -51,16 +51,25 @@ struct SubscriptionTargetTests {
         return target.finish(write, events: events)
     }
 
-    @Test("an entry outside the id prefix subscribed to is refused, never requested, however the source offers it")
+    @Test("a document outside the id prefix subscribed to is refused as its revisions arrive: nothing of it is written, the rest is, and the acknowledgement names it")
     func entryOutsideTheScopeIsRefused() throws {
         let inside = SampleRevision("note:1"), outside = SampleRevision("secret")
         let target = target(filter: .idPrefix("note:"))
-        let received = try target.receive(Changes(requestID: 1, subscriptionID: 5, caughtUp: true, entries: [
+        let reply = try target.receive(Changes(requestID: 1, subscriptionID: 5, caughtUp: true, entries: [
             outside.entry(sequence: 1), inside.entry(sequence: 2),
         ]))
-        #expect(received.reply == ChangesReply(requestID: 1, items: [.complete, ChangesReplyItem(missing: [0])]))
+        #expect(reply == ChangesReply(requestID: 1, items: [ChangesReplyItem(missing: [0]), ChangesReplyItem(missing: [0])]))
+        let received = try target.foreignRevisions(requestID: 1, revisions: [outside.received(sequence: 1), inside.received(sequence: 2)])
+        #expect(received.revisions.map(\.documentID) == ["note:1"])
         #expect(received.refused.map(\.documentID) == ["secret"] && received.refused.first?.kind == .rejected)
-        #expect(received.refused.first?.detail?.contains("outside the documents this peer may write") == true)
+        #expect(received.refused.first?.detail?.contains("outside the documents this node lets the peer write") == true)
+        let message = SubscriptionTarget.CheckedMessage(requestID: 1, final: true, batch: try DocumentStore.checkForeign(received.revisions))
+        let (acks, _) = try write(target, [message])
+        guard case .okWithRefusals(let refusals)? = acks.first?.status else {
+            Issue.record("the acknowledgement names no refusal: \(acks)")
+            return
+        }
+        #expect(refusals.map(\.documentID) == ["secret"])
     }
 
     @Test("changesReply lists each entry's missing revisions by index, with the store's possible ancestors; what the store holds is complete")
@@ -73,7 +82,7 @@ struct SubscriptionTargetTests {
             held.entry(sequence: 1), new.entry(sequence: 2),
             ChangesEntry(sequence: 3, docID: "branched", revisions: [LeafRevision(id: newer, kind: .live), older.leaf]),
         ])
-        let reply = try target.receive(changes).reply
+        let reply = try target.receive(changes)
         #expect(reply == ChangesReply(requestID: 1, items: [
             .complete, ChangesReplyItem(missing: [0]), ChangesReplyItem(missing: [0], knownAncestors: [older.id]),
         ]))
@@ -237,6 +246,6 @@ struct SubscriptionTargetTests {
         let target = target(filter: onlyPublic)
         _ = try target.receive(Changes(requestID: 1, subscriptionID: 5, caughtUp: false, entries: [keep.entry(sequence: 1), drop.entry(sequence: 2)]))
         let foreign = try target.foreignRevisions(requestID: 1, revisions: [keep.received(sequence: 1), drop.received(sequence: 2)])
-        #expect(foreign.map(\.documentID) == ["keep"])
+        #expect(foreign.revisions.map(\.documentID) == ["keep"] && foreign.refused.isEmpty)
     }
 }
