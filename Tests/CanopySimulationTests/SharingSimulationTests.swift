@@ -12,13 +12,13 @@ import Testing
 @Suite("Simulation of several databases with mixed rights")
 struct SharingSimulationTests {
     static func configuration(_ seed: UInt64, faults: FaultLevel? = nil) -> SimulationConfiguration {
-        var configuration = SimulationConfiguration(
-            seed: seed, faults: faults, policy: .automatic, documents: 10, faultPhaseSeconds: 20, revsLimit: 1000)
+        var configuration = SimulationConfiguration(seed: seed, faults: faults, documents: 10, faultPhaseSeconds: 20)
         configuration.databases = 3
         return configuration
     }
 
-    static let seeds: [UInt64] = [1, 2, 3, 4, 5, 6]
+    /// Topology, fault level, policy (merge, else automatic), revsLimit, batch size and window from the seed.
+    static let seeds: [UInt64] = Array(1...8)
 
     @Test("every seed of the short list keeps every access and convergence invariant", arguments: seeds)
     func seedHoldsInvariants(seed: UInt64) throws {
@@ -49,6 +49,10 @@ struct SharingSimulationTests {
             }
         }
         #expect(rights == Set(Share.Rights.allCases))
+        let configurations = Self.seeds.map { Self.configuration($0) }
+        #expect(Set(configurations.map(\.policy)).isSuperset(of: [.automatic, .merge]))
+        #expect(Set(configurations.map(\.revsLimit)).count == 2)
+        #expect(Set(configurations.map(\.faults)) == Set(FaultLevel.allCases))
         #expect(prefixed > 0 && unshared > 0)
         let report = try SharingSimulation(Self.configuration(3)).run()
         #expect(report.sharing["refusedAttach", default: 0] > 0, "\(report.summary)")
