@@ -181,7 +181,7 @@ public final class SharingSimulation: @unchecked Sendable {
                 peerName: "n\(peer)", store: stores[node][database]!, dialer: link.channelDialer(for: database), scheduler: scheduler,
                 random: engineRandom, configuration: configuration, backoff: Backoff(initialSeconds: 0.5, maximumSeconds: 20, jitter: 0.5),
                 logger: logger,
-                worker: configuration.continuous && self.configuration.worker == .concurrent
+                worker: self.configuration.worker == .concurrent
                     ? SimulatedWorker(scheduler: scheduler, random: workerRandom, races: races) : InlineReplicationWorker(),
                 onDocumentEvents: { [weak self] events in
                     for event in events { self?.documentEvent(node: node, peer: peer, database: database, event) }
