@@ -29,6 +29,7 @@ struct DatabasesBench: ParsableCommand {
     @Option(help: "Seconds of quiet over which the idle agent's CPU is measured.") var idleSeconds = 20.0
     @Option(help: "Bytes of canonical JSON per document body (about).") var bodyBytes = 1_024
     @Option(help: "Probes of the head-of-line phase.") var probes = 5
+    @Option(help: "The phases to run: split, head-of-line, idle (comma-separated).") var phases = "split,head-of-line,idle"
     @OptionGroup var agents: AgentBenchOptions
     @Flag(help: "Print the results as JSON.") var json = false
 
@@ -42,9 +43,11 @@ struct DatabasesBench: ParsableCommand {
         let directory = agents.temporaryDirectory()
         defer { directory.remove() }
         let canopyd = try agents.canopydPath()
-        var figures = try split(directory.path, canopyd)
-        figures += try headOfLine(directory.path, canopyd)
-        figures += try idle(directory.path, canopyd)
+        let chosen = Set(phases.split(separator: ",").map(String.init))
+        var figures: [Figure] = []
+        if chosen.contains("split") { figures += try split(directory.path, canopyd) }
+        if chosen.contains("head-of-line") { figures += try headOfLine(directory.path, canopyd) }
+        if chosen.contains("idle") { figures += try idle(directory.path, canopyd) }
         FigureReport.print(figures, json: json)
     }
 
@@ -55,14 +58,14 @@ struct DatabasesBench: ParsableCommand {
     /// an agent's start), timed until the last document of every database has arrived.
     private func split(_ parent: String, _ canopyd: String) throws -> [Figure] {
         let names = (0..<databases).map { DatabaseName(validating: "part\($0)")! }
-        let source = try BenchAgent(name: "source", parent: parent, canopyd: canopyd)
+        let source = try agent("source", parent, canopyd)
         try load(source, .default, range: 0..<count)
         let per = count / databases
         for (index, name) in names.enumerated() {
             try load(source, name, range: index * per..<(index == databases - 1 ? count : (index + 1) * per))
         }
-        let one = try BenchAgent(name: "one", parent: parent, canopyd: canopyd)
-        let many = try BenchAgent(name: "many", parent: parent, canopyd: canopyd)
+        let one = try agent("one", parent, canopyd)
+        let many = try agent("many", parent, canopyd)
         try source.appendConfig(Self.peer(one, address: nil, mode: "continuous") + Self.peer(many, address: nil, mode: "continuous")
             + names.map { Self.share($0, with: many, "read") }.joined() + Self.share(.default, with: many, "none"))
         try source.start()
@@ -94,8 +97,8 @@ struct DatabasesBench: ParsableCommand {
     private func headOfLine(_ parent: String, _ canopyd: String) throws -> [Figure] {
         let big = DatabaseName(validating: "big")!
         let small = DatabaseName(validating: "small")!
-        let a = try BenchAgent(name: "hol-a", parent: parent, canopyd: canopyd)
-        let b = try BenchAgent(name: "hol-b", parent: parent, canopyd: canopyd)
+        let a = try agent("hol-a", parent, canopyd)
+        let b = try agent("hol-b", parent, canopyd)
         try load(a, big, range: 0..<count)
         try Self.emptyDatabase(a, small)
         for name in [big, small] { try Self.emptyDatabase(b, name) }
@@ -134,8 +137,8 @@ struct DatabasesBench: ParsableCommand {
     /// all connected and caught up: its CPU over `idleSeconds` and its resident memory.
     private func idle(_ parent: String, _ canopyd: String) throws -> [Figure] {
         let names = (0..<idleDatabases).map { DatabaseName(validating: "db\($0)")! }
-        let hub = try BenchAgent(name: "hub", parent: parent, canopyd: canopyd)
-        let peers = try (0..<idlePeers).map { try BenchAgent(name: "peer\($0)", parent: parent, canopyd: canopyd) }
+        let hub = try agent("hub", parent, canopyd)
+        let peers = try (0..<idlePeers).map { try agent("peer\($0)", parent, canopyd) }
         for name in names {
             try Self.emptyDatabase(hub, name)
             for peer in peers { try Self.emptyDatabase(peer, name) }
@@ -173,6 +176,13 @@ struct DatabasesBench: ParsableCommand {
     }
 
     // MARK: Helpers
+
+    /// A new agent, with the `[limits]` given on the command line.
+    private func agent(_ name: String, _ parent: String, _ canopyd: String) throws -> BenchAgent {
+        let agent = try BenchAgent(name: name, parent: parent, canopyd: canopyd)
+        try agent.setLimits(batchRevisions: agents.batchRevisions, batchesInFlight: agents.batchesInFlight)
+        return agent
+    }
 
     /// Writes documents `range` into `database` of a stopped agent with the library (the file is
     /// made when missing; a database besides default also gets its config section).
