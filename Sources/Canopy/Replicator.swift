@@ -4,7 +4,8 @@ import Synchronization
 
 /// Replication between a `Node` and one peer, shaped after Couchbase Lite's `Replicator`:
 /// `start()` and `stop()`, a one-shot `sync()` that returns when both directions have caught up,
-/// and the replicator's activity as an `AsyncSequence` of `Status` values.
+/// and the replicator's activity as an `AsyncSequence` of `Status` values; what it did to each
+/// document is another (`documentEvents`).
 ///
 /// ```swift
 /// let replicator = node.replicator(ReplicatorConfiguration(peer: otherID, address: "10.0.0.2:4987"))
@@ -69,6 +70,10 @@ public final class Replicator: Sendable {
     /// the oldest: the newest status is never lost, and a reader that never reads costs a
     /// bounded amount of memory while a transfer reports progress.
     static let statusBufferCount = 64
+    /// A document event stream keeps at most this many events a slow reader has not taken yet,
+    /// dropping the oldest: a reader that never reads costs a bounded amount of memory while a
+    /// large database replicates.
+    static let documentEventBufferCount = 4096
 
     private let agent: Agent
     /// The peer's entry in the node's config, or why the configuration cannot make one.
@@ -83,6 +88,8 @@ public final class Replicator: Sendable {
         var generation = 0
         var observation: ReplicationStatusObservation?
         var streams: [Int: AsyncStream<Status>.Continuation] = [:]
+        /// The document event streams, each with the agent's observation that feeds it.
+        var documentStreams: [Int: (stream: AsyncStream<ReplicatedDocument>.Continuation, observation: ReplicationStatusObservation?)] = [:]
         var nextStream = 0
     }
 
@@ -93,11 +100,18 @@ public final class Replicator: Sendable {
     }
 
     deinit {
-        let streams = state.withLock { state in
-            defer { state.streams = [:] }
-            return Array(state.streams.values)
+        let (streams, documentStreams) = state.withLock { state in
+            defer {
+                state.streams = [:]
+                state.documentStreams = [:]
+            }
+            return (Array(state.streams.values), Array(state.documentStreams.values))
         }
         for stream in streams { stream.finish() }
+        for (stream, observation) in documentStreams {
+            observation?.cancel()
+            stream.finish()
+        }
     }
 
     /// The replicator's status from now on: the current one first, then every change, until
@@ -115,6 +129,36 @@ public final class Replicator: Sendable {
         }
         continuation.onTermination = { [weak self] _ in
             _ = self?.state.withLock { $0.streams.removeValue(forKey: key) }
+        }
+        return stream
+    }
+
+    /// What replication does to documents from now on, one value per document and event, in the
+    /// order it happened (all the databases shared with the peer, each value naming its own):
+    /// documents pulled from the peer, conflicts their arrival caused and how the conflict policy
+    /// dealt with them, documents refused by this node or by the peer. Documents pushed are not
+    /// reported one by one (see ``ReplicatedDocument``). The stream ends at `stop()`. Each access
+    /// makes a new stream that sees the events from then on; take it before `start()` to see
+    /// every one. A reader that falls more than 4096 events behind loses the oldest.
+    public var documentEvents: AsyncStream<ReplicatedDocument> {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: ReplicatedDocument.self, bufferingPolicy: .bufferingNewest(Self.documentEventBufferCount))
+        let observation = (try? peer.get()).flatMap { peer in
+            agent.observeDocumentEvents(peer: peer.nodeID) { database, events in
+                for event in events {
+                    if let document = ReplicatedDocument(event, database: database.text) { continuation.yield(document) }
+                }
+            }
+        }
+        let key = state.withLock { state in
+            let key = state.nextStream
+            state.nextStream += 1
+            state.documentStreams[key] = (continuation, observation)
+            return key
+        }
+        continuation.onTermination = { [weak self] _ in
+            observation?.cancel()
+            _ = self?.state.withLock { $0.documentStreams.removeValue(forKey: key) }
         }
         return stream
     }
@@ -157,23 +201,29 @@ public final class Replicator: Sendable {
     }
 
     /// Stops replicating: the peer is removed from the node's config (neither dialled nor
-    /// allowed any more; the session closes cleanly), and every status stream gets `.stopped`
-    /// and ends. A `sync()` waiting fails. `start()` may be called again.
+    /// allowed any more; the session closes cleanly), every status stream gets `.stopped` and
+    /// ends, and every document event stream ends. A `sync()` waiting fails. `start()` may be
+    /// called again.
     public func stop() {
-        let (streams, observation, wasRunning) = state.withLock { state in
+        let (streams, documentStreams, observation, wasRunning) = state.withLock { state in
             defer {
                 state.running = false
                 state.generation += 1
                 state.current = .stopped
                 state.streams = [:]
+                state.documentStreams = [:]
                 state.observation = nil
             }
-            return (Array(state.streams.values), state.observation, state.running)
+            return (Array(state.streams.values), Array(state.documentStreams.values), state.observation, state.running)
         }
         observation?.cancel()
         // Outside the lock: ending a stream runs its termination handler, which takes the lock.
         for stream in streams {
             stream.yield(.stopped)
+            stream.finish()
+        }
+        for (stream, observation) in documentStreams {
+            observation?.cancel()
             stream.finish()
         }
         if wasRunning, case .success(let peer) = peer { agent.removePeer(peer.nodeID) { _ in } }

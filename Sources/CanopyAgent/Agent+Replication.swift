@@ -63,6 +63,17 @@ extension Agent {
         (replication as? EngineReplication)?.observeStatus(of: nodeID, observer)
     }
 
+    /// Tells `observer` of the document events of the replication with the peer `nodeID` (a
+    /// canonical node id) — of `database`, or of every database shared with it when nil — batch
+    /// by batch, exactly as and in the order the `events` stream gets them (so without `pushed`:
+    /// a peer acknowledges batches, not documents), until the observation is cancelled. The
+    /// observer runs on the replication queue and must not block.
+    package func observeDocumentEvents(
+        peer nodeID: String, database: DatabaseName? = nil, _ observer: @escaping @Sendable (DatabaseName, [DocumentEvent]) -> Void
+    ) -> ReplicationStatusObservation? {
+        (replication as? EngineReplication)?.observeDocumentEvents(of: nodeID, database: database, observer)
+    }
+
     /// Runs the sync and reports it as events; `nodeID` is a configured peer's canonical id.
     private func runSync(_ nodeID: String, _ completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void) {
         let progress: @Sendable (ReplicationProgress) -> Void = { [weak events] progress in

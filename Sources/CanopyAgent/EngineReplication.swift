@@ -57,6 +57,11 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     private var nextWatcher = 0
     /// Told of every status change of one peer's `default` replicator (`observeStatus`).
     private var statusObservers: [ObjectIdentifier: (peer: String, observer: @Sendable (PeerStatus) -> Void)] = [:]
+    /// Told of one peer's document events, of one database or all (`observeDocumentEvents`),
+    /// batch by batch as `flushDocumentEvents` hands them to the sink.
+    private var documentObservers: [ObjectIdentifier: (
+        peer: String, database: DatabaseName?, observer: @Sendable (DatabaseName, [DocumentEvent]) -> Void
+    )] = [:]
     private var limits = ReplicationLimits()
     /// Document events not yet handed to the sink: they go in one batch per turn of `queue`, and
     /// always before any status change or sync completion, so observers see them in order.
@@ -305,7 +310,12 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         guard !pendingDocumentEvents.isEmpty else { return }
         let batches = pendingDocumentEvents
         pendingDocumentEvents = []
-        for (peer, database, events) in batches { sink?.emit(documentEvents: events, peer: peer, database: database) }
+        for (peer, database, events) in batches {
+            sink?.emit(documentEvents: events, peer: peer, database: database)
+            for (observed, only, observer) in documentObservers.values where observed == peer && (only ?? database) == database {
+                observer(database, events)
+            }
+        }
     }
 
     /// Pull and push progress as one figure (a sync waits for both).
@@ -422,6 +432,22 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         return observation
     }
 
+    /// Tells `observer` of the document events of `peer`, of `database` or (nil) every database
+    /// shared with it, on this queue, batch by batch in the order the sink gets them, from the
+    /// next flush until the observation is cancelled. What the sink does not get (`pushed`, see
+    /// `documentEvents`) the observer does not either.
+    func observeDocumentEvents(
+        of peer: String, database: DatabaseName?, _ observer: @escaping @Sendable (DatabaseName, [DocumentEvent]) -> Void
+    ) -> ReplicationStatusObservation {
+        let observation = ReplicationStatusObservation { [weak self] key in
+            guard let self else { return }
+            self.queue.async { self.documentObservers[key] = nil }
+        }
+        let key = ObjectIdentifier(observation)
+        queue.async { [self] in documentObservers[key] = (peer, database, observer) }
+        return observation
+    }
+
     /// SIGTERM: every replicator drains its session — no new batches in either direction, the
     /// batches in flight finish and are checkpointed, bounded by `AgentLimits.shutdownDrainSeconds`
     /// — and closes with `close` and the FINAL tag; then the close frames get a moment to leave
@@ -497,8 +523,9 @@ private final class SyncCounter: @unchecked Sendable {
     }
 }
 
-/// An observation of one peer's replication status (`Agent.observeReplicationStatus`): the
-/// observer is told of changes until `cancel` (or until this object is released).
+/// An observation of one peer's replication status (`Agent.observeReplicationStatus`) or document
+/// events (`Agent.observeDocumentEvents`): the observer is told of them until `cancel` (or until
+/// this object is released).
 package final class ReplicationStatusObservation: Sendable {
     private let onCancel: @Sendable (ObjectIdentifier) -> Void
 
