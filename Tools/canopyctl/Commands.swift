@@ -57,6 +57,7 @@ struct Peers: ParsableCommand {
         let result = try connection.call("peers")
         if connection.json { return printJSON(.object(result)) }
         printPeerTable(result["peers"])
+        printDatabaseTable(result["peers"])
         if case .array(let pending)? = result["pending"], !pending.isEmpty {
             // The address a pending node connected from is its side of that connection (usually
             // an ephemeral port), not where it listens: accepting it without an address lets it

@@ -44,3 +44,23 @@ func printPeerTable(_ peers: JSONValue?) {
                 .map { text(peer[$0]) }
         })
 }
+
+/// Each database replicated with each peer (the `databases` of the peer rows), when any peer
+/// shares more than `default`.
+func printDatabaseTable(_ peers: JSONValue?) {
+    guard case .array(let rows)? = peers else { return }
+    let lines = rows.flatMap { row -> [[String]] in
+        let peer = row.objectValue ?? [:]
+        guard case .array(let databases)? = peer["databases"] else { return [] }
+        return databases.map { entry in
+            let database = entry.objectValue ?? [:]
+            let scope = database["prefix"].flatMap { $0 == .null ? nil : "ids starting \(text($0))" } ?? "every id"
+            return [text(peer["node_id"]), text(database["db"]), text(database["access"]), scope, text(database["state"]),
+                    text(database["last_pushed_seq"]), text(database["last_pulled_seq"]), text(database["rejected"]),
+                    text(database["refused_by_peer"]), text(database["last_error"])]
+        }
+    }
+    guard lines.contains(where: { $0[1] != "default" }) else { return }
+    print("\ndatabases shared with each peer (ACCESS: what the peer may do to this node's copy):")
+    printTable(["NODE ID", "DATABASE", "ACCESS", "SCOPE", "STATE", "PUSHED THROUGH", "PULLED THROUGH", "REFUSED", "REFUSED BY PEER", "LAST ERROR"], lines)
+}
