@@ -25,7 +25,7 @@ import CanopyReplication
 ///
 /// [limits]
 /// batch-revisions = 500            # revisions per replication batch
-/// batches-in-flight = 16           # pipelined batches per peer (at most 16 are used)
+/// batches-in-flight = 4            # pipelined batches per database and peer (at most 16 are used)
 /// heartbeat-seconds = 30           # idle connections send a heartbeat this often
 /// resolver-timeout-seconds = 10    # a resolver client's time to answer one offer
 ///
@@ -160,7 +160,10 @@ public struct ReplicationLimits: Sendable, Equatable {
     /// Revisions per batch.
     public var batchRevisions: Int = 500
     /// Batches in flight per peer (the pipelining window).
-    public var batchesInFlight: Int = 16
+    /// The default, 4 batches of 500, keeps a change in one database from waiting behind more than
+    /// a few batches of another on the same connection (README, *Performance*) and measured as fast
+    /// as 16 for one database on loopback; a link with a long round trip may want more.
+    public var batchesInFlight: Int = 4
     /// Heartbeat interval on idle connections.
     public var heartbeatSeconds: Int = 30
     /// Seconds a resolver client has to answer one offer before the conflict is kept
@@ -168,7 +171,7 @@ public struct ReplicationLimits: Sendable, Equatable {
     public var resolverTimeoutSeconds: Int = 10
 
     /// Creates limits with the defaults.
-    public init(batchRevisions: Int = 500, batchesInFlight: Int = 16, heartbeatSeconds: Int = 30, resolverTimeoutSeconds: Int = 10) {
+    public init(batchRevisions: Int = 500, batchesInFlight: Int = 4, heartbeatSeconds: Int = 30, resolverTimeoutSeconds: Int = 10) {
         self.batchRevisions = batchRevisions
         self.batchesInFlight = batchesInFlight
         self.heartbeatSeconds = heartbeatSeconds
