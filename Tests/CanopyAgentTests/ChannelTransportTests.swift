@@ -11,24 +11,6 @@ import Testing
 import Glibc
 #endif
 
-/// Collects a transport's events and lets a test wait for them (bounded, never a bare sleep).
-private final class EventLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var events: [ConnectionEvent] = []
-    private let arrived = DispatchSemaphore(value: 0)
-
-    func append(_ event: ConnectionEvent) {
-        lock.withLock { events.append(event) }
-        arrived.signal()
-    }
-
-    /// Waits for the next event (at most 30 s).
-    func next() -> ConnectionEvent? {
-        guard arrived.wait(timeout: .now() + 30) == .success else { return nil }
-        return lock.withLock { events.removeFirst() }
-    }
-}
-
 private func identity(_ seed: UInt8) -> Identity {
     var entropy = DeterministicEntropy(seed: [UInt8](repeating: seed, count: DeterministicEntropy.seedBytes))
     return Identity.generate(random: &entropy)
@@ -79,7 +61,7 @@ struct ChannelTransportTests {
         let receiver = try right.get()
         #expect(receiver.peer == identity(1).nodeID)
         #expect(sender.identity == receiver.identity)
-        let log = EventLog()
+        let log = ConnectionEventLog()
         receiver.start { log.append($0) }
         sender.start { _ in }
         let big = [UInt8](repeating: UInt8(ascii: "x"), count: 3 * WireLimits.fragmentBytesMax + 17)

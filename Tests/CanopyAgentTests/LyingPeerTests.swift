@@ -1,0 +1,130 @@
+import CanopyCore
+import CanopyCrypto
+import CanopyReplication
+import CanopyStore
+import CanopyWire
+import Dispatch
+import Foundation
+import Testing
+
+@testable import CanopyAgent
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A peer that the agent allows but that breaks the rules of the version-2 connection, driven by
+/// hand over real TCP and the real handshake, next to an honest peer that must not notice.
+@Suite("a peer that lies to a real agent", .serialized)
+struct LyingPeerTests {
+    /// Connects to `address` (127.0.0.1:PORT) and runs the handshake as `identity`.
+    static func connect(to address: HostPort, as identity: Identity, expecting peer: NodeID, delivery: DispatchQueue) throws -> ChannelTransport {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw SystemError("socket") }
+        var target = sockaddr_in()
+        target.sin_family = sa_family_t(AF_INET)
+        target.sin_port = address.port.bigEndian
+        target.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &target) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw SystemError("connect") }
+        try Socket.setNonBlocking(fd)
+        let queue = DispatchQueue(label: "test.liar")
+        let connection = StreamConnection(fd: fd, queue: queue, pendingWriteBytesMax: AgentLimits.peerPendingWriteBytesMax)
+        let configuration = HandshakeConfiguration(identity: identity, authorizer: AllowList([peer]), pendingPeers: nil, remoteAddress: "agent")
+        let done = DispatchSemaphore(value: 0)
+        final class Outcome: @unchecked Sendable { var value: Result<ChannelTransport, CryptoError>? }
+        let outcome = Outcome()
+        queue.async {
+            HandshakeDriver(connection: connection, initiator: true, configuration: configuration, deliveryQueue: delivery) { result in
+                outcome.value = result
+                done.signal()
+            }.start()
+        }
+        guard done.wait(timeout: .now() + 30) == .success, let result = outcome.value else { throw SystemError("handshake", code: ETIMEDOUT) }
+        return try result.get()
+    }
+
+    @Test("asking for a database not shared with it is refused and listed as pending; revisions pushed unasked end their channel and nothing is stored; a message for a channel never opened closes the connection with the reason; an honest peer replicates on")
+    func lyingPeerIsRefusedAndOthersGoOn() throws {
+        let a = try InProcessReplicationTests.Node(name: "a")
+        let b = try InProcessReplicationTests.Node(name: "b")
+        defer {
+            a.stop()
+            b.stop()
+        }
+        try a.allow(b)
+        try b.allow(a)
+        var entropy = DeterministicEntropy(seed: [UInt8](repeating: 9, count: DeterministicEntropy.seedBytes))
+        let liar = Identity.generate(random: &entropy)
+        let admin = try AdminSocketClient(path: a.socket, receiveTimeoutSeconds: 60)
+        #expect(try admin.request("peer.add", ["node_id": .string(liar.nodeID.description), "address": .string("-")])["ok"] == .bool(true))
+        #expect(try admin.request("db.create", ["name": .string("secret")])["ok"] == .bool(true))
+
+        let delivery = DispatchQueue(label: "test.liar.delivery")
+        let address = a.agent.queue.sync { a.agent.listening!.address }
+        let transport = try Self.connect(to: address, as: liar, expecting: try #require(AgentIdentity.nodeID(a.agent.nodeID)), delivery: delivery)
+        let received = ConnectionEventLog()
+        transport.start { received.append($0) }
+        transport.send(.hello(ConnectionHello(nodeID: [UInt8](repeating: 9, count: 16))))
+        let hello = received.next { if case .message(.hello) = $0 { return true } else { return false } }
+        #expect(hello != nil, "the agent answers with its connection hello")
+
+        // A database it was not given.
+        transport.send(.attach(Attach(channel: 1, database: DatabaseName(validating: "secret")!)))
+        guard case .message(.detach(let refusal))? = received.next(where: { if case .message(.detach) = $0 { true } else { false } }) else {
+            Issue.record("no refusal of the attach")
+            return
+        }
+        #expect(refusal.channel == 1 && refusal.code == .forbidden && refusal.message.contains("not shared with you"), "\(refusal)")
+        var pending: [String: JSONValue]?
+        if case .array(let rows)? = try admin.request("db.pending")["pending"] { pending = rows.first?.objectValue }
+        #expect(pending?["db"] == .string("secret") && pending?["node_id"] == .string(liar.nodeID.description), "\(String(describing: pending))")
+
+        // Revisions pushed into a database it may write, but never asked for: its channel ends
+        // with the reason and nothing is stored.
+        transport.send(.attach(Attach(channel: 3, database: .default)))
+        guard case .message(.attach(let echo))? = received.next(where: { if case .message(.attach) = $0 { true } else { false } }) else {
+            Issue.record("default was not opened")
+            return
+        }
+        #expect(echo.channel == 3)
+        transport.send(.channel(3, .hello(Hello(databaseID: [UInt8](repeating: 7, count: 16), revsLimit: 1000, window: 4))))
+        let forged = RevisionTransfer(ancestry: [], knownAncestorTail: 0, body: Array(#"{"forged":true}"#.utf8))
+        transport.send(.channel(3, .revisions(Revisions(requestID: 77, final: true, revisions: [forged]))))
+        guard case .message(.channel(3, .close(let said)))? = received.next(where: {
+            if case .message(.channel(3, .close)) = $0 { true } else { false }
+        }) else {
+            Issue.record("the session on the channel did not close")
+            return
+        }
+        #expect(said.code == .invalidReference && said.reason.contains("unknown request"), "\(said)")
+        guard case .message(.detach(let ended))? = received.next(where: { if case .message(.detach(let d)) = $0 { d.channel == 3 } else { false } }) else {
+            Issue.record("the channel carrying unrequested revisions was not ended")
+            return
+        }
+        #expect(ended.message.contains("unknown request 77"), "\(ended)")
+        #expect(try a.agent.store.documentCount == 0, "nothing of the forged push was stored")
+
+        // A message for a channel that was never opened: the connection ends, with the reason.
+        transport.send(.channel(41, .heartbeat))
+        guard case .message(.close(let close))? = received.next(where: { if case .message(.close) = $0 { true } else { false } }) else {
+            Issue.record("the agent did not close the connection")
+            return
+        }
+        #expect(close.code == .invalidReference, "\(close)")
+
+        // The honest peer never noticed: a write on A still reaches B.
+        let rev = try a.agent.store.put(id: "after-the-liar", body: .object(["ok": .bool(true)]), replacing: nil)
+        let commits = DispatchSemaphore(value: 0)
+        let token = b.agent.store.addCommitObserver { commits.signal() }
+        defer { token.cancel() }
+        while (try? b.agent.store.get(id: "after-the-liar").revision) != rev {
+            guard commits.wait(timeout: .now() + 60) == .success else {
+                Issue.record("the honest peer stopped replicating")
+                return
+            }
+        }
+    }
+}
