@@ -88,6 +88,7 @@ extension Agent {
         case "peer.remove":
             guard configFile.parsed.peerSections[nodeID] != nil else { throw AdminFailure(.notFound, "\(nodeID) is not a configured peer") }
             text = ConfigEditor.removingPeer(nodeID, from: configFile.text, parsed: configFile.parsed)
+            pendingShares.removeAll(from: nodeID)
         default:
             if request.command == "peer.accept", !inbound.pending.contains(nodeID) {
                 throw AdminFailure(.notFound, "\(nodeID) is not a pending peer")
@@ -137,6 +138,7 @@ extension Agent {
             completion(Result { () throws(AdminFailure) in
                 guard let nodeID = AgentIdentity.normalizeNodeID(nodeID), configFile.parsed.peerSections[nodeID] != nil else { return }
                 let text = ConfigEditor.removingPeer(nodeID, from: configFile.text, parsed: configFile.parsed)
+                pendingShares.removeAll(from: nodeID)
                 try commitPeerEdit(text, command: "peer.remove", nodeID: nodeID)
             })
         }

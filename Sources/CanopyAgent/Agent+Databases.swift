@@ -37,48 +37,6 @@ final class DatabaseRegistry: Sendable {
     }
 }
 
-/// Databases peers asked to replicate that are not shared with them (Syncthing's pending
-/// folders): the peer's offer, refused with `forbidden`, is kept here until `share` accepts it
-/// or `db.dismiss` drops it. Recorded from the replication queue, read from the agent's.
-final class PendingShares: Sendable {
-    struct Offer: Sendable, Equatable {
-        var attempts: Int
-        var firstSeen: Double
-        var lastSeen: Double
-    }
-
-    private let offers = Mutex<[ShareKey: Offer]>([:])
-
-    /// Records an offer; true when it is new (the agent then emits `share.pending`). At most
-    /// `AgentLimits.pendingSharesMax` are kept: the one seen least recently makes room.
-    func record(_ key: ShareKey, at time: Double) -> Bool {
-        offers.withLock { offers in
-            if var offer = offers[key] {
-                offer.attempts += 1
-                offer.lastSeen = time
-                offers[key] = offer
-                return false
-            }
-            if offers.count >= AgentLimits.pendingSharesMax, let oldest = offers.min(by: { $0.value.lastSeen < $1.value.lastSeen })?.key {
-                offers[oldest] = nil
-            }
-            offers[key] = Offer(attempts: 1, firstSeen: time, lastSeen: time)
-            return true
-        }
-    }
-
-    /// Forgets an offer; true when there was one.
-    @discardableResult
-    func remove(_ key: ShareKey) -> Bool {
-        offers.withLock { $0.removeValue(forKey: key) != nil }
-    }
-
-    /// Every offer, by database then node id.
-    var all: [(key: ShareKey, value: Offer)] {
-        offers.withLock { $0.sorted { ($0.key.database, $0.key.nodeID) < ($1.key.database, $1.key.nodeID) } }
-    }
-}
-
 /// A database a document command works on: its name and its store.
 struct OpenDatabase {
     let name: DatabaseName

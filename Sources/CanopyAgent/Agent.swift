@@ -61,7 +61,7 @@ public final class Agent: @unchecked Sendable {
     /// Every open database, `default` included (changed on `storeQueue`).
     let databases: DatabaseRegistry
     /// Databases peers asked for that are not shared with them (`db.pending`).
-    let pendingShares = PendingShares()
+    let pendingShares: PendingShares
     let notifier: SystemdNotifier
     private let lock: DirectoryLock
     let startedAt: Double
@@ -119,6 +119,7 @@ public final class Agent: @unchecked Sendable {
         startedAt = Self.wallClock()
         events = EventHub(queue: queue)
         peers = PeerConnectionManager(identity: identity.identity, deliveryQueue: replicationQueue, logger: logger)
+        pendingShares = PendingShares(path: directory.pendingSharesPath, logger: logger)
         let pendingShares = self.pendingShares
         let events = self.events
         replication = EngineReplication(

@@ -16,6 +16,7 @@ import Musl
 ///   databases/      0700: every other database, NAME.sqlite (a '/' in NAME written as %2F)
 ///   admin.sock      the admin socket, 0600, while an agent runs
 ///   canopyd.lock    flock(LOCK_EX) held by the running agent for its whole life
+///   pending-shares.json  databases peers offered that are not shared with them (db pending)
 /// ```
 public struct DataDirectory: Sendable {
     /// The directory path as given (not canonicalised, so messages show what the user typed).
@@ -31,6 +32,8 @@ public struct DataDirectory: Sendable {
     public var databasePath: String { path + "/canopy.sqlite" }
     public var adminSocketPath: String { path + "/admin.sock" }
     public var lockPath: String { path + "/canopyd.lock" }
+    /// Databases peers offered that are not shared with them (`db pending`), kept across restarts.
+    public var pendingSharesPath: String { path + "/pending-shares.json" }
 
     /// Creates the directory with mode 0700 if it is missing, and its missing parents as `mkdir -p`
     /// would (mode 0755 less the umask); tightens an existing one to 0700 (it holds the secret

@@ -89,6 +89,13 @@ struct SharingEndToEndTests {
         try poll("b to list a's offer of photos") { try b.ctl(["db", "pending"]).stdout.contains("photos") }
         let pending = try b.ctl(["db", "pending"]).stdout
         #expect(pending.contains(a.nodeID) && pending.contains("no (db create first)"), "\(pending)")
+        // The offer outlives a restart of b: it is the same offer, first seen before the restart.
+        let firstSeen = try #require(try DatabasesEndToEndTests.json(try b.ctl(["--json", "db", "pending"]))["pending"]?
+            .arrayValue?.first?.objectValue?["first_seen"])
+        #expect(try b.ctl(["shutdown"]).status == 0)
+        try b.restart()
+        let afterRestart = try DatabasesEndToEndTests.json(try b.ctl(["--json", "db", "pending"]))["pending"]
+        #expect(afterRestart?.arrayValue?.first?.objectValue?["first_seen"] == firstSeen, "\(String(describing: afterRestart))")
         try poll("notes both ways and default") {
             try b.ctl(["get", "n-a", "--db", "notes"]).status == 0 && a.ctl(["get", "n-b", "--db", "notes"]).status == 0
                 && b.value(of: "d-a", "in") == .string("default")
