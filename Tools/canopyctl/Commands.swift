@@ -37,6 +37,7 @@ struct Status: ParsableCommand {
         }
         print("")
         printPeerTable(result["peers"])
+        printDatabaseTable(result["peers"])
     }
 
     /// `N`, or `N (W waiting for a resolver, K kept for resolve)` when some are.
