@@ -108,6 +108,7 @@ struct SharingEndToEndTests {
         try poll("photos on b") { try b.ctl(["get", "p-1", "--db", "photos"]).status == 0 }
         #expect(try b.ctl(["db", "pending"]).stdout == "no pending databases\n")
 
+        #expect(try a.ctl(["status"]).stdout.contains("databases shared with each peer"))
         let table = try a.ctl(["peers"]).stdout
         let photosRow = table.split(separator: "\n").first { $0.contains(" photos ") }.map { $0.split(separator: " ", omittingEmptySubsequences: true) }
         #expect(table.contains("databases shared with each peer") && photosRow?.prefix(4) == [Substring(b.nodeID), "photos", "read", "every"], "\(table)")
