@@ -77,7 +77,8 @@ struct Pusher {
         awaitingSubscription = false
         let source = SubscriptionSource(subscribe: subscribe, serving: configuration.pushFilter, store: store,
                                         batchSize: configuration.batchSize, window: min(configuration.window, peerWindow),
-                                        marksImportedIDs: marksImportedIDs)
+                                        marksImportedIDs: marksImportedIDs,
+                                        honoursSubscription: !configuration.servesBeyondSubscriptions)
         sources[subscribe.requestID] = source
         return try pump(source, pumping: pumping, outbox)
     }

@@ -34,6 +34,11 @@ public struct ReplicationConfiguration: Sendable {
     /// horizon, `DocumentStore.recordPeerHorizon`; stemming keeps what the peer may still hold).
     /// Nil: the replication id of the peer's pull, in hex. `PeerReplicator` sets one per peer.
     public var peerHorizonKey: String?
+    /// Exists only to test receivers: when true, the subscriptions this node serves ignore the
+    /// filter the peer subscribed with (`pushFilter` still applies), so the peer is offered and
+    /// sent documents outside its subscription, as a peer that lies would be. Package access:
+    /// neither the public API nor canopyd's configuration can set it.
+    package var servesBeyondSubscriptions = false
 
     /// Defaults: both ways, continuous, unfiltered, 500 documents per batch, 8 batches in flight.
     public init(

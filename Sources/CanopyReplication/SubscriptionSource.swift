@@ -51,11 +51,14 @@ final class SubscriptionSource {
 
     init(
         subscribe: Subscribe, serving pushFilter: ReplicationFilter, store: any ReplicationStore, batchSize: Int, window: Int,
-        marksImportedIDs: Bool = true
+        marksImportedIDs: Bool = true, honoursSubscription: Bool = true
     ) {
         subscriptionID = subscribe.requestID
         continuous = subscribe.continuous
-        filters = [pushFilter, ReplicationFilter(wire: subscribe.filter)].filter { if case .all = $0 { false } else { true } }
+        // Not honouring the subscription (`ReplicationConfiguration.servesBeyondSubscriptions`,
+        // a test of receivers) leaves only this node's own filter.
+        let asked = honoursSubscription ? ReplicationFilter(wire: subscribe.filter) : .all
+        filters = [pushFilter, asked].filter { if case .all = $0 { false } else { true } }
         self.store = store
         self.batchSize = batchSize
         self.window = window

@@ -31,6 +31,15 @@ public struct DatabaseWrite: Sendable, Equatable {
 ///                session (twice, a second apart)
 ///     check      the access and convergence invariants (`SharingChecker`)
 ///
+/// Lying nodes (`SimulationConfiguration.liars`, none by default): a liar serves every peer
+/// beyond the subscription the peer made (`ReplicationConfiguration.servesBeyondSubscriptions`),
+/// offering and sending documents outside the prefix the peer subscribed with; its own shares
+/// still bound what it serves, and it pulls like any node. So the receivers' refusal path runs:
+/// an honest peer refuses those documents as they arrive (`rejected` events, counted in the
+/// report's `sharing`, and named in the batch's acknowledgement: `refusedByPeer` at the liar).
+/// Every invariant is checked at every node, liars included: a liar's lies reach only others,
+/// and what a liar stores it stores as an honest receiver.
+///
 /// Randomness comes from streams derived from the seed, consumed in scheduler order, so a seed
 /// replays exactly (the trace hash). There are no storage faults in this mode.
 public final class SharingSimulation: @unchecked Sendable {
@@ -40,6 +49,9 @@ public final class SharingSimulation: @unchecked Sendable {
     public let network: SimulatedNetwork
     public let edges: [Edge]
     public let shares: ShareTable
+    /// The nodes that serve their peers beyond their subscriptions, sorted (`configuration.liars`
+    /// of them, drawn from the seed, nodes a peer subscribes to with a narrower prefix first).
+    public let liars: [Int]
     public private(set) var writes: [DatabaseWrite] = []
     /// Replaces the configuration of a node's replicator for a (peer, database) before it starts
     /// (tests plant a node that replicates beyond its shares with it).
@@ -81,6 +93,7 @@ public final class SharingSimulation: @unchecked Sendable {
         var topologyRandom = SplitMix64(seed: seed ^ 0x7070_0001)
         edges = configuration.topology.edges(count: configuration.nodes, averageDegree: configuration.averageDegree, random: &topologyRandom)
         shares = ShareTable(seed: seed, nodes: configuration.nodes, edges: edges, databases: configuration.databases)
+        liars = Self.chooseLiars(configuration.liars, seed: seed, shares: shares, edges: edges)
         var identityRandom = SplitMix64(seed: seed ^ 0x1D1D_0006)
         func bytes(_ words: Int) -> [UInt8] {
             var bytes: [UInt8] = []
@@ -101,6 +114,7 @@ public final class SharingSimulation: @unchecked Sendable {
         // Conflicts settle on receipt: merge or automatic (the other policies run as automatic).
         let policy: ConflictPolicy = configuration.policy == .merge ? .custom(BuiltInResolver.mergeJSON) : .automatic
         for line in shares.lines { trace.record(line) }
+        if !liars.isEmpty { trace.record("liars \(liars.map { "n\($0)" }.joined(separator: " "))") }
         generations = Array(repeating: 0, count: configuration.nodes)
         for node in 0..<configuration.nodes {
             var nodeConfigurations: [DatabaseName: DocumentStore.Configuration] = [:]
@@ -114,6 +128,25 @@ public final class SharingSimulation: @unchecked Sendable {
             stores.append([:])
             try openStores(node)
         }
+    }
+
+    /// `count` nodes in an order drawn from the seed (a stream of its own, so the rest of the run
+    /// draws as without liars), first those that serve some peer documents the peer's
+    /// subscription leaves out: the peer pulls with a prefix the node's own share does not match.
+    static func chooseLiars(_ count: Int, seed: UInt64, shares: ShareTable, edges: [Edge]) -> [Int] {
+        guard count > 0 else { return [] }
+        var random = SplitMix64(seed: seed ^ 0x11A2_000B)
+        var order = Array(0..<shares.holdings.count)
+        for index in order.indices.reversed() where index > 0 { order.swapAt(index, random.index(below: index + 1)) }
+        let canLie = Set(edges.flatMap { [($0.a, $0.b), ($0.b, $0.a)] }.compactMap { node, peer in
+            shares.holdings[node].contains { database in
+                guard let serving = shares.share(node, for: peer, database), serving.rights.read,
+                      let pulling = shares.share(peer, for: node, database), pulling.rights.write, let narrower = pulling.prefix else { return false }
+                return serving.prefix != narrower
+            } ? node : nil
+        })
+        let ordered = order.filter(canLie.contains) + order.filter { !canLie.contains($0) }
+        return ordered.prefix(count).sorted()
     }
 
     /// The file of `node`'s `database` in its current generation.
@@ -175,6 +208,7 @@ public final class SharingSimulation: @unchecked Sendable {
         links[node][peer] = link
         for database in shares.shared(node, with: peer) {
             var configuration = shares.share(node, for: peer, database)!.replication(replication)
+            if liars.contains(node) { configuration.servesBeyondSubscriptions = true }
             if let replicationOverride { configuration = replicationOverride(node, peer, database, configuration) }
             let races = self.races
             let replicator = PeerReplicator(

@@ -128,6 +128,10 @@ public struct SimulationConfiguration: Sendable {
     /// between all neighbours); more runs `SharingSimulation` (databases `default`, `db1`, …
     /// held and shared with mixed rights as the seed draws them, over one connection per pair).
     public var databases = 1
+    /// Nodes of a multi-database run that lie when they serve a peer (0: none, the default): they
+    /// ignore the filter the peer subscribed with, so the peer refuses what arrives outside it
+    /// (`SharingSimulation.liars`).
+    public var liars = 0
 
     /// `changes` entries per batch (small batches exercise the in-flight window).
     public var batchSize: Int
@@ -172,6 +176,7 @@ public struct SimulationConfiguration: Sendable {
                      "--faults \(faults.rawValue) --policy \(policy.rawValue) --docs \(documents) --revs-limit \(revsLimit)",
                      "--batch-size \(batchSize) --window \(window) --seconds \(faultPhaseSeconds)"]
         if databases > 1 { parts.append("--databases \(databases)") }
+        if liars > 0 { parts.append("--liars \(liars)") }
         if worker == .inline { parts.append("--inline-worker") }
         if !storageFaults { parts.append("--no-storage-faults") }
         if let traceDocument { parts.append("--trace \(traceDocument)") }

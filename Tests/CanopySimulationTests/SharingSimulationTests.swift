@@ -11,9 +11,10 @@ import Testing
 /// converges along the ways its shares let documents flow.
 @Suite("Simulation of several databases with mixed rights")
 struct SharingSimulationTests {
-    static func configuration(_ seed: UInt64, faults: FaultLevel? = nil) -> SimulationConfiguration {
+    static func configuration(_ seed: UInt64, faults: FaultLevel? = nil, liars: Int = 0) -> SimulationConfiguration {
         var configuration = SimulationConfiguration(seed: seed, faults: faults, documents: 10, faultPhaseSeconds: 20)
         configuration.databases = 3
+        configuration.liars = liars
         return configuration
     }
 
@@ -72,6 +73,32 @@ struct SharingSimulationTests {
         // What replayed: crashes and restarts, resets, and the links' in-connection faults.
         let faults = first.faults.merging(other.faults, uniquingKeysWith: +)
         for fault in ["crash", "connectionReset", "resetMidBatch"] { #expect(faults[fault, default: 0] > 0, "no \(fault) in seeds 6 and 7") }
+    }
+
+    @Test("a node that serves its peers beyond their subscriptions has what falls outside them refused, and every invariant holds", arguments: liarSeeds)
+    func liarIsRefused(seed: UInt64) throws {
+        let simulation = try SharingSimulation(Self.configuration(seed, liars: 1))
+        #expect(simulation.liars.count == 1)
+        let report = try simulation.run()
+        #expect(report.violations.isEmpty, "\(report.failureText)")
+        #expect(report.sharing["rejected", default: 0] > 0, "\(report.summary)")
+        #expect(report.sharing["refusedByPeer", default: 0] > 0, "\(report.summary)")
+    }
+
+    /// Seeds whose liar has a peer that subscribes to it with a narrower prefix (faults from the seed).
+    static let liarSeeds: [UInt64] = [1, 3, 6, 8]
+
+    @Test("a seed with a liar replays exactly; the same seed without one keeps its trace")
+    func liarReplays() throws {
+        let first = try SharingSimulation(Self.configuration(6, faults: .high, liars: 1)).run()
+        let second = try SharingSimulation(Self.configuration(6, faults: .high, liars: 1)).run()
+        #expect(first.traceHash == second.traceHash)
+        #expect(first.summary == second.summary)
+        #expect(first.sharing["rejected", default: 0] > 0, "\(first.summary)")
+        #expect(first.violations.isEmpty, "\(first.failureText)")
+        let honest = try SharingSimulation(Self.configuration(6, faults: .high)).run()
+        #expect(honest.traceHash != first.traceHash)
+        #expect(honest.sharing["rejected", default: 0] == 0, "\(honest.summary)")
     }
 
     @Test("a node that replicates every database both ways, whatever its shares say, is reported: documents where no share lets them go, revisions stored from peers that may not write them")

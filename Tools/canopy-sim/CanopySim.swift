@@ -47,6 +47,14 @@ struct Run: ParsableCommand {
             (7), no revision stored from a peer that may not write it (8), no written revision missing where the shares \
             let it go (2), and convergence along the ways documents may flow (1).
             """)) var databases: Int = 1
+    @Option(help: ArgumentHelp(
+        "Lying nodes, with --databases 2 or more (default 0).",
+        discussion: """
+            A liar serves its peers beyond their subscriptions: it offers and sends documents outside the prefix a peer \
+            subscribed with (its own shares still bound what it serves). The peers refuse them as they arrive; the \
+            summary counts them (sharing rejected=, and refusedByPeer= at the liars). Liars are drawn from the seed, \
+            nodes with a peer that subscribes to them with a narrower prefix first; the invariants are checked at every node.
+            """)) var liars: Int = 0
 
     func validate() throws {
         guard (seed == nil) != (seeds == nil) else { throw ValidationError("give exactly one of --seed or --seeds") }
@@ -57,6 +65,7 @@ struct Run: ParsableCommand {
         if let window, !(1...16).contains(window) { throw ValidationError("--window must be 1–16") }
         guard (1...10_000).contains(docs) else { throw ValidationError("--docs must be 1–10000") }
         guard (1...16).contains(databases) else { throw ValidationError("--databases must be 1–16") }
+        guard liars >= 0, liars == 0 || databases > 1 else { throw ValidationError("--liars needs --databases 2 or more") }
     }
 
     /// One run: `Simulation` for one database, `SharingSimulation` for several.
@@ -88,6 +97,7 @@ struct Run: ParsableCommand {
             if inlineWorker { configuration.worker = .inline }
             if noStorageFaults { configuration.storageFaults = false }
             configuration.databases = databases
+            configuration.liars = liars
             let report = try Self.run(configuration)
             print(report.summary)
             var violations = report.violations.map(\.description)
