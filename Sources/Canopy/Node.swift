@@ -125,9 +125,8 @@ public final class Node: Sendable {
 
     /// Stops the node cleanly: stops accepting, lets each replication finish the batch in flight
     /// and write its checkpoint, closes the connections and the admin socket, and returns when
-    /// all of that is done (work still running after a grace period is abandoned). Calling it
-    /// again returns at once. The data directory stays locked until the node is released too:
-    /// open it again only after dropping every reference to the stopped node.
+    /// all of that is done (work still running after a grace period is abandoned), releasing the
+    /// data directory: a new `Node` may open it at once. Calling it again returns at once.
     public func stop() async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             agent.shutdown { done.resume() }

@@ -63,7 +63,9 @@ public final class Agent: @unchecked Sendable {
     /// Databases peers asked for that are not shared with them (`db.pending`).
     let pendingShares: PendingShares
     let notifier: SystemdNotifier
-    private let lock: DirectoryLock
+    /// The data directory's lock, held from `init` until a shutdown has finished (on `queue`
+    /// after `init`).
+    private var lock: DirectoryLock?
     let startedAt: Double
 
     /// The config in force, on `queue`: the file's, with `--listen` and the restart-only settings
@@ -98,7 +100,9 @@ public final class Agent: @unchecked Sendable {
     public init(
         options: AgentOptions, environment: [String: String], whenStopped: @escaping @Sendable () -> Void = {}
     ) throws(AgentError) {
-        self.options = options
+        var kept = options
+        kept.heldLock = nil  // `lock` holds it, and lets it go when the agent has stopped
+        self.options = kept
         self.logger = options.logger
         shutdownProgress = ShutdownProgress(whenStopped: whenStopped)
         let directory = options.directory
@@ -213,6 +217,9 @@ public final class Agent: @unchecked Sendable {
                 }
             }
         }
+        // Everything is checkpointed and nothing runs any more: the directory is free for another
+        // agent (an application may open its node again at once; canopyd's process exits next).
+        lock = nil
         let waiters = shutdownProgress.waiters
         shutdownProgress.waiters = []
         for waiter in waiters { waiter() }

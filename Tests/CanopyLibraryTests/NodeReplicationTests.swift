@@ -171,6 +171,19 @@ struct NodeReplicationTests {
         }
     }
 
+    @Test("a stopped node frees its directory at once: another node opens it, with the same id and documents, while the first is still referenced")
+    func stopFreesTheDirectory() async throws {
+        let directory = TemporaryDirectory()
+        let first = try Node(directory: directory.path("n"))
+        try first.database.save(Note(title: "Kept", text: "across"), id: "note:kept")
+        #expect(throws: NodeError.self) { try Node(directory: directory.path("n")) }
+        await first.stop()
+        let second = try Node(directory: directory.path("n"))
+        #expect(second.nodeID == first.nodeID)
+        #expect(try second.database.document(id: "note:kept", as: Note.self) == Note(title: "Kept", text: "across"))
+        await second.stop()
+    }
+
     @Test("a malformed address fails the replicator without touching the network, in status and in sync")
     func malformedAddress() async throws {
         try await withTwoNodes { a, b in
