@@ -41,7 +41,12 @@ public struct DatabaseWrite: Sendable, Equatable {
 /// and what a liar stores it stores as an honest receiver.
 ///
 /// Randomness comes from streams derived from the seed, consumed in scheduler order, so a seed
-/// replays exactly (the trace hash). There are no storage faults in this mode.
+/// replays exactly (the trace hash).
+///
+/// Storage faults (unless `storageFaults` is off), per database store, from a stream of their own
+/// so the network faults fall as without them: a failed commit (I/O error), a full disk for 1–10 s,
+/// and a torn commit (the node dies inside a commit of one of its stores, that commit's last WAL
+/// frame torn, every other store's files as they are, and restarts 1–15 s later).
 public final class SharingSimulation: @unchecked Sendable {
     public let configuration: SimulationConfiguration
     public let scheduler = SimulatedScheduler()
@@ -73,6 +78,11 @@ public final class SharingSimulation: @unchecked Sendable {
     private let workerRandom: SeededRandom
     private var workloadRandom: SplitMix64
     private var faultRandom: SplitMix64
+    private var storageRandom: SplitMix64
+    /// Each node's storage faults, by database (`StorageFaults`, one per store).
+    private var storage: [[DatabaseName: StorageFaults]] = []
+    /// True while `openStores` runs: the node's process is alive though its stores are not all open.
+    private var opening = false
     private let nodeIDs: [NodeID]
     private var bodyNumber: Int64 = 0
     let races = RaceCounters()
@@ -106,6 +116,7 @@ public final class SharingSimulation: @unchecked Sendable {
             latencySeconds: configuration.latencySeconds, jitterSeconds: configuration.jitterSeconds, rates: configuration.faults.rates)
         workloadRandom = SplitMix64(seed: seed ^ 0x3070_0003)
         faultRandom = SplitMix64(seed: seed ^ 0xFA17_0004)
+        storageRandom = SplitMix64(seed: seed ^ 0x5707_000C)
         engineRandom = SeededRandom(seed: seed ^ 0xE461_0005)
         workerRandom = SeededRandom(seed: seed ^ 0x3012_0007)
         replication = ReplicationConfiguration(continuous: true, batchSize: configuration.batchSize, window: configuration.window)
@@ -125,6 +136,15 @@ public final class SharingSimulation: @unchecked Sendable {
                 trace.record("n\(node) database \(database) \(id)")
             }
             storeConfigurations.append(nodeConfigurations)
+            storage.append(Dictionary(uniqueKeysWithValues: shares.holdings[node].map { database in
+                let faults = StorageFaults(clock: { scheduler.now })
+                faults.path = { [unowned self] in path(node, database) }
+                faults.died = { [unowned self] image, seconds in
+                    network.count(fault: "tornCommit", "n\(node) \(database) \(Int(seconds))s")
+                    crash(node, restartAfter: seconds, torn: (database, image))
+                }
+                return (database, faults)
+            }))
             stores.append([:])
             try openStores(node)
         }
@@ -156,9 +176,18 @@ public final class SharingSimulation: @unchecked Sendable {
     }
 
     /// Opens `node`'s files (SQLite recovers a crashed node's WAL).
+    /// Each store's commits pass through its storage faults while this process lifetime lasts.
     private func openStores(_ node: Int) throws {
+        let lifetime = generations[node]
+        opening = true
+        defer { opening = false }
         for database in shares.holdings[node] {
-            stores[node][database] = try DocumentStore(path: path(node, database), configuration: storeConfigurations[node][database]!)
+            var configuration = storeConfigurations[node][database]!
+            configuration.faultInjector = StorageFaults.Lifetime(storage[node][database]!) { [weak self] in
+                guard let self else { return false }
+                return generations[node] == lifetime && (!stores[node].isEmpty || opening)
+            }
+            stores[node][database] = try DocumentStore(path: path(node, database), configuration: configuration)
         }
     }
 
@@ -254,6 +283,7 @@ public final class SharingSimulation: @unchecked Sendable {
         start()
         scheduleWorkload(until: configuration.faultPhaseSeconds)
         scheduleFaults(until: configuration.faultPhaseSeconds)
+        scheduleStorageFaults(until: configuration.faultPhaseSeconds)
         scheduler.run(deadline: configuration.faultPhaseSeconds)
         let healedAt = scheduler.now
         heal()
@@ -282,6 +312,7 @@ public final class SharingSimulation: @unchecked Sendable {
         trace.record("heal")
         network.rates = .none
         network.healAll()
+        for faults in storage.flatMap(\.values) { faults.disarm() }
         for node in 0..<configuration.nodes {
             restart(node)
             network.schedulers[node].resume()
@@ -394,14 +425,50 @@ public final class SharingSimulation: @unchecked Sendable {
         }
     }
 
+    /// Storage faults at exponentially spaced moments (twice the network faults' mean), each on
+    /// one store of a node that is up: its next commit fails with an I/O error, its commits fail
+    /// with SQLITE_FULL for 1–10 s, or its next commit tears (the node dies inside it).
+    private func scheduleStorageFaults(until end: Double) {
+        guard configuration.storageFaults, let mean = configuration.faults.meanSecondsBetweenFaults else { return }
+        var time = 0.0
+        while true {
+            time += exponential(mean: 2 * mean, &storageRandom)
+            guard time < end else { break }
+            let kind = storageRandom.index(below: 3)
+            let node = storageRandom.index(below: configuration.nodes)
+            let database = shares.holdings[node][storageRandom.index(below: shares.holdings[node].count)]
+            let fraction = Double(1 + storageRandom.next(below: 1000)) / 1000
+            let keep = Int(storageRandom.next(below: 1 << 20))
+            scheduler.schedule(after: time - scheduler.now) { [weak self] in
+                guard let self, !stores[node].isEmpty, let faults = storage[node][database] else { return }
+                switch kind {
+                case 0:
+                    network.count(fault: "ioError", "n\(node) \(database)")
+                    faults.failNextCommit = true
+                case 1:
+                    let seconds = 1 + 9 * fraction
+                    network.count(fault: "diskFull", "n\(node) \(database) \(Int(seconds))s")
+                    faults.fullUntil = max(faults.fullUntil ?? 0, scheduler.now + seconds)
+                default:
+                    // Counted when the commit tears (a store that commits nothing before the heal never does).
+                    if faults.tearNextCommit == nil { faults.tearNextCommit = .init(keep: keep, downSeconds: 1 + 14 * fraction) }
+                }
+            }
+        }
+    }
+
     /// Kills `node` between two steps: its scheduled work and connections vanish (its peers see
     /// resets), its files stay as they are on disk, copied to the names the restart opens (the
-    /// dead process's stores never touch those).
-    private func crash(_ node: Int, restartAfter seconds: Double) {
+    /// dead process's stores never touch those). `torn`: the node dies inside a commit of that
+    /// database, whose files are as the death left them.
+    private func crash(_ node: Int, restartAfter seconds: Double, torn: (DatabaseName, CrashImage)? = nil) {
         guard !stores[node].isEmpty else { return }
-        network.count(fault: "crash", "n\(node) \(Int(seconds))s")
+        if torn == nil { network.count(fault: "crash", "n\(node) \(Int(seconds))s") }
+        for faults in storage[node].values { faults.tearNextCommit = nil }
         do {
-            let images = try shares.holdings[node].map { ($0, try CrashImage.capture(path: path(node, $0))) }
+            let images = try shares.holdings[node].map { database in
+                (database, try torn.flatMap { $0.0 == database ? $0.1 : nil } ?? CrashImage.capture(path: path(node, database)))
+            }
             network.schedulers[node].crash()
             links[node] = [:]
             replicators[node] = [:]

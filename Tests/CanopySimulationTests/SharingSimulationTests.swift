@@ -60,7 +60,7 @@ struct SharingSimulationTests {
         #expect(report.sharing["withheld", default: 0] > 0, "\(report.summary)")
     }
 
-    @Test("the same seed replays exactly, crashes included: same trace hash and figures; another seed differs")
+    @Test("the same seed replays exactly, crashes and torn commits included: same trace hash and figures; another seed differs")
     func replay() throws {
         let first = try SharingSimulation(Self.configuration(6, faults: .high)).run()
         let second = try SharingSimulation(Self.configuration(6, faults: .high)).run()
@@ -72,7 +72,9 @@ struct SharingSimulationTests {
         #expect(first.violations.isEmpty && other.violations.isEmpty, "\(first.failureText)\n\(other.failureText)")
         // What replayed: crashes and restarts, resets, and the links' in-connection faults.
         let faults = first.faults.merging(other.faults, uniquingKeysWith: +)
-        for fault in ["crash", "connectionReset", "resetMidBatch"] { #expect(faults[fault, default: 0] > 0, "no \(fault) in seeds 6 and 7") }
+        for fault in ["crash", "connectionReset", "resetMidBatch", "tornCommit", "ioError"] {
+            #expect(faults[fault, default: 0] > 0, "no \(fault) in seeds 6 and 7")
+        }
     }
 
     @Test("a node that serves its peers beyond their subscriptions has what falls outside them refused, and every invariant holds", arguments: liarSeeds)
@@ -100,6 +102,25 @@ struct SharingSimulationTests {
         #expect(honest.traceHash != first.traceHash)
         #expect(honest.sharing["rejected", default: 0] == 0, "\(honest.summary)")
     }
+
+    @Test("failed commits, full disks and torn commits in every database's store keep every access and convergence invariant; without storage faults there are none")
+    func storageFaultsHoldInvariants() throws {
+        var faults: [String: Int] = [:]
+        for seed in Self.storageFaultSeeds {
+            let report = try SharingSimulation(Self.configuration(seed, faults: .high)).run()
+            #expect(report.violations.isEmpty, "\(report.failureText)")
+            faults.merge(report.faults, uniquingKeysWith: +)
+        }
+        for fault in ["ioError", "diskFull", "tornCommit"] { #expect(faults[fault, default: 0] > 0, "no \(fault) in \(faults)") }
+        var configuration = Self.configuration(6, faults: .high)
+        configuration.storageFaults = false
+        let without = try SharingSimulation(configuration).run()
+        #expect(without.violations.isEmpty, "\(without.failureText)")
+        #expect(without.faults.keys.allSatisfy { !["ioError", "diskFull", "tornCommit"].contains($0) }, "\(without.summary)")
+    }
+
+    /// Seeds run at the high fault level for the storage faults.
+    static let storageFaultSeeds: [UInt64] = Array(1...6)
 
     @Test("a node that replicates every database both ways, whatever its shares say, is reported: documents where no share lets them go, revisions stored from peers that may not write them")
     func replicatingBeyondTheSharesIsCaught() throws {

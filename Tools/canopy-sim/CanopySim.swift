@@ -42,7 +42,8 @@ struct Run: ParsableCommand {
             and one connection per neighbour carries every database the two share (protocol version 2; the lower node \
             index dials). What each node lets each neighbour do to each database is drawn from the seed: read, write or \
             read-write, optionally only ids starting a- or b-, or not shared at all (the node refuses the attach). \
-            Faults: partitions, clogs, resets, pauses, crashes and in-connection faults (no storage faults); \
+            Faults: partitions, clogs, resets, pauses, crashes, in-connection faults, and storage faults on each \
+            database's store (failed commits, full disk, a node dying inside a commit of one store); \
             policies other than merge run as automatic. Checked: no document reaches a node that may not read it \
             (7), no revision stored from a peer that may not write it (8), no written revision missing where the shares \
             let it go (2), and convergence along the ways documents may flow (1).
