@@ -107,9 +107,43 @@ public final class Node: Sendable {
         _ = try await command("unshare", ["db": .string(database), "node_id": .string(nodeID)])
     }
 
+    /// The peers this node allows (its allow-list, as `canopyctl peers` lists them), by node id.
+    public func allowedPeers() async throws(NodeError) -> [String] {
+        guard case .array(let rows)? = try await command("peers", [:])["peers"] else { return [] }
+        return rows.compactMap { row in
+            if case .string(let id)? = row.objectValue?["node_id"] { id } else { nil }
+        }
+    }
+
+    /// Nodes that connected and were refused because this node does not allow them (Syncthing's
+    /// pending devices), most recent last; ``allow(_:address:)`` accepts one.
+    public func pendingPeers() async throws(NodeError) -> [PendingPeer] {
+        guard case .array(let rows)? = try await command("peers", [:])["pending"] else { return [] }
+        return rows.compactMap { row in
+            guard let members = row.objectValue, case .string(let id)? = members["node_id"] else { return nil }
+            var attempts = 0
+            if case .int(let count)? = members["attempts"] { attempts = Int(count) }
+            var address = ""
+            if case .string(let text)? = members["address"] { address = text }
+            return PendingPeer(nodeID: id, connectedFrom: address, attempts: attempts)
+        }
+    }
+
+    /// Allows the node `nodeID` to connect (and, with `address`, `HOST:PORT` of its listener,
+    /// dials it), as `canopyctl peer add` does: it then shares `default` read-write. A pending
+    /// peer is accepted this way.
+    public func allow(_ nodeID: String, address: String? = nil) async throws(NodeError) {
+        _ = try await command("peer.add", ["node_id": .string(nodeID), "address": .string(address ?? "-")])
+    }
+
+    /// No longer allows `nodeID`: replication with it stops and its connections are refused.
+    public func disallow(_ nodeID: String) async throws(NodeError) {
+        _ = try await command("peer.remove", ["node_id": .string(nodeID)])
+    }
+
     private func command(_ name: String, _ arguments: [String: JSONValue]) async throws(NodeError) -> [String: JSONValue] {
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[String: JSONValue], AdminFailure>, Never>) in
-            agent.databaseCommand(name, arguments) { done.resume(returning: $0) }
+            agent.inProcessCommand(name, arguments) { done.resume(returning: $0) }
         }
         switch result {
         case .success(let members): return members
@@ -131,6 +165,24 @@ public final class Node: Sendable {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             agent.shutdown { done.resume() }
         }
+    }
+}
+
+/// A node that connected and was refused because it is not allowed (``Node/pendingPeers()``).
+public struct PendingPeer: Sendable, Equatable {
+    /// Its node id, as ``Node/allow(_:address:)`` takes it.
+    public var nodeID: String
+    /// Where it connected from: its side of that connection (usually a temporary port), not
+    /// where it listens.
+    public var connectedFrom: String
+    /// How many times it tried.
+    public var attempts: Int
+
+    /// Creates a pending peer.
+    public init(nodeID: String, connectedFrom: String, attempts: Int) {
+        self.nodeID = nodeID
+        self.connectedFrom = connectedFrom
+        self.attempts = attempts
     }
 }
 

@@ -84,10 +84,11 @@ extension Agent {
         return store
     }
 
-    /// Runs a database or sharing command as the admin socket does — `db.create`, `db.delete`,
-    /// `db.list`, `db.pending`, `db.dismiss`, `share`, `unshare` — for an application running the
-    /// agent in-process. Callable from any queue; `completion` is called once, on any queue.
-    package func databaseCommand(
+    /// Runs a database, sharing or peer command as the admin socket does — `db.create`,
+    /// `db.delete`, `db.list`, `db.pending`, `db.dismiss`, `share`, `unshare`, `peers`,
+    /// `peer.add`, `peer.accept`, `peer.remove` — for an application running the agent
+    /// in-process. Callable from any queue; `completion` is called once, on any queue.
+    package func inProcessCommand(
         _ command: String, _ arguments: [String: JSONValue], _ completion: @escaping @Sendable (Result<[String: JSONValue], AdminFailure>) -> Void
     ) {
         let request = AdminRequest(id: 0, command: command, arguments: arguments)
@@ -101,7 +102,9 @@ extension Agent {
                 case "db.dismiss": try dismissPendingShare(request, completion)
                 case "share": try share(request, completion)
                 case "unshare": try unshare(request, completion)
-                default: throw AdminFailure(.unknownCommand, "\(command) is not a database command")
+                case "peers": peerList(completion)
+                case "peer.add", "peer.accept", "peer.remove": try editPeers(request, completion)
+                default: throw AdminFailure(.unknownCommand, "\(command) is not a database, sharing or peer command")
                 }
             } catch {
                 completion(.failure(error))

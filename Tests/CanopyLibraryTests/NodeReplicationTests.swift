@@ -184,6 +184,31 @@ struct NodeReplicationTests {
         await second.stop()
     }
 
+    @Test("a node that dials without being allowed is listed as pending until the application allows it; then it replicates, and disallowing it takes it off the allow-list")
+    func pendingPeerAllowed() async throws {
+        try await withTwoNodes { a, b in
+            try a.database.save(Note(title: "Behind the door", text: "a"), id: "note:a")
+            let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress))
+            replicator.start()
+            // No event tells the library of a refused node: its list is polled, bounded.
+            var pending: [PendingPeer] = []
+            for _ in 0..<1500 where pending.isEmpty {
+                pending = try await a.pendingPeers()
+                if pending.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(pending.first?.nodeID == b.nodeID && (pending.first?.attempts ?? 0) >= 1, "\(pending)")
+            #expect(try await a.allowedPeers().isEmpty)
+            try await a.allow(b.nodeID)
+            #expect(try await a.allowedPeers() == [b.nodeID])
+            #expect(try await a.pendingPeers().isEmpty, "allowing a pending peer accepts it")
+            _ = try await replicator.sync()
+            #expect(try b.database.document(id: "note:a", as: Note.self) == Note(title: "Behind the door", text: "a"))
+            try await a.disallow(b.nodeID)
+            #expect(try await a.allowedPeers().isEmpty)
+            replicator.stop()
+        }
+    }
+
     @Test("a malformed address fails the replicator without touching the network, in status and in sync")
     func malformedAddress() async throws {
         try await withTwoNodes { a, b in
