@@ -21,8 +21,8 @@ extension Agent {
         guard let nodeID = AgentIdentity.normalizeNodeID(rawID), config.peer(nodeID) != nil else {
             throw AdminFailure(.notFound, "\"\(rawID.prefix(80))\" is not a configured peer")
         }
-        guard config.share(of: .default, with: nodeID) != nil else {
-            throw AdminFailure(.notFound, "the default database is not shared with \(nodeID): nothing to sync (`canopyctl share default \(nodeID) --access …`)")
+        guard !config.shares(with: nodeID).isEmpty else {
+            throw AdminFailure(.notFound, "no database is shared with \(nodeID): nothing to sync (`canopyctl share DB \(nodeID) --access …`)")
         }
         let wait = try request.bool("wait")
         let once = ReplyOnce(reply)

@@ -118,5 +118,9 @@ struct SharingEndToEndTests {
         #expect(databases.last?["access"] == .string("read"))
         let synced = try a.ctl(["sync", b.nodeID, "--wait", "--timeout", "60"])
         #expect(synced.status == 0, "one sync covers every shared database: \(synced.stderr)")
+        // A peer that shares only other databases than default is synced all the same.
+        #expect(try b.ctl(["unshare", "default", a.nodeID]).status == 0)
+        let withoutDefault = try b.ctl(["sync", a.nodeID, "--wait", "--timeout", "60"])
+        #expect(withoutDefault.status == 0, "\(withoutDefault.stderr)")
     }
 }
