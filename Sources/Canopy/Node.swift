@@ -70,7 +70,7 @@ public final class Node: Sendable {
     /// here or by `canopyctl db create`.
     public func database(named name: String) throws(NodeError) -> Database {
         guard let database = DatabaseName(validating: name) else {
-            throw NodeError("\"\(name.prefix(80))\" is not a database name: \(DatabaseName.problem(with: name) ?? "")")
+            throw NodeError(DatabaseName.refusal(of: name))
         }
         guard let store = agent.store(of: database) else { throw NodeError("no database \(database) on this node") }
         return Database(store: store)

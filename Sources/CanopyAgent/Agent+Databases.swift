@@ -128,7 +128,7 @@ extension Agent {
     /// `text` as a database name, or `invalid_argument` naming the rule it breaks.
     static func databaseName(_ text: String) throws(AdminFailure) -> DatabaseName {
         guard let name = DatabaseName(validating: text) else {
-            throw AdminFailure(.invalidArgument, "\"\(text.prefix(80))\" is not a database name: \(DatabaseName.problem(with: text) ?? "")")
+            throw AdminFailure(.invalidArgument, DatabaseName.refusal(of: text))
         }
         return name
     }

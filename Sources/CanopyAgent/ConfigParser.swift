@@ -125,7 +125,7 @@ package struct ConfigParser: Sendable {
             case .rule(let rule):
                 if key == "database" {
                     guard let name = DatabaseName(validating: value) else {
-                        throw error(lineNumber, "database \"\(value.prefix(80))\" is not a database name: \(DatabaseName.problem(with: value) ?? "")")
+                        throw error(lineNumber, DatabaseName.refusal(of: value))
                     }
                     ruleDatabases[rule] = (name, lineNumber)
                 } else {
@@ -197,7 +197,7 @@ package struct ConfigParser: Sendable {
         }
         if words.count == 2, words[0] == "database" {
             guard let name = DatabaseName(validating: words[1]) else {
-                throw error(lineNumber, "\"\(words[1].prefix(80))\" is not a database name: \(DatabaseName.problem(with: words[1]) ?? "")")
+                throw error(lineNumber, DatabaseName.refusal(of: words[1]))
             }
             guard name != .default else {
                 throw error(lineNumber, "the default database has no section: its settings are the top-level revs-limit and conflicts")
@@ -211,7 +211,7 @@ package struct ConfigParser: Sendable {
         }
         if words.count == 3, words[0] == "share" {
             guard let database = DatabaseName(validating: words[1]) else {
-                throw error(lineNumber, "\"\(words[1].prefix(80))\" is not a database name: \(DatabaseName.problem(with: words[1]) ?? "")")
+                throw error(lineNumber, DatabaseName.refusal(of: words[1]))
             }
             guard let id = normalizeNodeID(String(words[2])) else {
                 throw error(lineNumber, "\"\(words[2].prefix(80))\" is not a valid node id")

@@ -22,6 +22,12 @@ public struct DatabaseName: Sendable, Hashable, Comparable, CustomStringConverti
 
     private init(checked text: String) { self.text = text }
 
+    /// The sentence that refuses `text` as a database name, naming the rule it breaks (for the
+    /// command line, the admin socket, the config file and the library alike).
+    public static func refusal(of text: some StringProtocol) -> String {
+        "\"\(text.prefix(80))\" is not a database name: \(problem(with: text) ?? "")"
+    }
+
     /// Why `text` is not a database name, in words fit for a message; nil when it is one.
     public static func problem(with text: some StringProtocol) -> String? {
         let bytes = Array(text.utf8)

@@ -50,11 +50,10 @@ struct DatabaseCommand: ParsableCommand {
     struct Dismiss: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Forget a pending database offer (the peer's next request lists it again).")
         @OptionGroup var connection: ConnectionOptions
-        @Argument(help: "The database.") var database: String
-        @Argument(help: "The peer's node id.") var nodeID: String
+        @OptionGroup var target: DatabaseAndPeer
 
         func run() throws {
-            let result = try connection.call("db.dismiss", ["db": .string(database), "node_id": .string(nodeID)])
+            let result = try connection.call("db.dismiss", target.arguments)
             connection.json ? printJSON(.object(result)) : print("dismissed \(text(result["db"])) from \(text(result["node_id"]))")
         }
     }
@@ -104,13 +103,13 @@ struct Share: ParsableCommand {
             id starts with it. Every configured peer shares default in its direction until a share says otherwise.
             """)
     @OptionGroup var connection: ConnectionOptions
-    @Argument(help: "The database.") var database: String
-    @Argument(help: "The peer's node id.") var nodeID: String
+    @OptionGroup var target: DatabaseAndPeer
     @Option(help: "read, write or read-write.") var access: String
     @Option(help: "Only documents whose id starts with this.") var prefix: String?
 
     func run() throws {
-        var arguments: [String: JSONValue] = ["db": .string(database), "node_id": .string(nodeID), "access": .string(access)]
+        var arguments = target.arguments
+        arguments["access"] = .string(access)
         if let prefix { arguments["prefix"] = .string(prefix) }
         let result = try connection.call("share", arguments)
         if connection.json { return printJSON(.object(result)) }
@@ -124,11 +123,19 @@ struct Unshare: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Stop sharing a database with a peer: it may no longer read or write this node's copy (edits the config file).")
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var target: DatabaseAndPeer
+
+    func run() throws {
+        let result = try connection.call("unshare", target.arguments)
+        connection.json ? printJSON(.object(result)) : print("unshared \(text(result["db"])) with \(text(result["node_id"]))")
+    }
+}
+
+/// The database and peer that `share`, `unshare` and `db dismiss` name.
+struct DatabaseAndPeer: ParsableArguments {
     @Argument(help: "The database.") var database: String
     @Argument(help: "The peer's node id.") var nodeID: String
 
-    func run() throws {
-        let result = try connection.call("unshare", ["db": .string(database), "node_id": .string(nodeID)])
-        connection.json ? printJSON(.object(result)) : print("unshared \(text(result["db"])) with \(text(result["node_id"]))")
-    }
+    /// As the admin commands take them: `db`, `node_id`.
+    var arguments: [String: JSONValue] { ["db": .string(database), "node_id": .string(nodeID)] }
 }
