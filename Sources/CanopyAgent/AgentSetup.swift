@@ -12,8 +12,8 @@ public enum AgentSetup {
 
     /// `initialize` for a process that runs the agent next: returns the directory's lock still
     /// held, for `AgentOptions.heldLock`. Releasing it and taking it again would leave a window
-    /// in which a child process forked meanwhile (a test spawning a tool, an application
-    /// running a helper) still holds the lock's file description, and the agent would refuse
+    /// in which a child process forked meanwhile (by a test starting a tool, or an application
+    /// starting a program of its own) still holds the lock's file description, and the agent would refuse
     /// to start as if another were running.
     package static func initializeKeepingLock(directory: DataDirectory, config: AgentConfig) throws(AgentError) -> DirectoryLock {
         try directory.create()
