@@ -60,9 +60,6 @@ package final class PeerLink: @unchecked Sendable {
     /// True while a connection is open.
     package var isConnected: Bool { mux.map { !$0.isClosed } ?? false }
 
-    /// The databases replicated with the peer.
-    package var databases: [DatabaseName] { replicators.keys.sorted() }
-
     /// What a replicator for `database` dials: a channel of this link.
     package func channelDialer(for database: DatabaseName) -> any PeerDialer {
         ChannelDialer(link: self, database: database)
