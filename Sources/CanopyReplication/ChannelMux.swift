@@ -35,8 +35,11 @@ package final class ChannelMux: @unchecked Sendable {
     package enum OpenResult: Sendable {
         /// The channel is open (the peer accepted ours, or, crossing attaches, we hold the peer's).
         case opened(MuxChannel)
-        /// The peer refused it, or it could not be asked (the connection closed, too many channels).
+        /// The peer refused it, or this side could not ask (too many channels, already attaching).
         case refused(code: ErrorCode, message: String)
+        /// The connection ended before the channel opened; the message says why (a version-1
+        /// peer refused, say).
+        case connectionEnded(String)
     }
 
     private let connection: any ConnectionTransport
@@ -215,7 +218,7 @@ package final class ChannelMux: @unchecked Sendable {
         case .peerClosed: why = "the peer closed the connection"
         case .failed(let detail), .protocolViolation(let detail): why = "the connection closed: \(detail)"
         }
-        for (_, completion) in waiting { completion(.refused(code: .goingAway, message: why)) }
+        for (_, completion) in waiting { completion(.connectionEnded(why)) }
         onClosed(reason)
     }
 

@@ -121,6 +121,7 @@ package final class PeerLink: @unchecked Sendable {
                 switch result {
                 case .opened(let channel): completion(.success(channel))
                 case .refused(let code, let message): completion(.failure(.peerRejected("\(code): \(message)")))
+                case .connectionEnded(let why): completion(.failure(.disconnected(why)))
                 }
             }
         }

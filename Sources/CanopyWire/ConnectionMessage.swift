@@ -23,39 +23,47 @@ package enum ConnectionMessageType: UInt8, Sendable, CaseIterable, CustomStringC
 }
 
 /// The connection `hello` of version 2 (`replication-v2.md` §2): version 1's `hello`, same
-/// layout and codec, the first message each side sends on the connection, with two fields read
-/// differently.
+/// layout and codec, the first message each side sends on the connection, with three fields read
+/// differently. Every field stays within version 1's bounds, so a version-1 node accepts it as
+/// its own `hello`, answers with its own, and is refused with a reason both sides record.
 ///
 /// | field | type | meaning |
 /// | --- | --- | --- |
 /// | version | varint | highest version the sender speaks, ≥ 2 on a multiplexed connection |
 /// | features | varint | connection features; none defined, unknown bits ignored |
 /// | nodeID | 16 bytes | in v1's `databaseID`: an id the sender picks per node; equal ids mean a node reached itself |
-/// | revsLimit | varint | 1...revsLimitMax; written 1, ignored (kept so the encoding round-trips) |
-/// | channelsMax | varint | in v1's `window`: 1...`WireLimits.channelsMax` channels the sender accepts at once |
+/// | channelsMax | varint | in v1's `revsLimit`: 1...`WireLimits.channelsMax` channels the sender accepts at once |
+/// | window | varint | 1...inFlightBatchesMax; written 1, ignored (kept so the encoding round-trips) |
 package struct ConnectionHello: Equatable, Sendable {
     /// The fields, as version 1 names them.
     package var hello: Hello
 
     package init(version: UInt64 = WireLimits.multiplexedProtocolVersion, features: UInt64 = 0, nodeID: [UInt8],
-                 revsLimit: Int = 1, channelsMax: Int = WireLimits.channelsMax) {
-        hello = Hello(version: version, features: features, databaseID: nodeID, revsLimit: revsLimit, window: channelsMax,
-                      windowMax: WireLimits.channelsMax)
+                 channelsMax: Int = WireLimits.channelsMax) {
+        precondition((1...WireLimits.channelsMax).contains(channelsMax), "channelsMax out of range")
+        hello = Hello(version: version, features: features, databaseID: nodeID, revsLimit: channelsMax, window: 1)
+    }
+
+    /// The `hello` a version-1 node sends first on its connections, as it arrives here.
+    package init(hello: Hello) {
+        self.hello = hello
     }
 
     package var version: UInt64 { hello.version }
     package var nodeID: [UInt8] { hello.databaseID }
-    package var channelsMax: Int { hello.window }
+    /// Up to `WireLimits.revsLimitMax` as decoded; `MultiplexStateMachine` refuses more than
+    /// `WireLimits.channelsMax` from a version-2 peer (a version-1 peer is refused for its version).
+    package var channelsMax: Int { hello.revsLimit }
 
     /// Appends the body (after the type byte 0x01).
     package func encode(into writer: inout ByteWriter) {
         hello.encode(into: &writer)
     }
 
-    /// Reads the body. A version-1 peer's `hello` decodes too (its window is within
-    /// `channelsMax`); refusing it is the state machine's decision, with a clear reason.
+    /// Reads the body with version 1's bounds: a version-1 peer's `hello` decodes too; refusing
+    /// it is the state machine's decision, with a clear reason.
     package init(from reader: inout ByteReader) throws(ProtocolError) {
-        hello = try Hello(from: &reader, windowMax: WireLimits.channelsMax)
+        hello = try Hello(from: &reader)
     }
 }
 

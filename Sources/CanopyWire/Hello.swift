@@ -31,8 +31,14 @@ public struct Hello: WireMessageBody {
 
     public init(version: UInt64 = WireLimits.protocolVersion, features: UInt64 = 0, databaseID: [UInt8],
                 revsLimit: Int, window: Int) {
-        self.init(version: version, features: features, databaseID: databaseID, revsLimit: revsLimit, window: window,
-                  windowMax: WireLimits.inFlightBatchesMax)
+        precondition(databaseID.count == Hello.databaseIDBytes, "database id must be 16 bytes")
+        precondition((1...WireLimits.revsLimitMax).contains(revsLimit), "revsLimit out of range")
+        precondition((1...WireLimits.inFlightBatchesMax).contains(window), "window out of range")
+        self.version = version
+        self.features = features
+        self.databaseID = databaseID
+        self.revsLimit = revsLimit
+        self.window = window
     }
 
     public func encode(into writer: inout ByteWriter) {
@@ -44,29 +50,11 @@ public struct Hello: WireMessageBody {
     }
 
     public init(from reader: inout ByteReader) throws(ProtocolError) {
-        try self.init(from: &reader, windowMax: WireLimits.inFlightBatchesMax)
-    }
-
-    /// Reads the body with `window` in 1...`windowMax`: a session's `hello` allows
-    /// `inFlightBatchesMax`, the connection hello of version 2 `channelsMax`.
-    package init(from reader: inout ByteReader, windowMax: Int) throws(ProtocolError) {
         version = try reader.readVarint("hello.version")
         guard version >= 1 else { throw .unsupportedVersion(offered: version) }
         features = try reader.readVarint("hello.features")
         databaseID = Array(try reader.readRaw(Hello.databaseIDBytes, "hello.databaseID"))
         revsLimit = try reader.readVarint("hello.revsLimit", in: 1...WireLimits.revsLimitMax)
-        window = try reader.readVarint("hello.window", in: 1...windowMax)
-    }
-
-    /// A connection hello (version 2): `window` up to `windowMax`, checked by the caller.
-    package init(version: UInt64, features: UInt64, databaseID: [UInt8], revsLimit: Int, window: Int, windowMax: Int) {
-        precondition(databaseID.count == Hello.databaseIDBytes, "database id must be 16 bytes")
-        precondition((1...WireLimits.revsLimitMax).contains(revsLimit), "revsLimit out of range")
-        precondition((1...windowMax).contains(window), "window out of range")
-        self.version = version
-        self.features = features
-        self.databaseID = databaseID
-        self.revsLimit = revsLimit
-        self.window = window
+        window = try reader.readVarint("hello.window", in: 1...WireLimits.inFlightBatchesMax)
     }
 }

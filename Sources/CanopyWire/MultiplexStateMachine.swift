@@ -284,6 +284,9 @@ package struct MultiplexStateMachine: Sendable {
 
     private mutating func receiveHello(_ hello: ConnectionHello) throws(ProtocolError) -> [Action] {
         guard hello.version >= WireLimits.multiplexedProtocolVersion else { throw .unsupportedVersion(offered: hello.version) }
+        guard hello.channelsMax <= WireLimits.channelsMax else {
+            throw .outOfRange(field: "hello.channelsMax", value: UInt64(hello.channelsMax), min: 1, max: UInt64(WireLimits.channelsMax))
+        }
         if hello.nodeID == localHello.nodeID {
             return end(code: .normal, reason: "the peer is this node")
         }

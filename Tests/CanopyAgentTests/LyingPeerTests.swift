@@ -127,4 +127,50 @@ struct LyingPeerTests {
             }
         }
     }
+
+    @Test("a node of the previous version reads the agent's connection hello as its own hello and gets a close saying it must be upgraded; the agent's status for it says the same")
+    func previousVersionPeerIsToldToUpgrade() throws {
+        let a = try InProcessReplicationTests.Node(name: "a")
+        defer { a.stop() }
+        var entropy = DeterministicEntropy(seed: [UInt8](repeating: 5, count: DeterministicEntropy.seedBytes))
+        let old = Identity.generate(random: &entropy)
+        let errors = ConnectionEventLog()
+        let observation = a.agent.observeReplicationStatus(peer: old.nodeID.description) { status in
+            if let error = status.lastError { errors.append(.closed(.failed(error))) }
+        }
+        defer { observation?.cancel() }
+        let admin = try AdminSocketClient(path: a.socket, receiveTimeoutSeconds: 60)
+        #expect(try admin.request("peer.add", ["node_id": .string(old.nodeID.description), "address": .string("-")])["ok"] == .bool(true))
+
+        let address = a.agent.queue.sync { a.agent.listening!.address }
+        let transport = try Self.connect(
+            to: address, as: old, expecting: try #require(AgentIdentity.nodeID(a.agent.nodeID)), delivery: DispatchQueue(label: "test.old.delivery"))
+        let received = ConnectionEventLog()
+        transport.start { received.append($0) }
+        // What a node of the previous version sends first: its database's session hello.
+        transport.send(.hello(ConnectionHello(hello: Hello(version: 1, databaseID: [UInt8](repeating: 3, count: 16), revsLimit: 1000, window: 8))))
+        guard case .message(.hello(let hello))? = received.next(where: { if case .message(.hello) = $0 { true } else { false } }) else {
+            Issue.record("the agent sent no hello")
+            return
+        }
+        #expect(throws: Never.self, "version 1's decoder accepts the agent's connection hello") {
+            guard case .hello(let asVersionOne) = try Message.decode(ConnectionMessage.hello(hello).encoded()) else {
+                Issue.record("not a hello to version 1")
+                return
+            }
+            #expect(asVersionOne.version == 2)
+        }
+        guard case .message(.close(let close))? = received.next(where: { if case .message(.close) = $0 { true } else { false } }) else {
+            Issue.record("the agent did not close the connection")
+            return
+        }
+        #expect(close.code == .unsupportedVersion && close.reason.hasSuffix("the peer must be upgraded"), "\(close)")
+        guard case .closed(.failed(let lastError))? = errors.next(where: {
+            if case .closed(.failed(let text)) = $0 { text.contains("must be upgraded") } else { false }
+        }) else {
+            Issue.record("the agent's status for the peer never said why")
+            return
+        }
+        #expect(lastError.contains("speaks version 1"), "\(lastError)")
+    }
 }

@@ -104,7 +104,7 @@ struct ChannelMuxTests {
         #expect(pair.openChannels == [:])
     }
 
-    @Test("the connection closing closes every channel on both sides, and a pending open is refused")
+    @Test("the connection closing closes every channel on both sides, and a pending open learns that the connection ended")
     func connectionCloses() throws {
         let pair = MuxPair()
         pair.openFromA("notes", "photos")
@@ -113,7 +113,7 @@ struct ChannelMuxTests {
         pair.settle()
         #expect(pair.b.closeReason("notes") == .localClosed && pair.b.closeReason("photos") == .localClosed)
         #expect(pair.a.closeReason("notes") == .peerClosed && pair.a.closeReason("photos") == .peerClosed)
-        #expect(pair.a.refusal("logs")?.code == .goingAway)
+        #expect(pair.a.connectionEnded("logs") == "the peer closed the connection")
         #expect(pair.a.connectionClosed == .peerClosed && pair.b.connectionClosed == .localClosed)
         // A channel of a closed connection sends nothing and stays closed.
         pair.a.channel("notes")?.send(.heartbeat)
@@ -128,7 +128,7 @@ struct ChannelMuxTests {
         pair.a.serve = { _ in mux.close(code: .goingAway, reason: "stopping") }
         pair.openFromA("notes", "photos")
         #expect(pair.a.mux.isClosed && pair.b.mux.isClosed)
-        #expect(pair.a.refusal("photos")?.code == .goingAway)
+        #expect(pair.a.connectionEnded("photos") == "the connection closed")
         #expect(pair.b.closeReason("notes") == .peerClosed)
     }
 
@@ -251,10 +251,10 @@ struct ChannelMuxViolationTests {
         let script = MuxScript()
         script.side.open("notes")
         let close = MuxScript.close(in: script.sayHello(
-            ConnectionHello(version: 1, nodeID: [UInt8](repeating: 0xB, count: 16), revsLimit: 1000, channelsMax: 4)))
+            ConnectionHello(hello: Hello(version: 1, databaseID: [UInt8](repeating: 0xB, count: 16), revsLimit: 1000, window: 4))))
         #expect(close?.code == .unsupportedVersion)
         #expect(close?.reason.contains("must be upgraded") == true)
-        #expect(script.side.refusal("notes")?.code == .goingAway)
+        #expect(script.side.connectionEnded("notes")?.hasSuffix("the peer must be upgraded") == true)
         #expect(script.side.mux.isClosed)
     }
 

@@ -77,6 +77,12 @@ final class MuxSide: @unchecked Sendable {
         if case .refused(let code, let message) = opens[database(name)] { return (code, message) }
         return nil
     }
+
+    /// Why the connection ended before our `open` of `name` was answered, if it did.
+    func connectionEnded(_ name: String) -> String? {
+        if case .connectionEnded(let why) = opens[database(name)] { return why }
+        return nil
+    }
 }
 
 /// Two muxes on one in-memory connection: `a` the handshake initiator, `b` the responder.

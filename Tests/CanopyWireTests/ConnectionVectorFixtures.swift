@@ -34,9 +34,9 @@ enum ConnectionVectorFixtures {
 
     /// Further valid messages: every field at its bounds.
     static let otherMessages: [(name: String, message: ConnectionMessage)] = [
-        ("hello-version-1", .hello(ConnectionHello(version: 1, nodeID: nodeA, revsLimit: 1000, channelsMax: 4))),
+        ("hello-version-1", .hello(ConnectionHello(hello: Hello(version: 1, databaseID: nodeA, revsLimit: 1000, window: 4)))),
         ("hello-future-version-features", .hello(ConnectionHello(version: 3, features: 0x8000_0000_0000_0001, nodeID: nodeB,
-                                                                 revsLimit: WireLimits.revsLimitMax, channelsMax: 1))),
+                                                                 channelsMax: 1))),
         ("heartbeat", .heartbeat),
         ("heartbeat-echo", .heartbeatEcho),
         ("error-report", .error(ErrorMessage(requestID: 0, code: .busy, message: "slow disk"))),
@@ -56,8 +56,9 @@ enum ConnectionVectorFixtures {
     /// Byte strings a version-2 decoder must refuse, with the code it must report.
     static let invalidMessages: [(name: String, bytes: [UInt8], code: ErrorCode)] = [
         ("hello-version-0", [0x01, 0x00], .unsupportedVersion),
-        ("hello-channels-max-1025", [0x01, 0x02, 0x00] + nodeA + [0x01, 0x81, 0x08], .limitExceeded),
-        ("hello-channels-max-0", [0x01, 0x02, 0x00] + nodeA + [0x01, 0x00], .limitExceeded),
+        ("hello-channels-max-10001", [0x01, 0x02, 0x00] + nodeA + [0x91, 0x4E, 0x01], .limitExceeded),
+        ("hello-channels-max-0", [0x01, 0x02, 0x00] + nodeA + [0x00, 0x01], .limitExceeded),
+        ("hello-window-17", [0x01, 0x02, 0x00] + nodeA + [0x01, 0x11], .limitExceeded),
         ("subscribe-outside-channel", VectorFixtures.exampleExchange[4].message.encoded(), .unexpectedMessage),
         ("unknown-type-13", [0x13, 0x01], .unknownMessageType),
         ("attach-channel-0", [0x10, 0x00, 0x01, 0x61], .malformedMessage),

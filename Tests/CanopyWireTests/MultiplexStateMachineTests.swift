@@ -75,4 +75,21 @@ struct MultiplexStateMachineTests {
         #expect(machine.receive(.close(Close(code: .normal, reason: ""))) == [.closeTransport(code: .normal)])
         #expect(machine.state == .closed && machine.violation == nil)
     }
+
+    @Test("a version-1 hello is refused for its version whatever its revsLimit; a version-2 hello announcing over 1024 channels is limitExceeded")
+    func helloBounds() {
+        let peer = [UInt8](repeating: 2, count: 16)
+        for revsLimit in [1, 1000, WireLimits.revsLimitMax] {
+            var machine = MultiplexStateMachine(role: .initiator, localHello: ConnectionHello(nodeID: [UInt8](repeating: 1, count: 16)))
+            let sent = Self.sent(machine.receive(.hello(ConnectionHello(hello: Hello(version: 1, databaseID: peer, revsLimit: revsLimit, window: 8)))))
+            guard case .close(let close)? = sent.first else { Issue.record("no close for revsLimit \(revsLimit): \(sent)"); continue }
+            #expect(close.code == .unsupportedVersion && close.reason.contains("must be upgraded"), "\(close)")
+        }
+        var machine = MultiplexStateMachine(role: .initiator, localHello: ConnectionHello(nodeID: [UInt8](repeating: 1, count: 16)))
+        let tooMany = ConnectionHello(hello: Hello(version: 2, databaseID: peer, revsLimit: WireLimits.channelsMax + 1, window: 1))
+        let sent = Self.sent(machine.receive(.hello(tooMany)))
+        guard case .close(let close)? = sent.first else { Issue.record("no close: \(sent)"); return }
+        #expect(close.code == .limitExceeded && close.reason.contains("hello.channelsMax"), "\(close)")
+        #expect(machine.receive(.hello(ConnectionHello(nodeID: peer))).isEmpty, "nothing is read after the close")
+    }
 }
