@@ -79,7 +79,7 @@ public final class Node: Sendable {
     /// Makes a database: its own file, revs limit and conflict setting (`conflicts`, as the
     /// config file's: `automatic`, `local-wins`, `remote-wins`, `merge-json`, `manual`), listed in
     /// the config file as `canopyctl db create` lists it. Names follow CouchDB's rule
-    /// (``DatabaseName``).
+    /// (`DatabaseName`).
     @discardableResult
     public func createDatabase(_ name: String, conflicts: String = "automatic") async throws(NodeError) -> Database {
         _ = try await command("db.create", ["name": .string(name), "conflicts": .string(conflicts)])

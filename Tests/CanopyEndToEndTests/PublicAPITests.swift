@@ -9,7 +9,8 @@ import Testing
 /// the lines added and removed; an intended one is recorded by running the test with
 /// `CANOPY_RECORD_API=1` and committing the file with the change.
 ///
-/// The listing comes from `swift-symbolgraph-extract` run on the module the test build made.
+/// The listing comes from `swift-symbolgraph-extract` run on the module the test build made
+/// (`extractSymbolGraphs(into:)`, which `DocumentationTests` uses too).
 @Suite("the Canopy library's public API is the one recorded")
 struct PublicAPITests {
     static let listing = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/api/Canopy.api")
@@ -18,13 +19,7 @@ struct PublicAPITests {
     /// modules' types), one line each, sorted.
     static func currentAPI() throws -> [String] {
         let output = TemporaryDirectory()
-        let sources = ModuleSurfaceTests.sources.path
-        let result = try run("/usr/bin/env", [
-            "swift-symbolgraph-extract", "-module-name", "Canopy", "-I", Binaries.directory + "/Modules",
-            "-I", sources + "/CSodium", "-I", sources + "/CSQLite", "-target", "x86_64-unknown-linux-gnu",
-            "-minimum-access-level", "public", "-output-dir", output.path,
-        ])
-        guard result.status == 0 else { throw TimedOut(what: "swift-symbolgraph-extract (\(result.status)): \(result.stderr)") }
+        try extractSymbolGraphs(into: output.path)
         var lines: [String] = []
         for file in try FileManager.default.contentsOfDirectory(atPath: output.path) where file.hasPrefix("Canopy") && file.hasSuffix(".symbols.json") {
             let graph = try JSONValue.parseInput(try Data(contentsOf: URL(fileURLWithPath: output.path + "/" + file)))
@@ -39,6 +34,19 @@ struct PublicAPITests {
             }
         }
         return lines.sorted()
+    }
+
+    /// Writes the public symbol graphs of the `Canopy` module the test build made into
+    /// `directory`: `Canopy.symbols.json` and one `Canopy@Module.symbols.json` per module whose
+    /// types it extends.
+    static func extractSymbolGraphs(into directory: String) throws {
+        let sources = ModuleSurfaceTests.sources.path
+        let result = try run("/usr/bin/env", [
+            "swift-symbolgraph-extract", "-module-name", "Canopy", "-I", Binaries.directory + "/Modules",
+            "-I", sources + "/CSodium", "-I", sources + "/CSQLite", "-target", "x86_64-unknown-linux-gnu",
+            "-minimum-access-level", "public", "-output-dir", directory,
+        ])
+        guard result.status == 0 else { throw TimedOut(what: "swift-symbolgraph-extract (\(result.status)): \(result.stderr)") }
     }
 
     @Test("every public declaration of Canopy is in the recorded listing, and nothing else is")
