@@ -39,6 +39,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         // X25519 only, in CanopyCrypto's EphemeralKey: a measured gain over libsodium (Tools/canopy-bench/README.md).
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // `swift package generate-documentation --target Canopy` (the Canopy.docc catalog); no target depends on it.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // System libraries (Debian packages; Tools/setup installs them).
