@@ -86,7 +86,7 @@ let package = Package(
         .target(
             name: "Canopy",
             dependencies: [
-                "CanopyCore", "CanopyStore", "CanopyReplication", "CanopyAgent",
+                "CanopyCore", "CanopyWire", "CanopyStore", "CanopyReplication", "CanopyAgent",
                 .product(name: "Logging", package: "swift-log"),
             ]),
 

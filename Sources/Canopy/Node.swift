@@ -28,6 +28,8 @@ public final class Node: Sendable {
     /// Where the node accepts peers, `HOST:PORT`, with the port actually bound (a free one when
     /// `listen` asked for port 0): what another node passes as `ReplicatorConfiguration.address`.
     public let listenAddress: String
+    /// The data directory the node was opened in, as given.
+    public let directory: String
     /// The node's documents: writes made here replicate to peers, and peers' writes appear here
     /// (in its changes feed too).
     public let database: Database
@@ -62,6 +64,7 @@ public final class Node: Sendable {
             throw NodeError(error.description)
         }
         nodeID = agent.nodeID
+        self.directory = directory
         listenAddress = (agent.listenAddress ?? address).description
         database = Database(store: agent.store)
     }

@@ -1,5 +1,6 @@
 import CanopyAgent
 import CanopyReplication
+import CanopyWire
 import Synchronization
 
 /// Replication between a `Node` and one peer, shaped after Couchbase Lite's `Replicator`:
@@ -226,7 +227,12 @@ public final class Replicator: Sendable {
             observation?.cancel()
             stream.finish()
         }
-        if wasRunning, case .success(let peer) = peer { agent.removePeer(peer.nodeID) { _ in } }
+        if wasRunning, case .success(let peer) = peer {
+            // Dropped before the removal, which the engine takes after: the replicators keep the
+            // overrides until they stop, and a start that follows sets its own.
+            agent.setReplicatorOverrides(nil, peer: peer.nodeID) {}
+            agent.removePeer(peer.nodeID) { _ in }
+        }
     }
 
     /// Makes the replicator run, if it does not: observes the peer's status, then adds the peer
@@ -255,6 +261,11 @@ public final class Replicator: Sendable {
         state.withLock { state in
             if state.generation == generation { state.observation = observation } else { observation?.cancel() }
         }
+        // The engine takes the overrides before the config change that adds the peer: both go
+        // to its queue, in this order.
+        agent.setReplicatorOverrides(
+            ReplicatorOverrides(documentIDs: configuration.documentIDs, conflictPolicy: configuration.conflictResolution),
+            peer: peer.nodeID) {}
         agent.setPeer(peer) { [weak self] result in
             switch result {
             case .success: completion(.success(generation))
@@ -312,6 +323,17 @@ public final class Replicator: Sendable {
                     code: "invalid_configuration", message: "\"\(text.prefix(80))\" is not HOST:PORT"))
             }
             address = parsed
+        }
+        if let ids = configuration.documentIDs {
+            guard (1...WireLimits.filterDocIDsMax).contains(ids.count) else {
+                return .failure(ReplicatorError(
+                    code: "invalid_configuration", message: "documentIDs has \(ids.count) ids; 1 to \(WireLimits.filterDocIDsMax) are allowed"))
+            }
+            if let bad = ids.first(where: { !(1...WireLimits.docIDBytesMax).contains($0.utf8.count) }) {
+                return .failure(ReplicatorError(
+                    code: "invalid_configuration",
+                    message: "documentIDs holds \"\(bad.prefix(80))\" of \(bad.utf8.count) bytes; an id has 1 to \(WireLimits.docIDBytesMax)"))
+            }
         }
         return .success(PeerConfig(
             nodeID: nodeID, address: address, direction: configuration.direction,

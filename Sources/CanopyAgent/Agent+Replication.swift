@@ -52,6 +52,16 @@ extension Agent {
         }
     }
 
+    /// Sets what an in-process application replicates with the peer `nodeID` (a canonical node
+    /// id) beyond its config entry, or drops it (nil); see `EngineReplication.setOverrides`.
+    /// Callable from any queue; `done` runs once the engine has taken it.
+    package func setReplicatorOverrides(
+        _ overrides: ReplicatorOverrides?, peer nodeID: String, _ done: @escaping @Sendable () -> Void
+    ) {
+        guard let engine = replication as? EngineReplication else { return done() }
+        engine.setOverrides(overrides, for: nodeID, done: done)
+    }
+
     /// Tells `observer` of every status change of the replication with the peer `nodeID` (a
     /// canonical node id), from its current status when it is configured, until the observation
     /// is cancelled: an application running the agent in-process watches it without polling.

@@ -54,6 +54,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     }
 
     private var peers: [String: Peer] = [:]
+    /// What an application replicating in-process set for a peer beyond its config, by node id.
+    private var overrides: [String: ReplicatorOverrides] = [:]
     private var nextWatcher = 0
     /// Told of every status change of one peer's `default` replicator (`observeStatus`).
     private var statusObservers: [ObjectIdentifier: (peer: String, observer: @Sendable (PeerStatus) -> Void)] = [:]
@@ -104,6 +106,25 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 }
                 applyShares(config.shares(with: peer.nodeID), to: peer)
             }
+        }
+    }
+
+    /// Sets (or, nil, drops) `overrides` for the peer `id`. Setting restarts the replicators the
+    /// peer has with them (each resumes from its checkpoint); dropping leaves running replicators
+    /// as they are: the next one made for the peer has none. `done` runs on `queue` after.
+    func setOverrides(_ overrides: ReplicatorOverrides?, for id: String, done: @escaping @Sendable () -> Void) {
+        queue.async { [self] in
+            defer { done() }
+            guard let overrides else { self.overrides[id] = nil; return }
+            self.overrides[id] = overrides
+            guard let peer = peers[id] else { return }
+            let shares = peer.databases.values.map(\.share)
+            for (name, shared) in peer.databases {
+                shared.replicator.stop()
+                peer.link.remove(name)
+                peers[id]?.databases[name] = nil
+            }
+            applyShares(shares, to: peer.config)
         }
     }
 
@@ -176,12 +197,16 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         guard let direction = share.access.direction, let store = databases[share.database] else { return nil }
         let id = peer.nodeID
         let database = share.database
-        let scope = share.prefix.map(ReplicationFilter.idPrefix) ?? .all
+        let overrides = overrides[id] ?? ReplicatorOverrides()
+        guard let scope = overrides.scope(within: share.prefix) else {
+            logger.notice("no document of \(database) is both shared with \(id) and named by the replicator's document ids: not replicating it")
+            return nil
+        }
         let configuration = ReplicationConfiguration(
             direction: direction, continuous: peer.mode == .continuous, pullFilter: scope, pushFilter: scope,
             batchSize: min(limits.batchRevisions, WireLimits.changesEntriesMax),
             window: min(limits.batchesInFlight, WireLimits.inFlightBatchesMax),
-            heartbeatIntervalSeconds: Double(limits.heartbeatSeconds))
+            heartbeatIntervalSeconds: Double(limits.heartbeatSeconds), conflictPolicy: overrides.conflictPolicy)
         return PeerReplicator(
             peerName: id, store: store, dialer: link.channelDialer(for: database), scheduler: scheduler, random: random,
             configuration: configuration,
@@ -537,4 +562,27 @@ package final class ReplicationStatusObservation: Sendable {
     package func cancel() { onCancel(ObjectIdentifier(self)) }
 
     deinit { onCancel(ObjectIdentifier(self)) }
+}
+
+/// What an application replicating in-process (the `Canopy` library's `Replicator`) sets for a
+/// peer beyond what the config file can say: the documents to replicate and a policy of its own
+/// for the conflicts the peer's revisions create.
+package struct ReplicatorOverrides: Sendable {
+    /// Only these documents, both ways (within the share's prefix); nil: every shared document.
+    package var documentIDs: [String]?
+    /// Settles conflicts from the peer instead of the database's rules; nil: the rules.
+    package var conflictPolicy: ConflictPolicy?
+
+    package init(documentIDs: [String]? = nil, conflictPolicy: ConflictPolicy? = nil) {
+        self.documentIDs = documentIDs
+        self.conflictPolicy = conflictPolicy
+    }
+
+    /// The filter of a database shared with `prefix`: the ids of `documentIDs` that the prefix
+    /// admits, or the prefix; nil when no document is left.
+    func scope(within prefix: String?) -> ReplicationFilter? {
+        guard let documentIDs else { return prefix.map(ReplicationFilter.idPrefix) ?? .all }
+        let admitted = documentIDs.filter { id in prefix.map { id.hasPrefix($0) } ?? true }
+        return admitted.isEmpty ? nil : .documentIDs(admitted)
+    }
 }

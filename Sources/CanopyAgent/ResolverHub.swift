@@ -84,7 +84,7 @@ final class ResolverHub: @unchecked Sendable {
                 agent.logger.error("the conflict scan failed; kept conflicts are offered again on the next scan", metadata: ["error": "\(error)"])
                 return
             }
-            agent.events.emit(documentEvents: results.flatMap(Offers.scanEvents), peer: "")
+            agent.events.emit(documentEvents: results.flatMap(DocumentEvent.scanEvents), peer: "")
         }
     }
 

@@ -30,7 +30,9 @@ public struct Conflict: Sendable {
     /// The body of the newest common ancestor of all leaves, when the store still holds it.
     public let commonAncestorBody: JSONValue?
     /// The node's current revision before the revisions that caused the conflict arrived, if the
-    /// node had the document. `localWins` keeps it; `remoteWins` keeps another leaf.
+    /// node had the document. `localWins` keeps it; `remoteWins` keeps another leaf. Nil too when
+    /// a kept conflict is retried (a resolver threw before, a policy changed): the store does not
+    /// record which leaf was this node's.
     public let localRevision: RevisionID?
 
     /// Creates a conflict description.

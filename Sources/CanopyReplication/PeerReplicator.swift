@@ -110,6 +110,10 @@ public final class PeerReplicator: @unchecked Sendable {
     /// A peer this node pushes to and that has no horizon yet gets horizon 0: until it has caught
     /// up once it may hold any revision (from other peers), so stemming keeps everything it might
     /// offer back (`Protocol/design.md` §2.7).
+    ///
+    /// A replicator whose configuration has its own `conflictPolicy` that settles kept conflicts
+    /// first offers it every conflict the store keeps (one its resolver threw on before, say),
+    /// reporting what it settled or failed to as document events.
     public func start() {
         scheduler.assertOnContext()
         if configuration.direction.pushes, let key = configuration.peerHorizonKey {
@@ -117,9 +121,26 @@ public final class PeerReplicator: @unchecked Sendable {
                 logger.warning("could not record the peer's horizon", metadata: ["peer": "\(peerName)", "error": "\(error)"])
             }
         }
+        if stopped, let policy = configuration.conflictPolicy, policy.settlesKeptConflicts { retryKeptConflicts(policy) }
         stopped = false
         if session == nil { connect() }
         publish()
+    }
+
+    private func retryKeptConflicts(_ policy: ConflictPolicy) {
+        worker.run({ [store] in
+            Result { () throws(StoreError) in try store.retryConflictResolution(policy: policy) }
+        }, then: { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(let results):
+                let events = results.flatMap(DocumentEvent.scanEvents)
+                if !events.isEmpty { self.onDocumentEvents(events) }
+            case .failure(let error):
+                self.logger.warning("the kept conflicts could not be offered to the replicator's resolver",
+                                    metadata: ["peer": "\(self.peerName)", "error": "\(error)"])
+            }
+        })
     }
 
     /// Stops: closes the session cleanly and cancels retries.

@@ -77,7 +77,8 @@ struct Puller {
         outbox.send(.subscribe(Subscribe(requestID: requestID, replicationID: replicationID, since: since,
                                          continuous: configuration.continuous, filter: filter)))
         let target = SubscriptionTarget(subscriptionID: requestID, replicationID: replicationID,
-                                        filter: configuration.pullFilter, store: store, session: session,
+                                        filter: configuration.pullFilter, store: store,
+                                        policy: configuration.conflictPolicy, session: session,
                                         since: since, localCheckpoint: local, namesRefusals: peerNamesRefusals)
         state = .subscribed(target, ended: false)
         return since

@@ -34,6 +34,11 @@ public struct ReplicationConfiguration: Sendable {
     /// horizon, `DocumentStore.recordPeerHorizon`; stemming keeps what the peer may still hold).
     /// Nil: the replication id of the peer's pull, in hex. `PeerReplicator` sets one per peer.
     public var peerHorizonKey: String?
+    /// Settles the conflicts that revisions pulled by this replication create, instead of the
+    /// store's `conflictPolicy`; when it settles kept conflicts, `PeerReplicator.start` also runs
+    /// it over the conflicts the store keeps (one a resolver failed before, say). Nil: the
+    /// store's policy decides.
+    public var conflictPolicy: ConflictPolicy?
     /// Exists only to test receivers: when true, the subscriptions this node serves ignore the
     /// filter the peer subscribed with (`pushFilter` still applies), so the peer is offered and
     /// sent documents outside its subscription, as a peer that lies would be. Package access:
@@ -46,7 +51,7 @@ public struct ReplicationConfiguration: Sendable {
         pullFilter: ReplicationFilter = .all, pushFilter: ReplicationFilter = .all,
         batchSize: Int = 500, window: Int = 8,
         heartbeatIntervalSeconds: Double = 10, deadPeerIntervals: Double = 3,
-        remoteCheckpointEveryBatches: Int = 1, peerHorizonKey: String? = nil
+        remoteCheckpointEveryBatches: Int = 1, peerHorizonKey: String? = nil, conflictPolicy: ConflictPolicy? = nil
     ) {
         precondition((1...WireLimits.changesEntriesMax).contains(batchSize), "batch size out of range")
         precondition((1...WireLimits.inFlightBatchesMax).contains(window), "window out of range")
@@ -60,6 +65,7 @@ public struct ReplicationConfiguration: Sendable {
         self.deadPeerIntervals = deadPeerIntervals
         self.remoteCheckpointEveryBatches = remoteCheckpointEveryBatches
         self.peerHorizonKey = peerHorizonKey
+        self.conflictPolicy = conflictPolicy
     }
 }
 

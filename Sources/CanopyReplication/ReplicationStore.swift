@@ -30,8 +30,13 @@ package protocol ReplicationStore: AnyObject, Sendable {
     /// What the store lacks of each offer, in the offers' order.
     func revsDiff(inOrder offers: [RevisionOffer]) throws(StoreError) -> [RevsDiffEntry?]
     /// Writes revisions `DocumentStore.checkForeign` checked (and a local document, the
-    /// checkpoint) in one transaction.
-    func bulkInsertForeign(checked batch: CheckedForeignBatch, local: LocalDocument?) throws(StoreError) -> [ForeignDocumentResult]
+    /// checkpoint) in one transaction; `policy`, when given, settles the conflicts they create
+    /// instead of the store's own.
+    func bulkInsertForeign(
+        checked batch: CheckedForeignBatch, local: LocalDocument?, policy: ConflictPolicy?
+    ) throws(StoreError) -> [ForeignDocumentResult]
+    /// Settles the conflicts the store keeps with `policy` (or its own), in one transaction.
+    func retryConflictResolution(policy: ConflictPolicy?) throws(StoreError) -> [ForeignDocumentResult]
 
     /// A local (non-replicated) document's body.
     func localGet(_ id: String) throws(StoreError) -> JSONValue?

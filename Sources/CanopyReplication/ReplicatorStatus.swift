@@ -122,4 +122,18 @@ public struct DocumentEvent: Sendable, Equatable {
             return [detected, DocumentEvent(kind: .conflictAwaitingResolver, documentID: id, revision: result.current, detail: resolver, conflict: conflict)]
         }
     }
+
+    /// A scan's events for one document: how the policy left each conflict it settled or routed
+    /// (no `conflictDetected`: each was detected when it arose). A conflict still waiting carries
+    /// no `conflict`, which tells `ResolverOffers.observe` it was found again, not changed.
+    package static func scanEvents(_ result: ForeignDocumentResult) -> [DocumentEvent] {
+        DocumentEvent.conflictEvents(for: result).compactMap { event in
+            switch event.kind {
+            case .conflictDetected: return nil
+            case .conflictAwaitingResolver:
+                return DocumentEvent(kind: event.kind, documentID: event.documentID, revision: event.revision, detail: event.detail)
+            default: return event
+            }
+        }
+    }
 }

@@ -51,7 +51,7 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
         /// The store's policy is now `ConflictPolicy.rules(policy)`: the registrations changed.
         case policyChanged
         /// Run the policy over every conflicted document (`retryConflictResolution`) and observe
-        /// the results as `scanEvents` makes them.
+        /// the results as `DocumentEvent.scanEvents` makes them.
         case scan
         /// Draining has finished: every offer sent was answered and written (or none was sent).
         case drainFinished
@@ -168,20 +168,6 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
     /// A scan is due (start, reload): the policy as it now stands, then the scan.
     package func scanRequested() -> [Action] {
         [.policyChanged, .scan]
-    }
-
-    /// A scan's events for one document: how the policy left each conflict it settled or routed
-    /// (no `conflictDetected`: each was detected when it arose). A conflict still waiting carries
-    /// no `conflict`, which tells `observe` it was found again, not changed.
-    package static func scanEvents(_ result: ForeignDocumentResult) -> [DocumentEvent] {
-        DocumentEvent.conflictEvents(for: result).compactMap { event in
-            switch event.kind {
-            case .conflictDetected: return nil
-            case .conflictAwaitingResolver:
-                return DocumentEvent(kind: event.kind, documentID: event.documentID, revision: event.revision, detail: event.detail)
-            default: return event
-            }
-        }
     }
 
     // MARK: Conflicts arriving

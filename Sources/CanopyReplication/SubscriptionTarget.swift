@@ -46,6 +46,8 @@ final class SubscriptionTarget {
     let replicationID: [UInt8]
     private let filter: ReplicationFilter
     private let store: any ReplicationStore
+    /// Settles the conflicts this subscription's revisions create; nil: the store's policy.
+    private let policy: ConflictPolicy?
     private let session: String
     private var checkpoint: ReplicationCheckpoint?
     private var pending: Deque<Batch> = []
@@ -56,8 +58,10 @@ final class SubscriptionTarget {
     private(set) var lastSequence: UInt64
 
     init(subscriptionID: RequestID, replicationID: [UInt8], filter: ReplicationFilter, store: any ReplicationStore,
-         session: String, since: UInt64, localCheckpoint: ReplicationCheckpoint?, namesRefusals: Bool = true) {
+         policy: ConflictPolicy? = nil, session: String, since: UInt64, localCheckpoint: ReplicationCheckpoint?,
+         namesRefusals: Bool = true) {
         self.namesRefusals = namesRefusals
+        self.policy = policy
         self.subscriptionID = subscriptionID
         self.replicationID = replicationID
         self.filter = filter
@@ -200,11 +204,13 @@ final class SubscriptionTarget {
         let local: LocalDocument?
         let recorded: RecordedCheckpoint?
         fileprivate let store: any ReplicationStore
+        fileprivate let policy: ConflictPolicy?
 
         /// Writes the group in one transaction with its checkpoint; returns its document events.
         func perform() -> Result<[DocumentEvent], ReplicationError> {
             do throws(ReplicationError) {
-                return .success(try SubscriptionTarget.insert(.concatenating(messages.map(\.batch)), local: local, into: store))
+                return .success(try SubscriptionTarget.insert(
+                    .concatenating(messages.map(\.batch)), local: local, policy: policy, into: store))
             } catch {
                 return .failure(error)
             }
@@ -236,7 +242,7 @@ final class SubscriptionTarget {
                 throw .store(error)
             }
         }
-        return Write(messages: messages, local: local, recorded: recorded, store: store)
+        return Write(messages: messages, local: local, recorded: recorded, store: store, policy: policy)
     }
 
     /// A write that committed with `events`: the batches it completed are popped and its
@@ -297,7 +303,7 @@ final class SubscriptionTarget {
     /// `local` (the checkpoint) is written in the same transaction, also when every document was
     /// rejected.
     private static func insert(
-        _ batch: CheckedForeignBatch, local: LocalDocument?, into store: any ReplicationStore
+        _ batch: CheckedForeignBatch, local: LocalDocument?, policy: ConflictPolicy?, into store: any ReplicationStore
     ) throws(ReplicationError) -> [DocumentEvent] {
         var events = batch.rejected.map { problem in
             DocumentEvent(kind: .rejected, documentID: problem.documentID ?? "", detail: "\(problem)")
@@ -305,7 +311,7 @@ final class SubscriptionTarget {
         var remaining = batch
         while !remaining.isEmpty || local != nil {
             do {
-                let results = try store.bulkInsertForeign(checked: remaining, local: local)
+                let results = try store.bulkInsertForeign(checked: remaining, local: local, policy: policy)
                 // Usually nothing was rejected: the batch's events are returned as made, not
                 // copied behind an empty array (a retain and a release per event).
                 if events.isEmpty { return Self.events(for: results) }

@@ -204,7 +204,7 @@ final class SimulatedResolverHub: @unchecked Sendable {
     private func scan() {
         do {
             let results = try store.retryConflictResolution()
-            let events = results.flatMap(Offers.scanEvents)
+            let events = results.flatMap(DocumentEvent.scanEvents)
             trace.record("n\(node) scan found \(results.count) conflicts")
             handle { $0.observe(events, peer: nil) }
         } catch {

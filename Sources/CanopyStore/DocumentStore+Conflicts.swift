@@ -37,13 +37,13 @@ extension DocumentStore {
         }
     }
 
-    /// The retry pass: runs the node's policy again over every still-conflicted document (a
-    /// resolver that failed before, or a policy changed since), in one transaction. Under the
-    /// manual policy nothing changes. Returns one result per conflicted document, sorted by id;
-    /// each carries the conflict as found (`conflict`), and a document whose rule names a
-    /// resolver the store does not hold comes back `.awaiting`.
-    public func retryConflictResolution() throws(StoreError) -> [ForeignDocumentResult] {
-        let policy = conflictPolicy
+    /// The retry pass: runs the node's policy (or `policy`, when given) again over every
+    /// still-conflicted document (a resolver that failed before, or a policy changed since), in
+    /// one transaction. Under the manual policy nothing changes. Returns one result per
+    /// conflicted document, sorted by id; each carries the conflict as found (`conflict`), and a
+    /// document whose rule names a resolver the store does not hold comes back `.awaiting`.
+    public func retryConflictResolution(policy: ConflictPolicy? = nil) throws(StoreError) -> [ForeignDocumentResult] {
+        let policy = policy ?? conflictPolicy
         // Nothing conflicted (the usual case at start-up): no write transaction, whose commit
         // could also set off a checkpoint of everything written before.
         guard try read({ db in try db.queryFirst("SELECT 1 FROM documents WHERE conflicted = 1 LIMIT 1") { _ in true } }) != nil else {

@@ -33,16 +33,21 @@ extension DocumentStore {
     ///
     /// `local`, when given, is put in the same transaction: a replicator records its checkpoint
     /// with the batch that reaches it, so the checkpoint is never ahead of the data and costs no
-    /// commit of its own.
+    /// commit of its own. `policy`, when given, settles the conflicts the batch creates instead of
+    /// the store's `conflictPolicy` (a replicator configured with its own resolver).
     @discardableResult
-    package func bulkInsertForeign(checked batch: CheckedForeignBatch, local: LocalDocument? = nil) throws(StoreError) -> [ForeignDocumentResult] {
-        try insertChecked(batch.revisions, local: local)
+    package func bulkInsertForeign(
+        checked batch: CheckedForeignBatch, local: LocalDocument? = nil, policy: ConflictPolicy? = nil
+    ) throws(StoreError) -> [ForeignDocumentResult] {
+        try insertChecked(batch.revisions, local: local, policy: policy)
     }
 
     /// The write of checked revisions shared by both entry points.
-    private func insertChecked(_ checked: [CheckedRevision], local: LocalDocument? = nil) throws(StoreError) -> [ForeignDocumentResult] {
+    private func insertChecked(
+        _ checked: [CheckedRevision], local: LocalDocument? = nil, policy: ConflictPolicy? = nil
+    ) throws(StoreError) -> [ForeignDocumentResult] {
         let groups = DocumentGroups(checked)
-        let policy = conflictPolicy
+        let policy = policy ?? conflictPolicy
         return try write { context in
             let results = try Self.mergeAll(context, checked, groups, policy: policy)
             try local?.put(context.db)

@@ -1,5 +1,6 @@
 import Canopy
 import Foundation
+import Synchronization
 import Testing
 
 /// Makes `id` conflicted the way replication does: `base`, then `local` saved here on top of it,
@@ -65,5 +66,43 @@ struct DatabaseConflictTests {
         #expect(throws: DatabaseError.notFound(documentID: "ghost", revision: nil)) {
             try db.resolveConflicts(id: "ghost", resolver: BuiltInResolver.mergeJSON)
         }
+    }
+
+    /// Cloudant's `resolveConflicts(id:resolver:)`: the resolver sees the document id and every
+    /// leaf still open and not deleted, and returns a merged body; it becomes a child of the
+    /// winning leaf (by the node's rule over every open leaf), and every other leaf is ended, in
+    /// one transaction.
+    @Test("resolveConflicts with a closure sees the id and every non-deleted leaf; its merge extends the winner and ends the others")
+    func resolveWithClosure() throws {
+        let db = try TestDatabase(.init(conflictResolution: .manual)).db
+        let (mine, theirs) = try makeConflict(db, "task",
+            base: .object(["title": .string("Buy milk"), "done": .bool(false)]),
+            local: .object(["title": .string("Buy oat milk"), "done": .bool(false)]),
+            remote: .object(["title": .string("Buy milk"), "done": .bool(true)]))
+        // A third leaf, deleted on another peer.
+        let base = try #require(try db.store.get(id: "task", options: .revisions).history?.last)
+        let gone = RevisionHasher.revisionID(parent: base, kind: .deleted, body: .object([:]))
+        try db.store.bulkInsertForeign([
+            ForeignRevision(documentID: "task", path: try RevisionPath(leaf: gone, kind: .deleted, ancestors: [base]), body: .value(.object([:])))
+        ])
+        let before = try db.store.get(id: "task", options: .conflicts)
+        #expect(Set(before.conflicts ?? []).union([before.revision]) == [mine, theirs] && before.deletedConflicts == [gone])
+
+        let seen = Mutex<(id: String, leaves: Set<RevisionID>)?>(nil)
+        let settled = try db.resolveConflicts(id: "task", resolver: ClosureResolver { conflict in
+            seen.withLock { $0 = (conflict.documentID, Set(conflict.leaves.map(\.revision))) }
+            #expect(conflict.leaves.allSatisfy { !$0.isDeleted && $0.body != nil })
+            return .merged(.object(["title": .string("Buy oat milk"), "done": .bool(true)]))
+        })
+        #expect(seen.withLock { $0?.id } == "task")
+        #expect(seen.withLock { $0?.leaves } == [mine, theirs], "the deleted leaf is not offered")
+        let after = try db.store.get(id: "task", options: [.conflicts, .revisions])
+        #expect(after.revision == settled && settled.generation == 3)
+        // The winner by the node's rule among every open leaf is the deletion (deletes win): the
+        // merge extends it, and the two live leaves are ended.
+        #expect(after.history?.dropFirst().first == gone, "the merge is a child of the winning leaf")
+        #expect((after.conflicts ?? []).isEmpty, "\(after)")
+        #expect(after.body == .object(["title": .string("Buy oat milk"), "done": .bool(true)]))
+        #expect(try db.conflictedDocumentIDs().isEmpty)
     }
 }

@@ -210,7 +210,12 @@ final class FakeReplicationStore: ReplicationStore, @unchecked Sendable {
     }
 
     /// Inserts every revision as new (each document's results are `newChain`) and stores `local`.
-    func bulkInsertForeign(checked batch: CheckedForeignBatch, local: LocalDocument?) throws(StoreError) -> [ForeignDocumentResult] {
+    /// Conflicts are not modelled: nothing is ever kept, so a retry settles nothing.
+    func retryConflictResolution(policy: ConflictPolicy?) throws(StoreError) -> [ForeignDocumentResult] { [] }
+
+    func bulkInsertForeign(
+        checked batch: CheckedForeignBatch, local: LocalDocument?, policy: ConflictPolicy?
+    ) throws(StoreError) -> [ForeignDocumentResult] {
         try withState { state throws(StoreError) in
             try enter(.bulkInsertForeign, .bulkInsertForeign(documentIDs: batch.revisions.map(\.documentID), local: local?.id), &state)
             if !state.insertProblems.isEmpty { throw .invalidInput(state.insertProblems.removeFirst()) }
