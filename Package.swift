@@ -101,7 +101,7 @@ let package = Package(
         .executableTarget(
             name: "canopyd",
             dependencies: [
-                "CanopyAgent", "CanopyCore", "CanopyStore",
+                "Canopy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

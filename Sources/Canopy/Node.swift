@@ -43,21 +43,30 @@ public final class Node: Sendable {
     ///
     /// Fails with `NodeError` when `listen` is malformed, the directory cannot be created or is
     /// in use by another process, its database is damaged, or the port cannot be bound.
-    public init(directory: String, listen: String = "127.0.0.1:0", logger: Logger = Logger(label: "canopy.node")) throws(NodeError) {
-        guard let address = HostPort(parsing: listen) else {
-            throw NodeError("\"\(listen.prefix(80))\" is not HOST:PORT")
+    public convenience init(directory: String, listen: String = "127.0.0.1:0", logger: Logger = Logger(label: "canopy.node")) throws(NodeError) {
+        try self.init(directory: directory, options: Options(listen: listen, logger: logger))
+    }
+
+    /// Opens and starts the node in `directory` as `options` say; `canopyd run` is this
+    /// initialiser and signal handling. Fails with `NodeError` as the other initialiser does, and
+    /// when the directory holds no node and `options.createIfMissing` is false.
+    public init(directory: String, options: Options) throws(NodeError) {
+        var address: HostPort?
+        if let listen = options.listen {
+            guard let parsed = HostPort(parsing: listen) else { throw NodeError("\"\(listen.prefix(80))\" is not HOST:PORT") }
+            address = parsed
         }
         let data = DataDirectory(path: directory)
         do throws(AgentError) {
             // The lock is taken once, for initialising and running both.
-            var options = AgentOptions(directory: data, listen: address, logger: logger)
+            var agentOptions = AgentOptions(directory: data, listen: address, adminSocketPath: options.adminSocket, logger: options.logger)
             do {
                 try data.requireInitialized()
-            } catch .notInitialized {
-                options.heldLock = try AgentSetup.initializeKeepingLock(directory: data, config: AgentConfig(listen: address))
+            } catch .notInitialized where options.createIfMissing {
+                agentOptions.heldLock = try AgentSetup.initializeKeepingLock(
+                    directory: data, config: AgentConfig(listen: address ?? AgentConfig.defaultListen))
             }
-            // No environment: an application under systemd is not this agent's service to notify.
-            let agent = try Agent(options: options, environment: [:])
+            let agent = try Agent(options: agentOptions, environment: options.environment, whenStopped: options.onStopped)
             try agent.start()
             self.agent = agent
         } catch {
@@ -65,8 +74,83 @@ public final class Node: Sendable {
         }
         nodeID = agent.nodeID
         self.directory = directory
-        listenAddress = (agent.listenAddress ?? address).description
+        listenAddress = (agent.listenAddress ?? address ?? AgentConfig.defaultListen).description
         database = Database(store: agent.store)
+    }
+
+    /// How ``init(directory:options:)`` opens and runs a node.
+    public struct Options: Sendable {
+        /// Where to listen for peers, `HOST:PORT` (port 0 picks a free one); nil: the config
+        /// file's `listen`.
+        public var listen: String?
+        /// The admin socket's path; nil: `DIR/admin.sock`.
+        public var adminSocket: String?
+        /// Whether a directory that holds no node yet is initialised (as ``Node/initialize(directory:listen:conflicts:)``
+        /// does) or refused.
+        public var createIfMissing: Bool
+        /// The process environment the node reads: with `NOTIFY_SOCKET` in it, the node tells
+        /// systemd when it is ready, reloading and stopping (pass the process's own environment
+        /// in a service's main process only). Empty: nothing is read.
+        public var environment: [String: String]
+        /// Where the node logs; the library never bootstraps logging.
+        public var logger: Logger
+        /// Called once when the node has stopped, whatever stopped it: ``Node/stop()``,
+        /// `canopyctl shutdown`, or a database file that vanished while it ran.
+        public var onStopped: @Sendable () -> Void
+
+        /// Options: the config file's address, `DIR/admin.sock`, a missing directory
+        /// initialised, no environment, unless told otherwise.
+        public init(
+            listen: String? = nil, adminSocket: String? = nil, createIfMissing: Bool = true, environment: [String: String] = [:],
+            logger: Logger = Logger(label: "canopy.node"), onStopped: @escaping @Sendable () -> Void = {}
+        ) {
+            self.listen = listen
+            self.adminSocket = adminSocket
+            self.createIfMissing = createIfMissing
+            self.environment = environment
+            self.logger = logger
+            self.onStopped = onStopped
+        }
+    }
+
+    /// Initialises `directory` as `canopyd init` does (creating it if needed): a new identity,
+    /// a config file listening on `listen` whose catch-all conflict rule is `conflicts`, and the
+    /// database. Returns the new node's id. Fails when the directory already holds a node.
+    public static func initialize(
+        directory: String, listen: String = "127.0.0.1:4987", conflicts: ResolutionStrategy = .automatic
+    ) throws(NodeError) -> String {
+        guard let address = HostPort(parsing: listen) else { throw NodeError("\"\(listen.prefix(80))\" is not HOST:PORT") }
+        do throws(AgentError) {
+            return try AgentSetup.initialize(directory: DataDirectory(path: directory), config: AgentConfig(listen: address, conflicts: conflicts))
+        } catch {
+            throw NodeError(error.description)
+        }
+    }
+
+    /// The id of the node whose data directory is `directory`, without opening it (it may be
+    /// running in another process).
+    public static func nodeID(directory: String) throws(NodeError) -> String {
+        let data = DataDirectory(path: directory)
+        do throws(AgentError) {
+            try data.requireInitialized()
+            return try AgentIdentity.load(path: data.identityPath).nodeID
+        } catch {
+            throw NodeError(error.description)
+        }
+    }
+
+    /// Reads the config file again and applies it, as `canopyctl reload` and SIGHUP to `canopyd`
+    /// do. Returns the settings that changed but need a restart to apply (`listen`, say); fails
+    /// with the file's problem, and the running config stays as it was.
+    @discardableResult
+    public func reload() async throws(NodeError) -> [String] {
+        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[String], AgentError>, Never>) in
+            agent.reload { done.resume(returning: $0) }
+        }
+        switch result {
+        case .success(let settings): return settings
+        case .failure(let error): throw NodeError(error.description)
+        }
     }
 
     /// The database named `name` (`default` is ``database``), made by ``createDatabase(_:conflicts:)``

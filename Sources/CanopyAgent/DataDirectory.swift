@@ -38,9 +38,18 @@ public struct DataDirectory: Sendable {
     /// Creates the directory with mode 0700 if it is missing, and its missing parents as `mkdir -p`
     /// would (mode 0755 less the umask); tightens an existing one to 0700 (it holds the secret
     /// key and the admin socket).
+    /// The directory `path` is in, when the path names one (`a/b` → `a`, `/a` → `/`); nil for a
+    /// single relative name, whose parent is the working directory.
+    static func parent(of path: String) -> String? {
+        var trimmed = Substring(path)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return nil }
+        let parent = trimmed[..<slash]
+        return parent.isEmpty ? "/" : String(parent)
+    }
+
     public func create() throws(AgentError) {
-        let parent = (path as NSString).deletingLastPathComponent
-        if !parent.isEmpty && parent != path && access(parent, F_OK) != 0 {
+        if let parent = Self.parent(of: path), access(parent, F_OK) != 0 {
             do {
                 try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
             } catch {

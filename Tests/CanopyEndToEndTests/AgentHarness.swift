@@ -40,10 +40,11 @@ struct CommandResult {
 let waitLimitSeconds = 30.0
 
 /// Runs a binary to completion (bounded by `waitLimitSeconds`) and captures its output.
-func run(_ path: String, _ arguments: [String], stdin: String? = nil) throws -> CommandResult {
+func run(_ path: String, _ arguments: [String], stdin: String? = nil, in directory: String? = nil) throws -> CommandResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
+    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
     let out = Pipe()
     let err = Pipe()
     process.standardOutput = out

@@ -50,6 +50,18 @@ struct AgentLifecycleTests {
         #expect(FileManager.default.fileExists(atPath: dir + "/identity.key"))
     }
 
+    @Test("init and id take a data directory named relative to the working directory, a single name included")
+    func relativeDirectory() throws {
+        let temporary = TemporaryDirectory()
+        for name in ["n", "node", "./dot", "nested/deeper"] {
+            let made = try run(Binaries.canopyd, ["init", "--data-dir", name, "--listen", "127.0.0.1:0"], in: temporary.path)
+            #expect(made.status == 0, "\(name): \(made.stderr)")
+            #expect(FileManager.default.fileExists(atPath: temporary.path + "/" + name + "/identity.key"), "\(name)")
+            let id = try run(Binaries.canopyd, ["id", "--data-dir", name], in: temporary.path)
+            #expect(id.status == 0 && made.stdout.hasSuffix(id.stdout), "\(name): \(id.stderr)")
+        }
+    }
+
     @Test("a second agent on the same data directory refuses to start with exit code 1")
     func secondAgentRefuses() throws {
         let agent = try AgentProcess()

@@ -1,9 +1,8 @@
 // canopyd: the Canopy agent. `init` creates a data directory, `id` prints the node id, `run` runs
 // the agent in the foreground until SIGTERM or SIGINT (see README.md, "Running the agent").
+// It is a shell over the library's public API: a `Node` with the process's options and signals.
 import ArgumentParser
-import CanopyAgent
-import CanopyCore
-import CanopyStore
+import Canopy
 import Dispatch
 import Logging
 
@@ -28,10 +27,6 @@ struct DirectoryOption: ParsableArguments {
 }
 
 extension ResolutionStrategy: ExpressibleByArgument {
-    public init?(argument: String) { self.init(parsing: argument) }
-}
-
-extension HostPort: ExpressibleByArgument {
     public init?(argument: String) { self.init(parsing: argument) }
 }
 
@@ -65,12 +60,11 @@ struct Init: ParsableCommand {
     @Option(help: "How conflicts no rule covers are settled: automatic, local-wins, remote-wins, merge-json, manual or \"resolver NAME\".")
     var conflicts: ResolutionStrategy = .automatic
     @Option(help: "HOST:PORT to listen on for peers (port 0 picks a free port).")
-    var listen: HostPort = AgentConfig.defaultListen
+    var listen = "127.0.0.1:4987"
 
     func run() throws {
-        do throws(AgentError) {
-            let nodeID = try AgentSetup.initialize(
-                directory: DataDirectory(path: directory.dataDir), config: AgentConfig(listen: listen, conflicts: conflicts))
+        do throws(NodeError) {
+            let nodeID = try Node.initialize(directory: directory.dataDir, listen: listen, conflicts: conflicts)
             print("initialised \(directory.dataDir)")
             print(nodeID)
         } catch {
@@ -85,10 +79,8 @@ struct ID: ParsableCommand {
     @OptionGroup var directory: DirectoryOption
 
     func run() throws {
-        let data = DataDirectory(path: directory.dataDir)
-        do throws(AgentError) {
-            try data.requireInitialized()
-            print(try AgentIdentity.load(path: data.identityPath).nodeID)
+        do throws(NodeError) {
+            print(try Node.nodeID(directory: directory.dataDir))
         } catch {
             fail(error)
         }
@@ -103,7 +95,7 @@ struct Run: ParsableCommand {
 
     @OptionGroup var directory: DirectoryOption
     @Option(help: "HOST:PORT to listen on, overriding the config file (port 0 picks a free port).")
-    var listen: HostPort?
+    var listen: String?
     @Option(name: .customLong("admin-socket"), help: "Admin socket path (default DIR/admin.sock).")
     var adminSocket: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
@@ -120,24 +112,23 @@ struct Run: ParsableCommand {
         _ = glibcMallopt(glibcMallocArenaMaxParameter, Self.mallocArenasMax)
         // Before the store opens its database: SQLite takes process settings only before its
         // first use. No global mutex per SQLite allocation (see the function's comment).
-        Database.disableMemoryStatistics()
+        CanopyStore.Database.disableMemoryStatistics()
         let level = logLevel
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
-        let logger = Logger(label: "canopyd")
-        let options = AgentOptions(
-            directory: DataDirectory(path: directory.dataDir), listen: listen, adminSocketPath: adminSocket, logger: logger)
-        let agent: Agent
-        do throws(AgentError) {
-            agent = try Agent(options: options, environment: Environment.variables()) { Glibc.exit(0) }
-            try agent.start()
+        let options = Node.Options(
+            listen: listen, adminSocket: adminSocket, createIfMissing: false, environment: Environment.variables(),
+            logger: Logger(label: "canopyd"), onStopped: { Glibc.exit(0) })
+        let node: Node
+        do throws(NodeError) {
+            node = try Node(directory: directory.dataDir, options: options)
         } catch {
             fail(error)
         }
-        let signals = SignalHandlers(agent: agent)
+        let signals = SignalHandlers(node: node)
         signals.install()
         withExtendedLifetime(signals) { dispatchMain() }
     }
@@ -147,20 +138,19 @@ struct Run: ParsableCommand {
 /// HUP reloads the config. The default actions are ignored first so a signal arriving between
 /// `signal(2)` and the source's start is not fatal.
 final class SignalHandlers: @unchecked Sendable {
-    private let agent: Agent
+    private let node: Node
     private var sources: [any DispatchSourceSignal] = []
 
-    init(agent: Agent) { self.agent = agent }
+    init(node: Node) { self.node = node }
 
     func install() {
         for number in [SIGTERM, SIGINT, SIGHUP] {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
-            source.setEventHandler { [agent] in
-                if number == SIGHUP {
-                    agent.reload()
-                } else {
-                    agent.shutdown {}  // the agent's whenStopped exits
+            source.setEventHandler { [node] in
+                // The node logs what a reload changed or why it failed; `onStopped` exits.
+                Task {
+                    if number == SIGHUP { _ = try? await node.reload() } else { await node.stop() }
                 }
             }
             source.resume()
