@@ -182,6 +182,19 @@ func openNotes(at path: String) throws -> Database {
     return try Database(path: path, configuration: Database.Configuration(conflictResolution: .rules(rules)))
 }
 
+func pullPreferringMine(into node: Node, from peer: Node) async throws {
+    let keepMine = ClosureResolver { conflict in
+        guard let mine = conflict.localRevision else { return .keep(conflict.leaves[0].revision) }
+        return .keep(mine)
+    }
+    let configuration = ReplicatorConfiguration(
+        peer: peer.nodeID, address: peer.listenAddress, direction: .pull, continuous: false,
+        documentIDs: ["settings"], conflictResolution: .custom(keepMine))
+    let replicator = node.replicator(configuration)
+    try await replicator.sync()
+    replicator.stop()
+}
+
 @Suite("The DocC catalog's examples", .serialized)
 struct DocCExamplesTests {
     static let catalog = ReadmeEmbeddingExampleTests.root.appendingPathComponent("Sources/Canopy/Canopy.docc")
@@ -394,5 +407,25 @@ struct DocCExamplesTests {
             local: ["tags": .array([.string("cat"), .string("sofa")])], remote: ["tags": .array([.string("cat"), .string("garden")])])
         #expect(try db.conflictedDocumentIDs().isEmpty)
         #expect(try db.document(id: "photo:1")?.body.objectValue?["tags"] == .array([.string("cat"), .string("garden"), .string("sofa")]))
+    }
+
+    @Test("Resolvers and rules: the replicator's resolver keeps this node's settings and pulls nothing else", .timeLimit(.minutes(1)))
+    func replicatorResolver() async throws {
+        let directory = TemporaryDirectory()
+        let node = try Node(directory: directory.path("node"))
+        let peer = try Node(directory: directory.path("peer"))
+        peer.replicator(ReplicatorConfiguration(peer: node.nodeID, direction: .push)).start()
+        let base = try peer.database.save(json: .object(["theme": .string("light")]), id: "settings")
+        try peer.database.save(json: .object(["n": .int(1)]), id: "other")
+        try await pullPreferringMine(into: node, from: peer)
+        #expect(try node.database.document(id: "settings")?.revision == base)
+        #expect(try node.database.document(id: "other") == nil)
+        try node.database.save(json: .object(["theme": .string("dark")]), id: "settings", replacing: base)
+        try peer.database.save(json: .object(["theme": .string("sepia")]), id: "settings", replacing: base)
+        try await pullPreferringMine(into: node, from: peer)
+        #expect(try node.database.document(id: "settings")?.body == .object(["theme": .string("dark")]))
+        #expect(try node.database.conflictedDocumentIDs().isEmpty)
+        await peer.stop()
+        await node.stop()
     }
 }
