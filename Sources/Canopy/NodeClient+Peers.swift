@@ -1,0 +1,131 @@
+import CanopyAgent
+import CanopyCore
+import Dispatch
+
+/// The agent's peers, syncing with one (`peers`, `sync`), and its event stream (`events`).
+extension NodeClient {
+    /// A configured peer as the agent's `peers` command lists it.
+    public struct Peer: Sendable, Equatable {
+        /// The peer's node id.
+        public var nodeID: String
+        /// Where the agent dials it (`HOST:PORT`); nil when it only accepts the peer's connections.
+        public var address: String?
+        /// Which way the default database replicates with it: `push`, `pull`, `both` or `none`.
+        public var direction: String
+        /// Whether a session with the peer is open now.
+        public var connected: Bool
+        /// The replication's state with it (`stopped`, `connecting`, `idle`, `busy`, `offline`,
+        /// `completed`, `failed`, …).
+        public var state: String
+        /// The last error of the replication with it; cleared when a new session starts.
+        public var lastError: String?
+
+        /// Creates a peer value.
+        public init(nodeID: String, address: String?, direction: String, connected: Bool, state: String, lastError: String?) {
+            self.nodeID = nodeID
+            self.address = address
+            self.direction = direction
+            self.connected = connected
+            self.state = state
+            self.lastError = lastError
+        }
+    }
+
+    /// One line of the agent's event stream (Protocol/admin-v1.md §5).
+    public struct Event: Sendable, Equatable {
+        /// The event's number: 1 for the first since the agent started, then one more per event.
+        public var sequence: Int64
+        /// What happened: `document.changed`, `peer.connected`, `sync.finished`, `conflict.detected`, ….
+        public var type: String
+        /// When, in seconds since 1970.
+        public var time: Double
+        /// The event's members (an object), as the protocol lists them for its type.
+        public var data: JSONValue
+
+        /// Creates an event value.
+        public init(sequence: Int64, type: String, time: Double, data: JSONValue) {
+            self.sequence = sequence
+            self.type = type
+            self.time = time
+            self.data = data
+        }
+    }
+
+    /// The peers configured on the agent.
+    public func peers() async throws(NodeClientError) -> [Peer] {
+        var peers: [Peer] = []
+        for row in try Self.rows(try await request("peers"), "peers") {
+            guard case .bool(let connected)? = row["connected"] else { throw .unexpectedResponse("a peer row without \"connected\"") }
+            peers.append(Peer(
+                nodeID: try Self.string(row, "node_id"), address: try? Self.string(row, "address"),
+                direction: try Self.string(row, "direction"), connected: connected, state: try Self.string(row, "state"),
+                lastError: try? Self.string(row, "last_error")))
+        }
+        return peers
+    }
+
+    /// Replicates once with the configured peer `peer` (every database shared with it) and
+    /// returns when both directions have caught up: the `sync` command with `wait`. A lost
+    /// connection to the peer is retried by the agent, so this waits until the peer is reached;
+    /// cancel the task to stop waiting. Fails with code `not_found` when `peer` is not a
+    /// configured peer or shares no database, `failed` when the peer breaks the protocol.
+    @discardableResult
+    public func sync(peer: String) async throws(NodeClientError) -> Replicator.SyncOutcome {
+        // A connection of its own: a waiting `sync` holds up later requests on its connection.
+        let client = try Self.connect(socketPath)
+        let path = socketPath
+        let result = await withTaskCancellationHandler {
+            await Self.offPool(DispatchQueue.global()) {
+                Self.send(client, "sync", ["node_id": .string(peer), "wait": .bool(true)], path: path)
+            }
+        } onCancel: {
+            client.disconnect()
+        }
+        let response = try result.get()
+        return Replicator.SyncOutcome(
+            completed: UInt64(max(0, try Self.int(response, "completed"))), rejected: try Self.int(response, "rejected"),
+            refusedByPeer: try Self.int(response, "refused_by_peer"))
+    }
+
+    /// Subscribes to the agent's event stream; the subscription is in place when this returns,
+    /// so every event after it is delivered. With `since`, the events the agent still holds
+    /// after that sequence come first (pass the last ``Event/sequence`` seen to resume without
+    /// missing any). The stream ends when the task iterating it is cancelled (or the stream is
+    /// released) or the agent closes the connection; it throws ``NodeClientError`` when the agent
+    /// sends something unreadable. Events are buffered until they are read.
+    public func events(since: Int64? = nil) async throws(NodeClientError) -> AsyncThrowingStream<Event, any Error> {
+        let client = try Self.connect(socketPath)
+        let path = socketPath
+        let reader = DispatchQueue(label: "canopy.node-client.events")
+        var arguments: [String: JSONValue] = [:]
+        if let since { arguments["since"] = .int(since) }
+        let subscribing = arguments
+        _ = try await Self.offPool(reader) { Self.send(client, "events", subscribing, path: path) }.get()
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: Event.self)
+        continuation.onTermination = { _ in client.disconnect() }
+        reader.async {
+            while true {
+                let line: [String: JSONValue]
+                do throws(AdminSocketClient.ClientError) {
+                    line = try client.readObject()
+                } catch .closed {
+                    return continuation.finish()
+                } catch {
+                    return continuation.finish(throwing: NodeClientError(error, path: path))
+                }
+                guard let event = line["event"]?.objectValue else { continue }
+                guard case .int(let sequence)? = event["seq"], case .string(let type)? = event["type"] else {
+                    return continuation.finish(throwing: NodeClientError.unexpectedResponse("an event without seq or type"))
+                }
+                let time: Double
+                switch event["time"] {
+                case .double(let seconds)?: time = seconds
+                case .int(let seconds)?: time = Double(seconds)
+                default: time = 0
+                }
+                continuation.yield(Event(sequence: sequence, type: type, time: time, data: event["data"] ?? .emptyObject))
+            }
+        }
+        return stream
+    }
+}

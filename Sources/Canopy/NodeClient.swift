@@ -1,0 +1,129 @@
+import CanopyAgent
+import CanopyCore
+import Dispatch
+import Synchronization
+
+/// A client of a running agent (`canopyd`, or a ``Node`` in another process) over its admin
+/// socket (Protocol/admin-v1.md): an application reads and writes the agent's documents, lists
+/// its peers, syncs with one and follows its event stream, with `async` methods.
+///
+/// Requests share one connection and are sent one at a time, in call order, from a queue of the
+/// client's own (the socket calls block; they never run on Swift's cooperative threads). A
+/// connection the agent closed is replaced by the next request; the request that saw it close
+/// fails with ``NodeClientError/connectionLost(path:detail:)`` and is not sent again. ``sync(peer:)``
+/// and ``events(since:)`` each open a connection of their own, so they do not hold up other
+/// requests. The agent must run as the same user (the socket admits only its own uid).
+public final class NodeClient: Sendable {
+    /// The admin socket this client connects to.
+    public let socketPath: String
+
+    /// Sends the shared connection's requests in order, off the cooperative pool.
+    private let queue = DispatchQueue(label: "canopy.node-client")
+    /// The shared connection; nil after it broke, until the next request connects again.
+    private let connection: Mutex<AdminSocketClient?>
+
+    /// Connects to the agent's admin socket at `socket`. Throws
+    /// ``NodeClientError/cannotConnect(path:detail:)`` when no agent answers there.
+    public init(socket: String) throws(NodeClientError) {
+        socketPath = socket
+        connection = Mutex(try Self.connect(socket))
+    }
+
+    /// Connects to the agent whose data directory is `directory`, at its default admin socket
+    /// `directory/admin.sock`.
+    public convenience init(directory: String) throws(NodeClientError) {
+        try self.init(socket: directory + "/admin.sock")
+    }
+
+    /// A new connection to `path`.
+    static func connect(_ path: String) throws(NodeClientError) -> AdminSocketClient {
+        do throws(AdminSocketClient.ClientError) {
+            return try AdminSocketClient(path: path)
+        } catch {
+            throw NodeClientError(error, path: path)
+        }
+    }
+
+    /// Sends `command` with `arguments` on the shared connection and returns the success
+    /// response's members; an error response throws ``NodeClientError/agent(code:message:)``.
+    func request(_ command: String, _ arguments: [String: JSONValue] = [:]) async throws(NodeClientError) -> [String: JSONValue] {
+        try await Self.offPool(queue) { self.sendShared(command, arguments) }.get()
+    }
+
+    /// Runs `work` on `queue` and returns its result to the awaiting task.
+    static func offPool<T: Sendable>(_ queue: DispatchQueue, _ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { done in
+            queue.async { done.resume(returning: work()) }
+        }
+    }
+
+    /// On `queue`: the request on the shared connection, connecting first if it broke before.
+    private func sendShared(_ command: String, _ arguments: [String: JSONValue]) -> Result<[String: JSONValue], NodeClientError> {
+        let client: AdminSocketClient
+        if let open = connection.withLock({ $0 }) {
+            client = open
+        } else {
+            do throws(NodeClientError) {
+                client = try Self.connect(socketPath)
+            } catch {
+                return .failure(error)
+            }
+            connection.withLock { $0 = client }
+        }
+        let result = Self.send(client, command, arguments, path: socketPath)
+        if case .failure(let error) = result, error.closesConnection {
+            connection.withLock { $0 = nil }
+        }
+        return result
+    }
+
+    /// Sends one request on `client` (blocking) and reads its response.
+    static func send(
+        _ client: AdminSocketClient, _ command: String, _ arguments: [String: JSONValue], path: String
+    ) -> Result<[String: JSONValue], NodeClientError> {
+        let response: [String: JSONValue]
+        do throws(AdminSocketClient.ClientError) {
+            response = try client.request(command, arguments)
+        } catch {
+            return .failure(NodeClientError(error, path: path))
+        }
+        if response["ok"] == .bool(true) { return .success(response) }
+        guard let failure = response["error"]?.objectValue, case .string(let code)? = failure["code"] else {
+            return .failure(.unexpectedResponse("\(command): a response that is neither ok nor an error"))
+        }
+        guard case .string(let message)? = failure["message"] else { return .failure(.agent(code: code, message: "")) }
+        return .failure(.agent(code: code, message: message))
+    }
+}
+
+extension NodeClient {
+    /// The string member `name` of a response.
+    static func string(_ members: [String: JSONValue], _ name: String) throws(NodeClientError) -> String {
+        guard case .string(let value)? = members[name] else { throw .unexpectedResponse("no string \"\(name)\" in the response") }
+        return value
+    }
+
+    /// The integer member `name` of a response.
+    static func int(_ members: [String: JSONValue], _ name: String) throws(NodeClientError) -> Int64 {
+        guard case .int(let value)? = members[name] else { throw .unexpectedResponse("no integer \"\(name)\" in the response") }
+        return value
+    }
+
+    /// The array member `name` of a response, each element an object.
+    static func rows(_ members: [String: JSONValue], _ name: String) throws(NodeClientError) -> [[String: JSONValue]] {
+        guard case .array(let values)? = members[name] else { throw .unexpectedResponse("no array \"\(name)\" in the response") }
+        var rows: [[String: JSONValue]] = []
+        for value in values {
+            guard let row = value.objectValue else { throw .unexpectedResponse("\"\(name)\" holds something other than objects") }
+            rows.append(row)
+        }
+        return rows
+    }
+
+    /// The revision member `name` of a response.
+    static func revision(_ members: [String: JSONValue], _ name: String) throws(NodeClientError) -> RevisionID {
+        let text = try string(members, name)
+        guard let revision = RevisionID(text) else { throw .unexpectedResponse("\"\(name)\" is not a revision: \(text.prefix(80))") }
+        return revision
+    }
+}
