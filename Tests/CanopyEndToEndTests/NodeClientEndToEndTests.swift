@@ -103,6 +103,21 @@ struct NodeClientEndToEndTests {
         }
     }
 
+    @Test("a conflict the agent keeps is in conflictedDocumentIDs, and document(id:) names the other open leaf", .timeLimit(.minutes(1)))
+    func keptConflictIsListed() async throws {
+        let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
+        try agent.start()
+        let (a, b) = ("1-" + String(repeating: "a", count: 32), "1-" + String(repeating: "b", count: 32))
+        let leaves = [a, b].map { #"{"_id":"twice","_rev":"\#($0)","n":1}"# }.joined(separator: ",")
+        let imported = try agent.ctl(["import", "-"], stdin: #"{"docs":[\#(leaves)],"new_edits":false}"#)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let client = try NodeClient(directory: agent.dataDir)
+        #expect(try await client.conflictedDocumentIDs() == ["twice"])
+        let document = try #require(try await client.document(id: "twice"))
+        #expect(Set([document.revision] + document.conflicts) == Set([a, b].compactMap(RevisionID.init)))
+        #expect(document.conflicts.count == 1)
+    }
+
     @Test("a document saved through the client arrives on the events() stream as document.changed", .timeLimit(.minutes(1)))
     func savedDocumentIsAnEvent() async throws {
         try await Self.withClient { client, _ in
