@@ -169,7 +169,7 @@ let package = Package(
         // Black-box tests: run the built canopyd/canopyctl binaries as child processes.
         .testTarget(
             name: "CanopyEndToEndTests",
-            dependencies: ["CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyStore", "canopyd", "canopyctl"],
+            dependencies: ["Canopy", "CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyStore", "canopyd", "canopyctl"],
             exclude: ["Fixtures"]),
         .testTarget(
             name: "CanopySimulationTests",
