@@ -340,3 +340,19 @@ public final class Replicator: Sendable {
             mode: configuration.continuous ? .continuous : .once))
     }
 }
+
+extension Replicator.Status: CustomStringConvertible {
+    /// The status for people: `idle`, `busy 3/10` (entries completed of those known), `failed:
+    /// <code>: <message>`.
+    public var description: String {
+        switch self {
+        case .stopped: "stopped"
+        case .offline: "offline"
+        case .connecting: "connecting"
+        case .idle: "idle"
+        case .busy(let progress): "busy \(progress.completed)/\(progress.total)"
+        case .completed: "completed"
+        case .failed(let error): "failed: \(error)"
+        }
+    }
+}
