@@ -87,12 +87,17 @@ extension NodeClient {
             refusedByPeer: try Self.int(response, "refused_by_peer"))
     }
 
+    /// The most events an ``events(since:)`` stream holds for its reader.
+    public static let eventBufferCount = 4096
+
     /// Subscribes to the agent's event stream; the subscription is in place when this returns,
     /// so every event after it is delivered. With `since`, the events the agent still holds
     /// after that sequence come first (pass the last ``Event/sequence`` seen to resume without
     /// missing any). The stream ends when the task iterating it is cancelled (or the stream is
     /// released) or the agent closes the connection; it throws ``NodeClientError`` when the agent
-    /// sends something unreadable. Events are buffered until they are read.
+    /// sends something unreadable. At most ``eventBufferCount`` events wait to be read: one more
+    /// ends the stream with ``NodeClientError/readerTooSlow(buffered:lastDelivered:)``, after
+    /// the events it holds, so memory stays bounded and nothing is skipped unseen.
     public func events(since: Int64? = nil) async throws(NodeClientError) -> AsyncThrowingStream<Event, any Error> {
         let client = try Self.connect(socketPath)
         let path = socketPath
@@ -101,9 +106,11 @@ extension NodeClient {
         if let since { arguments["since"] = .int(since) }
         let subscribing = arguments
         _ = try await Self.offPool(reader) { Self.send(client, "events", subscribing, path: path) }.get()
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: Event.self)
+        let (stream, continuation) = AsyncThrowingStream.makeStream(
+            of: Event.self, bufferingPolicy: .bufferingOldest(Self.eventBufferCount))
         continuation.onTermination = { _ in client.disconnect() }
         reader.async {
+            var lastDelivered = since ?? 0
             while true {
                 let line: [String: JSONValue]
                 do throws(AdminSocketClient.ClientError) {
@@ -123,7 +130,12 @@ extension NodeClient {
                 case .int(let seconds)?: time = Double(seconds)
                 default: time = 0
                 }
-                continuation.yield(Event(sequence: sequence, type: type, time: time, data: event["data"] ?? .emptyObject))
+                if case .dropped = continuation.yield(Event(sequence: sequence, type: type, time: time, data: event["data"] ?? .emptyObject)) {
+                    client.disconnect()
+                    return continuation.finish(throwing: NodeClientError.readerTooSlow(
+                        buffered: Self.eventBufferCount, lastDelivered: lastDelivered))
+                }
+                lastDelivered = sequence
             }
         }
         return stream

@@ -19,6 +19,11 @@ public enum NodeClientError: Error, Sendable, Equatable, CustomStringConvertible
     /// A value could not be encoded as a document body, or a body could not be decoded as the
     /// type asked for (`DatabaseError.encodingFailed`, `.invalidDocument` or `.decodingFailed`).
     case coding(DatabaseError)
+    /// An ``NodeClient/events(since:)`` stream held `buffered` events its reader had not taken
+    /// and ended instead of holding more; `lastDelivered` is the sequence of the last event it
+    /// holds (the reader still gets those). `events(since: lastDelivered)` resumes where it
+    /// stopped, from the agent's own buffer.
+    case readerTooSlow(buffered: Int, lastDelivered: Int64)
 
     /// The protocol's error code when the agent answered with an error, otherwise nil.
     public var code: String? {
@@ -34,6 +39,8 @@ public enum NodeClientError: Error, Sendable, Equatable, CustomStringConvertible
         case .connectionLost(let path, let detail): return "the connection to the agent at \(path) was lost: \(detail)"
         case .unexpectedResponse(let detail): return "unexpected response from the agent: \(detail)"
         case .coding(let error): return error.description
+        case .readerTooSlow(let buffered, let last):
+            return "the event stream ended: \(buffered) events were waiting to be read; resume with events(since: \(last))"
         }
     }
 
@@ -52,7 +59,7 @@ public enum NodeClientError: Error, Sendable, Equatable, CustomStringConvertible
         switch self {
         case .connectionLost, .unexpectedResponse, .cannotConnect: return true
         case .agent(let code, _): return code == AdminErrorCode.busy.rawValue || code == AdminErrorCode.lineTooLong.rawValue
-        case .coding: return false
+        case .coding, .readerTooSlow: return false
         }
     }
 }

@@ -137,6 +137,27 @@ struct NodeClientEndToEndTests {
         }
     }
 
+    @Test("a reader that falls more than eventBufferCount events behind gets them all, then readerTooSlow, and resumes from there without a gap", .timeLimit(.minutes(2)))
+    func slowReaderResumes() async throws {
+        try await Self.withClient { client, _ in
+            let events = try await client.events()
+            // Written while nobody reads the stream: well past its bound.
+            let written = NodeClient.eventBufferCount + 2_000
+            for index in 0..<written { try await client.save(json: .object(["n": .int(Int64(index))]), id: "slow-\(index)") }
+            var received: [Int64] = []
+            var ending: (any Error)?
+            do { for try await event in events { received.append(event.sequence) } } catch { ending = error }
+            #expect(received.count == NodeClient.eventBufferCount)
+            guard case .readerTooSlow(let buffered, let last)? = ending as? NodeClientError else {
+                Issue.record("the stream ended with \(String(describing: ending))")
+                return
+            }
+            #expect(buffered == NodeClient.eventBufferCount && last == received.last)
+            var resumed = try await client.events(since: last).makeAsyncIterator()
+            #expect(try await resumed.next()?.sequence == last + 1, "the next event comes next")
+        }
+    }
+
     @Test("cancelling the task iterating events() ends the stream, and the client goes on serving requests", .timeLimit(.minutes(1)))
     func cancellingEndsTheEventStream() async throws {
         try await Self.withClient { client, _ in
