@@ -1,5 +1,11 @@
 import CSodium
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// BLAKE2b hashing (libsodium's `crypto_generichash`): computation only, no I/O.
 package enum Blake2b {
     /// The unkeyed BLAKE2b digest of `input`, `outputBytes` long (16...64).
@@ -45,5 +51,49 @@ package enum Blake2b {
     private static func update(_ state: OpaquePointer, _ part: UnsafeRawBufferPointer) {
         guard let base = part.baseAddress, part.count > 0 else { return }
         _ = crypto_generichash_update(state, base.assumingMemoryBound(to: UInt8.self), UInt64(part.count))
+    }
+}
+
+/// BLAKE2b over content that arrives in parts (an attachment streamed from disk or the
+/// network): `update` with each part, then `finish` once. The state is allocated once, 64-byte
+/// aligned as libsodium wants it.
+package final class Blake2bStream {
+    private let state: OpaquePointer
+    private let outputBytes: Int
+    private var finished = false
+
+    /// A stream whose digest is `outputBytes` long (16...64).
+    package init(outputBytes: Int = 32) {
+        precondition((16...64).contains(outputBytes), "BLAKE2b output must be 16...64 bytes")
+        var memory: UnsafeMutableRawPointer?
+        precondition(posix_memalign(&memory, 64, crypto_generichash_statebytes()) == 0, "out of memory for a BLAKE2b state")
+        state = OpaquePointer(memory!)
+        self.outputBytes = outputBytes
+        precondition(crypto_generichash_init(state, nil, 0, outputBytes) == 0, "crypto_generichash_init rejected a valid size")
+    }
+
+    deinit { free(UnsafeMutableRawPointer(state)) }
+
+    /// Adds `bytes` to the content hashed.
+    package func update(_ bytes: UnsafeRawBufferPointer) {
+        precondition(!finished, "update after finish")
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        _ = crypto_generichash_update(state, base.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
+    }
+
+    /// Adds `bytes` to the content hashed.
+    package func update(_ bytes: some Collection<UInt8>) {
+        if bytes.withContiguousStorageIfAvailable({ update(UnsafeRawBufferPointer($0)) }) == nil {
+            Array(bytes).withUnsafeBytes { update($0) }
+        }
+    }
+
+    /// The digest of everything added; the stream takes no more.
+    package func finish() -> [UInt8] {
+        precondition(!finished, "finish called twice")
+        finished = true
+        var digest = [UInt8](repeating: 0, count: outputBytes)
+        precondition(crypto_generichash_final(state, &digest, outputBytes) == 0, "crypto_generichash_final failed")
+        return digest
     }
 }
