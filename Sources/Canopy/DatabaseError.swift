@@ -26,6 +26,10 @@ public enum DatabaseError: Error, Sendable, Equatable, CustomStringConvertible {
     case storageFailed(detail: String)
     /// The configuration passed to `Database.init` cannot be used.
     case invalidConfiguration(String)
+    /// Attachment content could not be stored or read: the source file is missing or over the
+    /// size limit, the disk failed, or stored content no longer matches its digest. Nothing of
+    /// the write was written.
+    case attachmentFailed(documentID: String?, detail: String)
 
     /// One line saying what happened, naming the document.
     public var description: String {
@@ -49,6 +53,8 @@ public enum DatabaseError: Error, Sendable, Equatable, CustomStringConvertible {
             return "storage failed: \(detail)"
         case .invalidConfiguration(let detail):
             return "invalid configuration: \(detail)"
+        case .attachmentFailed(let id, let detail):
+            return "attachment\(id.map { " of \(name($0))" } ?? ""): \(detail)"
         }
     }
 
@@ -69,6 +75,8 @@ public enum DatabaseError: Error, Sendable, Equatable, CustomStringConvertible {
             self = .handlerFailed(documentID: id, detail: "\(underlying)")
         case .bodyUnavailable, .schemaTooNew, .corrupt, .damaged, .sqlite:
             self = .storageFailed(detail: error.description)
+        case .attachment(let detail):
+            self = .attachmentFailed(documentID: documentID, detail: detail)
         }
     }
 }

@@ -71,7 +71,8 @@ extension Agent {
         do {
             let configuration = DocumentStore.Configuration(
                 revsLimit: database.revsLimit, conflictPolicy: .rules(database.resolutionRules),
-                logger: Logger(label: "canopy.store"), checkpointInBackground: true, retriesConflictsOnOpen: resolvingKeptConflicts)
+                logger: Logger(label: "canopy.store"), checkpointInBackground: true, retriesConflictsOnOpen: resolvingKeptConflicts,
+                attachmentsDirectory: directory.attachmentsPath)
             store = try DocumentStore(path: path, configuration: configuration)
         } catch {
             throw .store(error.description)

@@ -32,7 +32,8 @@ public enum AgentSetup {
         try directory.restrictDatabaseFiles()
         do {
             let storeConfiguration = DocumentStore.Configuration(
-                revsLimit: config.revsLimit, conflictPolicy: .rules(config.resolutionRules))
+                revsLimit: config.revsLimit, conflictPolicy: .rules(config.resolutionRules),
+                attachmentsDirectory: directory.attachmentsPath)
             _ = try DocumentStore(path: directory.databasePath, configuration: storeConfiguration)
         } catch {
             throw .store(error.description)

@@ -71,6 +71,10 @@ public struct DataDirectory: Sendable {
     /// The directory of the databases besides `default`.
     public var databasesPath: String { path + "/databases" }
 
+    /// Attachment content of every database, one file per digest (`AttachmentStore`): content
+    /// is stored once per node however many databases name it.
+    public var attachmentsPath: String { path + "/attachments" }
+
     /// The SQLite file of the database `name`: `canopy.sqlite` for `default` (as a data directory
     /// made before there were several databases has it), `databases/NAME.sqlite` for the others.
     /// Names hold no '%', so writing '/' as %2F keeps one file per name and every name apart.

@@ -149,6 +149,10 @@ extension DocumentStore {
         guard revision.path.ancestors.count < revsLimit else {
             throw .invalidHistory(documentID: id, detail: "\(revision.path.ancestors.count) ancestors exceed the limit of \(revsLimit)")
         }
+        if AttachmentCheck.names(body) {
+            throw .invalidAttachments(
+                documentID: id, detail: "revision \(revision.path.leaf) has attachments, whose content does not replicate yet: refused")
+        }
         // Imported ids are accepted unverified from an import, or from a peer that marked them;
         // an id that turns out to be its content's hash is stored as an ordinary one.
         let mayBeImported: Bool

@@ -31,7 +31,10 @@ extension DocumentStore {
             throw .invalidInput(.batchTooLarge(count: writes.count, limit: StoreLimits.foreignBatchCountMax))
         }
         let prepared: [PreparedWrite]
-        do { prepared = try Self.prepare(writes) } catch { throw .invalidInput(error) }
+        do {
+            try AttachmentCheck.check(writes, against: attachments)
+            prepared = try Self.prepare(writes)
+        } catch { throw .invalidInput(error) }
         return try write { context in
             try Self.applyLocalEdits(context, writes, prepared, concurrency: concurrency, conflictsPerDocument: false).map {
                 try $0.get()
@@ -50,7 +53,10 @@ extension DocumentStore {
             throw .invalidInput(.batchTooLarge(count: writes.count, limit: StoreLimits.foreignBatchCountMax))
         }
         let prepared: [PreparedWrite]
-        do { prepared = try Self.prepare(writes) } catch { throw .invalidInput(error) }
+        do {
+            try AttachmentCheck.check(writes, against: attachments)
+            prepared = try Self.prepare(writes)
+        } catch { throw .invalidInput(error) }
         return try write { context in
             try Self.applyLocalEdits(context, writes, prepared, concurrency: .failOnConflict, conflictsPerDocument: true).map { result in
                 switch result {

@@ -44,14 +44,24 @@ public final class DocumentStore: @unchecked Sendable {
         /// An embedder that wants the pass's results (the agent offers them to its resolvers)
         /// turns this off and calls it itself.
         public var retriesConflictsOnOpen: Bool
+        /// Where attachment content is kept (`AttachmentStore`); nil: beside the file, in
+        /// `PATH-attachments` (created when the first attachment is stored). An agent gives all
+        /// its databases one directory, so content is stored once per node.
+        public var attachmentsDirectory: String?
+        /// The largest attachment accepted, in bytes.
+        public var attachmentSizeLimit: Int64
 
         /// A configuration with the defaults: NORMAL sync, stored revsLimit, automatic policy,
-        /// SQLite's own checkpoints, a random database id for a new file, no injected faults.
+        /// SQLite's own checkpoints, a random database id for a new file, no injected faults,
+        /// attachments beside the file up to 4 GiB each.
         public init(
             durable: Bool = false, revsLimit: Int? = nil, conflictPolicy: ConflictPolicy = .automatic,
             logger: Logger = Logger(label: "canopy.store"), checkpointInBackground: Bool = false,
-            databaseID: UUID? = nil, faultInjector: (any StoreFaultInjector)? = nil, retriesConflictsOnOpen: Bool = true
+            databaseID: UUID? = nil, faultInjector: (any StoreFaultInjector)? = nil, retriesConflictsOnOpen: Bool = true,
+            attachmentsDirectory: String? = nil, attachmentSizeLimit: Int64 = AttachmentStore.defaultSizeLimit
         ) {
+            self.attachmentsDirectory = attachmentsDirectory
+            self.attachmentSizeLimit = attachmentSizeLimit
             self.durable = durable
             self.revsLimit = revsLimit
             self.conflictPolicy = conflictPolicy
@@ -76,6 +86,8 @@ public final class DocumentStore: @unchecked Sendable {
     /// The store's permanent 16-byte identity (made once when the file is created: random, or
     /// `Configuration.databaseID`).
     public let databaseID: UUID
+    /// The attachment content this store's revisions name.
+    public let attachments: AttachmentStore
     /// Cached `metadata.revs_limit`; changed only under the lock, read without it (replication
     /// reads it on the snapshot path, which must not wait for a write in progress).
     private let storedRevsLimit = Atomic<Int>(0)
@@ -108,6 +120,8 @@ public final class DocumentStore: @unchecked Sendable {
         }
         self.configuration = configuration
         policy = Mutex(configuration.conflictPolicy)
+        attachments = AttachmentStore(
+            directory: configuration.attachmentsDirectory ?? path + "-attachments", sizeLimit: configuration.attachmentSizeLimit)
         _ = Self.sodiumReady
         do {
             db = try Database(path: path, durable: configuration.durable)

@@ -8,7 +8,7 @@ public enum StoreInputError: Error, Equatable, Sendable, CustomStringConvertible
     public var documentID: String? {
         switch self {
         case .invalidJSON(let id, _), .bodyNotObject(let id), .bodyTooLarge(let id, _, _),
-            .malformedRevisionID(let id, _), .invalidCouchDocument(let id, _):
+            .malformedRevisionID(let id, _), .invalidCouchDocument(let id, _), .invalidAttachments(let id, _):
             return id
         case .bodyNotCanonical(let id, _), .invalidHistory(let id, _), .revisionHashMismatch(let id, _, _):
             return id
@@ -41,6 +41,9 @@ public enum StoreInputError: Error, Equatable, Sendable, CustomStringConvertible
     case batchTooLarge(count: Int, limit: Int)
     /// A CouchDB JSON document lacks a field it needs or has one of the wrong type.
     case invalidCouchDocument(documentID: String?, detail: String)
+    /// A body's `_attachments` member is malformed, or names content this node does not hold
+    /// (a revision is written only with all of its attachments' content already here).
+    case invalidAttachments(documentID: String?, detail: String)
 
     public var description: String {
         let name: (String?) -> String = { id in id.map { "document \"\($0.prefix(80))\": " } ?? "" }
@@ -59,6 +62,7 @@ public enum StoreInputError: Error, Equatable, Sendable, CustomStringConvertible
             return "\(name(id))revision \(claimed) does not match its content (computed \(computed))"
         case .batchTooLarge(let count, let limit): return "batch of \(count) items exceeds \(limit)"
         case .invalidCouchDocument(let id, let detail): return "\(name(id))invalid CouchDB document: \(detail)"
+        case .invalidAttachments(let id, let detail): return "\(name(id))\(detail)"
         }
     }
 }
@@ -85,6 +89,9 @@ public enum StoreError: Error, CustomStringConvertible {
     case sqlite(SQLiteError)
     /// A conflict handler or resolver passed by the caller threw.
     case handlerFailed(documentID: String, underlying: any Error)
+    /// Attachment content could not be stored or read (`AttachmentStore`): the message names the
+    /// file and the reason.
+    case attachment(String)
 
     public var description: String {
         switch self {
@@ -101,6 +108,7 @@ public enum StoreError: Error, CustomStringConvertible {
             return "stored document \"\(damage.documentID.prefix(80))\"\(damage.revision.map { " revision \($0)" } ?? "") is damaged: \(damage.reason)"
         case .sqlite(let error): return error.description
         case .handlerFailed(let id, let underlying): return "handler for \"\(id.prefix(80))\" failed: \(underlying)"
+        case .attachment(let detail): return "attachment: \(detail)"
         }
     }
 

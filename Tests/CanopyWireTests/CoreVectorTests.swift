@@ -67,7 +67,25 @@ struct CoreVectorTests {
         ("resolution-delete", 2, .resolvedDeleted, "{}"),
         ("unicode-body", nil, .live, "{\"ключ\":\"значение 😀\"}"),
         ("same-edit-elsewhere", 1, .live, #"{"done":true,"title":"milk"}"#),
+        ("attachment-added", 2, .live, Self.attachmentBody),
     ]
+
+    /// "edit-todo" with `note.txt` attached: the content `hello\n`, 6 bytes, added at generation 3.
+    static let attachmentBody = #"{"_attachments":{"note.txt":{"content_type":"text/plain","digest":"#
+        + #""blake2b-93becc6e9882211c3ec3708c95bcd69baab7bb59c7f4bc84ce637b88a534b783","length":6,"revpos":3,"stub":true}},"#
+        + #""done":true,"title":"milk"}"#
+
+    @Test("the attachment vector's stub names the BLAKE2b-256 of its content and parses as AttachmentMetadata")
+    func attachmentVector() throws {
+        let body = try JSONValue.parse(Self.attachmentBody)
+        #expect(CanonicalJSON.encode(body) == Array(Self.attachmentBody.utf8), "the vector body is canonical")
+        let metadata = try #require(try Attachments.metadata(in: body)["note.txt"])
+        let stream = Blake2bStream()
+        stream.update(Array("hello\n".utf8))
+        #expect(metadata.digest == AttachmentDigest(bytes: stream.finish()))
+        #expect(metadata.length == 6 && metadata.revpos == 3 && metadata.contentType == "text/plain")
+        #expect(Attachments.body(.object(["done": .bool(true), "title": .string("milk")]), with: ["note.txt": metadata]) == body)
+    }
 
     @Test("every revision id vector hashes to its id with RevisionHasher")
     func revisionIDs() throws {

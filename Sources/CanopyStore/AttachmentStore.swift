@@ -1,0 +1,199 @@
+import CanopyCore
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Attachment content, one file per digest in a directory (`Tools/canopy-bench/README.md`,
+/// *attachment-storage*, says why files and not a table): the file named by a digest's 64 hex
+/// digits holds exactly the content with that BLAKE2b-256 digest. Content is streamed in and
+/// out in 1 MiB parts, never held whole in memory.
+///
+/// A file appears under its final name only complete, synced and verified: content is written
+/// to `incoming-<random>` in the directory while it is hashed, synced, then renamed, and the
+/// directory synced. A crash leaves at most an `incoming-` file, which `removeIncoming()` clears.
+/// Content no revision names stays until compaction removes it.
+///
+/// Thread safety: every method may be called from any thread; the file system orders them (two
+/// writers of the same content both rename onto the same name, with the same bytes).
+public final class AttachmentStore: Sendable {
+    /// The directory holding the content files.
+    public let directory: String
+    /// The largest content accepted, in bytes; larger content is refused before anything is stored.
+    public let sizeLimit: Int64
+
+    /// The default `sizeLimit`: 4 GiB.
+    public static let defaultSizeLimit: Int64 = 4 << 30
+    /// Bytes read or written at a time.
+    static let partBytes = 1 << 20
+
+    /// The store in `directory`, which is created (mode 0700) when the first content is added.
+    public init(directory: String, sizeLimit: Int64 = AttachmentStore.defaultSizeLimit) {
+        self.directory = directory
+        self.sizeLimit = sizeLimit
+    }
+
+    /// The path of the content named `digest`, whether or not it is here.
+    public func path(of digest: AttachmentDigest) -> String { directory + "/" + digest.hex }
+
+    /// Whether the content named `digest` is here, with `length` bytes when given.
+    public func contains(_ digest: AttachmentDigest, length: Int64? = nil) -> Bool {
+        var info = stat()
+        guard stat(path(of: digest), &info) == 0 else { return false }
+        return length.map { Int64(info.st_size) == $0 } ?? true
+    }
+
+    /// Stores the content of the file at `source`, streaming it; returns its digest and length.
+    /// Content already here is not written again. Refuses content over `sizeLimit` before
+    /// reading any of it, and a source that changes length while it is read.
+    public func add(contentsOf source: String) throws(StoreError) -> (digest: AttachmentDigest, length: Int64) {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw .attachment("cannot open \(source): \(String(cString: strerror(errno)))") }
+        defer { close(input) }
+        var info = stat()
+        guard fstat(input, &info) == 0 else { throw .attachment("cannot read \(source): \(String(cString: strerror(errno)))") }
+        guard Int64(info.st_size) <= sizeLimit else {
+            throw .attachment("\(source) has \(info.st_size) bytes; an attachment has at most \(sizeLimit) (the size limit)")
+        }
+        return try add(length: Int64(info.st_size), named: source) { buffer in Glibc.read(input, buffer.baseAddress, buffer.count) }
+    }
+
+    /// Stores `length` bytes that `next` reads into the buffer it is given (returning the count,
+    /// 0 at the end, -1 on error with `errno` set), as `add(contentsOf:)` does.
+    func add(
+        length: Int64, named source: String, _ next: (UnsafeMutableRawBufferPointer) -> Int
+    ) throws(StoreError) -> (digest: AttachmentDigest, length: Int64) {
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw .attachment("cannot create the attachment directory \(directory): \(String(cString: strerror(errno)))")
+        }
+        let incoming = directory + "/incoming-" + Hex.encode((0..<8).map { _ in UInt8.random(in: 0...255) })
+        let output = open(incoming, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw .attachment("cannot create \(incoming): \(String(cString: strerror(errno)))") }
+        var renamed = false
+        defer {
+            close(output)
+            if !renamed { unlink(incoming) }
+        }
+        let hash = Blake2bStream(outputBytes: AttachmentDigest.byteCount)
+        var total: Int64 = 0
+        var buffer = [UInt8](repeating: 0, count: Self.partBytes)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { next($0) }
+            guard count >= 0 else { throw .attachment("reading \(source) failed: \(String(cString: strerror(errno)))") }
+            if count == 0 { break }
+            total += Int64(count)
+            guard total <= length else { throw .attachment("\(source) grew while it was read; nothing was stored") }
+            let written = buffer.withUnsafeBytes { raw in
+                hash.update(UnsafeRawBufferPointer(rebasing: raw[..<count]))
+                return Self.writeAll(output, UnsafeRawBufferPointer(rebasing: raw[..<count]))
+            }
+            guard written else { throw .attachment("writing \(incoming) failed: \(String(cString: strerror(errno)))") }
+        }
+        guard total == length else { throw .attachment("\(source) shrank while it was read; nothing was stored") }
+        let digest = AttachmentDigest(bytes: hash.finish())
+        guard fsync(output) == 0 else { throw .attachment("syncing \(incoming) failed: \(String(cString: strerror(errno)))") }
+        guard rename(incoming, path(of: digest)) == 0 else {
+            throw .attachment("storing \(digest) failed: \(String(cString: strerror(errno)))")
+        }
+        renamed = true
+        try syncDirectory()
+        return (digest, total)
+    }
+
+    /// Reads the content named `digest` in parts of at most 1 MiB, handing each to `part`, and
+    /// checks it against the digest at the end: content that no longer hashes to its name (a
+    /// damaged disk) throws after the last part.
+    public func read(_ digest: AttachmentDigest, _ part: (UnsafeRawBufferPointer) throws -> Void) throws {
+        let input = open(path(of: digest), O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw StoreError.attachment("the content \(digest) is not on this node") }
+        defer { close(input) }
+        let hash = Blake2bStream(outputBytes: AttachmentDigest.byteCount)
+        var buffer = [UInt8](repeating: 0, count: Self.partBytes)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(input, $0.baseAddress, $0.count) }
+            guard count >= 0 else { throw StoreError.attachment("reading \(digest) failed: \(String(cString: strerror(errno)))") }
+            if count == 0 { break }
+            try buffer.withUnsafeBytes { raw in
+                let slice = UnsafeRawBufferPointer(rebasing: raw[..<count])
+                hash.update(slice)
+                try part(slice)
+            }
+        }
+        guard hash.finish() == digest.bytes else {
+            throw StoreError.attachment("the content stored as \(digest) no longer matches its digest: the file is damaged")
+        }
+    }
+
+    /// Removes what an interrupted `add` left (`incoming-` files). Call when no `add` runs.
+    public func removeIncoming() {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        for name in names where name.hasPrefix("incoming-") { unlink(directory + "/" + name) }
+    }
+
+    private func syncDirectory() throws(StoreError) {
+        let handle = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard handle >= 0 else { throw .attachment("cannot open \(directory): \(String(cString: strerror(errno)))") }
+        defer { close(handle) }
+        guard fsync(handle) == 0 else { throw .attachment("syncing \(directory) failed: \(String(cString: strerror(errno)))") }
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            offset += written
+        }
+        return true
+    }
+}
+
+/// The checks a body's `_attachments` member gets before anything is written: its shape
+/// (`Attachments.metadata(in:)`), and for a local write, that every content it names is here.
+enum AttachmentCheck {
+    /// The bytes of a canonical body's `_attachments` key, to find bodies that may have one
+    /// without parsing every body.
+    private static let key = Array("\"\(Attachments.member)\":".utf8)
+
+    /// Whether the canonical body `bytes` has an `_attachments` member at its top level.
+    static func names(_ bytes: [UInt8]) -> Bool {
+        // memchr finds each `_` at the C library's vector speed; the key is checked only there.
+        let found = bytes.withUnsafeBytes { body -> Bool in
+            guard let base = body.baseAddress, body.count >= key.count else { return false }
+            var offset = 1
+            while offset <= body.count - key.count + 1,
+                  let hit = memchr(base + offset, Int32(UInt8(ascii: "_")), body.count - offset) {
+                let start = base.distance(to: UnsafeRawPointer(hit)) - 1
+                if start + key.count <= body.count,
+                   memcmp(base + start, key, key.count) == 0 { return true }
+                offset = start + 2
+            }
+            return false
+        }
+        guard found, let member = CanonicalJSONReader.member(Attachments.member, of: bytes) else { return false }
+        return member != nil
+    }
+
+    /// Checks each write's `_attachments`: well formed, and every content it names stored in
+    /// `store` with its length.
+    static func check(_ writes: [LocalWrite], against store: AttachmentStore) throws(StoreInputError) {
+        for write in writes {
+            guard let body = write.body, case .object(let members) = body, members[Attachments.member] != nil else { continue }
+            let attachments: [String: AttachmentMetadata]
+            do { attachments = try Attachments.metadata(in: body) } catch {
+                throw .invalidAttachments(documentID: write.documentID, detail: error.description)
+            }
+            for (name, metadata) in attachments.sorted(by: { $0.key < $1.key }) where !store.contains(metadata.digest, length: metadata.length) {
+                throw .invalidAttachments(
+                    documentID: write.documentID,
+                    detail: "the content of attachment \"\(name.prefix(80))\" (\(metadata.digest), \(metadata.length) bytes) is not on this node")
+            }
+        }
+    }
+}
