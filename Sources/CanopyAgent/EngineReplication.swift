@@ -280,9 +280,12 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     /// `pushed` events are not passed on: a peer acknowledges a batch, not each document (it may
     /// have refused some, which it reports itself), so this node cannot say per document that
     /// the peer took it.
+    ///
+    /// A batch that reports after its replicator was stopped (the peer removed, or restarted
+    /// with new overrides, while the batch was being written) is still passed on: it describes
+    /// writes that happened. Only the counters, which belong to the running replicator, skip it.
     private func documentEvents(_ id: String, _ database: DatabaseName, _ batch: [DocumentEvent]) {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard peers[id]?.databases[database] != nil else { return }
         var events = batch
         var refused = 0
         var refusedThere = 0

@@ -127,18 +127,20 @@ public final class PeerReplicator: @unchecked Sendable {
         publish()
     }
 
+    /// Settles the store's kept conflicts with `policy`, reporting what it did even if this
+    /// replicator is stopped and released meanwhile: the writes happened.
     private func retryKeptConflicts(_ policy: ConflictPolicy) {
+        let (report, logger, peerName) = (onDocumentEvents, logger, peerName)
         worker.run({ [store] in
             Result { () throws(StoreError) in try store.retryConflictResolution(policy: policy) }
-        }, then: { [weak self] result in
-            guard let self else { return }
+        }, then: { result in
             switch result {
             case .success(let results):
                 let events = results.flatMap(DocumentEvent.scanEvents)
-                if !events.isEmpty { self.onDocumentEvents(events) }
+                if !events.isEmpty { report(events) }
             case .failure(let error):
-                self.logger.warning("the kept conflicts could not be offered to the replicator's resolver",
-                                    metadata: ["peer": "\(self.peerName)", "error": "\(error)"])
+                logger.warning("the kept conflicts could not be offered to the replicator's resolver",
+                               metadata: ["peer": "\(peerName)", "error": "\(error)"])
             }
         })
     }
@@ -278,10 +280,15 @@ public final class PeerReplicator: @unchecked Sendable {
     }
 
     private func open(_ transport: any MessageTransport) {
+        // A write that commits after this replicator is gone still reports its documents.
+        let orphanedDocuments = onDocumentEvents
         let session = ReplicationSession(
             replicating: store, transport: transport, scheduler: scheduler, random: random,
             configuration: configuration, logger: logger, worker: worker, writer: worker
-        ) { [weak self] event in self?.handle(event) }
+        ) { [weak self] event in
+            if let self { return self.handle(event) }
+            if case .documents(let events) = event { orphanedDocuments(events) }
+        }
         self.session = session
         status.connected = true
         session.start()

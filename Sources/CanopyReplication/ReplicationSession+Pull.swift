@@ -69,16 +69,22 @@ extension ReplicationSession {
 
     /// The writer finished `write`: acknowledge, report, and start the next one. A session
     /// closed meanwhile sends nothing more; what committed stays (the checkpoint with it), and
-    /// the peer sends the unacknowledged batches again next time.
+    /// the peer sends the unacknowledged batches again next time. Its document events are still
+    /// reported: the checkpoint moved past those documents, so nothing would report them later.
     func written(
         _ write: SubscriptionTarget.Write, result: Result<[DocumentEvent], ReplicationError>, for writtenTarget: ObjectIdentifier
     ) {
-        guard !isClosed else { return puller.writeAbandoned() }
+        guard !isClosed else {
+            if case .success(let events) = result { reportDocuments(events) }
+            return puller.writeAbandoned()
+        }
         switch result {
         case .success(let events):
             let completion = puller.written(write, events: events, writtenFor: writtenTarget, outbox)
             do { try receivedRevisionsWritten(write.messages.count) } catch { return fail(error) }
-            guard let completion else { return }
+            // A write for a subscription replaced meanwhile (a one-shot sync's confirmation pull)
+            // completes nothing, but what it wrote still happened.
+            guard let completion else { return reportDocuments(events) }
             report(completion)
             writeNext()
         case .failure(let error):
