@@ -55,9 +55,6 @@ public final class AttachmentStore: Sendable {
         defer { close(input) }
         var info = stat()
         guard fstat(input, &info) == 0 else { throw .attachment("cannot read \(source): \(String(cString: strerror(errno)))") }
-        guard Int64(info.st_size) <= sizeLimit else {
-            throw .attachment("\(source) has \(info.st_size) bytes; an attachment has at most \(sizeLimit) (the size limit)")
-        }
         return try add(length: Int64(info.st_size), named: source) { buffer in Glibc.read(input, buffer.baseAddress, buffer.count) }
     }
 
@@ -66,41 +63,38 @@ public final class AttachmentStore: Sendable {
     func add(
         length: Int64, named source: String, _ next: (UnsafeMutableRawBufferPointer) -> Int
     ) throws(StoreError) -> (digest: AttachmentDigest, length: Int64) {
+        let upload = try beginUpload(length: length, from: source)
+        var buffer = [UInt8](repeating: 0, count: Self.partBytes)
+        while upload.remaining > 0 {
+            let wanted = Int(min(Int64(buffer.count), upload.remaining))
+            let count = buffer.withUnsafeMutableBytes { next(UnsafeMutableRawBufferPointer(rebasing: $0[..<wanted])) }
+            guard count >= 0 else { throw .attachment("reading \(source) failed: \(String(cString: strerror(errno)))") }
+            guard count > 0 else { throw .attachment("\(source) shrank while it was read; nothing was stored") }
+            do {
+                try buffer.withUnsafeBytes { raw in try upload.write(UnsafeRawBufferPointer(rebasing: raw[..<count])) }
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                throw .attachment("\(error)")
+            }
+        }
+        var probe: UInt8 = 0
+        guard withUnsafeMutableBytes(of: &probe, { next($0) }) == 0 else {
+            throw .attachment("\(source) grew while it was read; nothing was stored")
+        }
+        return try upload.finish()
+    }
+
+    /// Starts storing content of exactly `length` bytes that arrive in parts (from `source`, for
+    /// messages): refused at once when `length` is over `sizeLimit`.
+    public func beginUpload(length: Int64, from source: String) throws(StoreError) -> AttachmentUpload {
+        guard length >= 0, length <= sizeLimit else {
+            throw .attachment("\(source) has \(length) bytes; an attachment has at most \(sizeLimit) (the size limit)")
+        }
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw .attachment("cannot create the attachment directory \(directory): \(String(cString: strerror(errno)))")
         }
-        let incoming = directory + "/incoming-" + Hex.encode((0..<8).map { _ in UInt8.random(in: 0...255) })
-        let output = open(incoming, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard output >= 0 else { throw .attachment("cannot create \(incoming): \(String(cString: strerror(errno)))") }
-        var renamed = false
-        defer {
-            close(output)
-            if !renamed { unlink(incoming) }
-        }
-        let hash = Blake2bStream(outputBytes: AttachmentDigest.byteCount)
-        var total: Int64 = 0
-        var buffer = [UInt8](repeating: 0, count: Self.partBytes)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { next($0) }
-            guard count >= 0 else { throw .attachment("reading \(source) failed: \(String(cString: strerror(errno)))") }
-            if count == 0 { break }
-            total += Int64(count)
-            guard total <= length else { throw .attachment("\(source) grew while it was read; nothing was stored") }
-            let written = buffer.withUnsafeBytes { raw in
-                hash.update(UnsafeRawBufferPointer(rebasing: raw[..<count]))
-                return Self.writeAll(output, UnsafeRawBufferPointer(rebasing: raw[..<count]))
-            }
-            guard written else { throw .attachment("writing \(incoming) failed: \(String(cString: strerror(errno)))") }
-        }
-        guard total == length else { throw .attachment("\(source) shrank while it was read; nothing was stored") }
-        let digest = AttachmentDigest(bytes: hash.finish())
-        guard fsync(output) == 0 else { throw .attachment("syncing \(incoming) failed: \(String(cString: strerror(errno)))") }
-        guard rename(incoming, path(of: digest)) == 0 else {
-            throw .attachment("storing \(digest) failed: \(String(cString: strerror(errno)))")
-        }
-        renamed = true
-        try syncDirectory()
-        return (digest, total)
+        return try AttachmentUpload(store: self, length: length, source: source)
     }
 
     /// Reads the content named `digest` in parts of at most 1 MiB, handing each to `part`, and
@@ -133,14 +127,14 @@ public final class AttachmentStore: Sendable {
         for name in names where name.hasPrefix("incoming-") { unlink(directory + "/" + name) }
     }
 
-    private func syncDirectory() throws(StoreError) {
+    func syncDirectory() throws(StoreError) {
         let handle = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard handle >= 0 else { throw .attachment("cannot open \(directory): \(String(cString: strerror(errno)))") }
         defer { close(handle) }
         guard fsync(handle) == 0 else { throw .attachment("syncing \(directory) failed: \(String(cString: strerror(errno)))") }
     }
 
-    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
         var offset = 0
         while offset < bytes.count {
             let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
@@ -151,6 +145,60 @@ public final class AttachmentStore: Sendable {
             offset += written
         }
         return true
+    }
+}
+
+/// Content on its way into an `AttachmentStore`: written to an `incoming-` file and hashed as
+/// its parts arrive, named by its digest by `finish`. Dropped without `finish` (or after a
+/// failure), it leaves nothing behind. Used from one thread at a time.
+public final class AttachmentUpload {
+    private let store: AttachmentStore
+    private let source: String
+    private let incoming: String
+    private let output: Int32
+    private let hash = Blake2bStream(outputBytes: AttachmentDigest.byteCount)
+    private let length: Int64
+    private var written: Int64 = 0
+    private var done = false
+
+    init(store: AttachmentStore, length: Int64, source: String) throws(StoreError) {
+        self.store = store
+        self.source = source
+        self.length = length
+        incoming = store.directory + "/incoming-" + Hex.encode((0..<8).map { _ in UInt8.random(in: 0...255) })
+        output = open(incoming, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw .attachment("cannot create \(incoming): \(String(cString: strerror(errno)))") }
+    }
+
+    deinit {
+        close(output)
+        if !done { unlink(incoming) }
+    }
+
+    /// Bytes still expected.
+    public var remaining: Int64 { length - written }
+
+    /// Adds the next part; more than the announced length is refused.
+    public func write(_ part: UnsafeRawBufferPointer) throws(StoreError) {
+        guard Int64(part.count) <= remaining else { throw .attachment("\(source) sent more than its \(length) bytes") }
+        hash.update(part)
+        guard AttachmentStore.writeAll(output, part) else {
+            throw .attachment("writing \(incoming) failed: \(String(cString: strerror(errno)))")
+        }
+        written += Int64(part.count)
+    }
+
+    /// Syncs the content and names it by its digest; every announced byte must have arrived.
+    public func finish() throws(StoreError) -> (digest: AttachmentDigest, length: Int64) {
+        guard remaining == 0 else { throw .attachment("\(source) ended \(remaining) bytes short of its \(length)") }
+        let digest = AttachmentDigest(bytes: hash.finish())
+        guard fsync(output) == 0 else { throw .attachment("syncing \(incoming) failed: \(String(cString: strerror(errno)))") }
+        guard rename(incoming, store.path(of: digest)) == 0 else {
+            throw .attachment("storing \(digest) failed: \(String(cString: strerror(errno)))")
+        }
+        done = true
+        try store.syncDirectory()
+        return (digest, length)
     }
 }
 

@@ -143,4 +143,31 @@ struct DatabaseAttachmentTests {
         #expect(batch.count == 0)
         #expect(batch.rejected.first?.description.contains("attachments, whose content does not replicate yet") == true, "\(batch.rejected)")
     }
+
+    @Test("content that arrives in parts is stored under its digest only once every announced byte came; a short, long or dropped upload leaves nothing")
+    func uploadsInParts() throws {
+        let directory = TemporaryDirectory()
+        let store = AttachmentStore(directory: directory.path("content"), sizeLimit: 1 << 20)
+        let (file, bytes) = try contentFile(directory, "whole", count: 300_000, seed: 10)
+        let upload = try store.beginUpload(length: Int64(bytes.count), from: "a test")
+        for start in stride(from: 0, to: bytes.count, by: 65_536) {
+            try bytes[start..<min(start + 65_536, bytes.count)].withUnsafeBytes { try upload.write($0) }
+        }
+        let stored = try upload.finish()
+        #expect(stored == (try store.add(contentsOf: file.path)), "the same digest as the whole file's")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: store.path(of: stored.digest))) == Data(bytes))
+
+        do {
+            let short = try store.beginUpload(length: 10, from: "a short test")
+            try [UInt8](repeating: 1, count: 4).withUnsafeBytes { try short.write($0) }
+            #expect(throws: StoreError.self) { try short.finish() }
+            let long = try store.beginUpload(length: 2, from: "a long test")
+            #expect(throws: StoreError.self) { try [UInt8](repeating: 1, count: 3).withUnsafeBytes { try long.write($0) } }
+            let dropped = try store.beginUpload(length: 5, from: "a dropped test")
+            try [UInt8](repeating: 2, count: 5).withUnsafeBytes { try dropped.write($0) }
+        }
+        #expect(throws: StoreError.self) { try store.beginUpload(length: (1 << 20) + 1, from: "too large") }
+        let left = try FileManager.default.contentsOfDirectory(atPath: directory.path("content"))
+        #expect(left == [stored.digest.hex], "only the finished content stays: \(left)")
+    }
 }
