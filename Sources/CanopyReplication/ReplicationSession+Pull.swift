@@ -59,8 +59,15 @@ extension ReplicationSession {
         do throws(ReplicationError) {
             guard let write = try puller.nextWrite() else { return }
             let writtenTarget = ObjectIdentifier(target)
+            // A session released before its write finished (its replicator stopped and gone)
+            // still reports what the write committed: nothing else would.
+            let onEvent = onEvent
             writer.run({ write.perform() }) { [weak self] result in
-                self?.written(write, result: result, for: writtenTarget)
+                guard let self else {
+                    if case .success(let events) = result, !events.isEmpty { onEvent(.documents(events)) }
+                    return
+                }
+                self.written(write, result: result, for: writtenTarget)
             }
         } catch {
             fail(error)

@@ -138,14 +138,21 @@ struct HeldSession {
     /// Holds the writes when `holdingWrites` (else they run inline).
     let writer = HeldWorker()
     let outcome = SessionOutcome()
-    let session: ReplicationSession
+    /// The session; `releaseSession()` drops the only reference the test holds.
+    var session: ReplicationSession { held.session! }
+    private let held = Held()
     let peer: ScriptedPeer
+
+    private final class Held: @unchecked Sendable { var session: ReplicationSession? }
+
+    /// Lets the session go, as a stopped replicator does: nothing the test holds keeps it.
+    func releaseSession() { held.session = nil }
 
     init(seed: UInt64, holdingWrites: Bool = false) throws {
         harness = try ReplicationHarness(seed: seed)
         b = try harness.addNode("b")
         let link = InMemoryLink(scheduler: harness.scheduler)
-        session = startPullSession(
+        held.session = startPullSession(
             b, over: link.ends.1, harness, recording: outcome,
             worker: holdingWrites ? InlineReplicationWorker() : worker,
             writer: holdingWrites ? writer : InlineReplicationWorker())

@@ -99,6 +99,8 @@ struct FailureReplicationTests {
 final class SessionOutcome: @unchecked Sendable {
     var reason: TransportCloseReason?
     var rejected: [DocumentEvent] = []
+    /// Every document event reported, in order.
+    var documents: [DocumentEvent] = []
     /// Whether the pull reported `pullCaughtUp`.
     var caughtUp = false
 }
@@ -117,7 +119,10 @@ func startPullSession(
     ) { event in
         if case .closed(let reason) = event { outcome.reason = reason }
         if case .pullCaughtUp = event { outcome.caughtUp = true }
-        if case .documents(let documents) = event { outcome.rejected += documents.filter { $0.kind == .rejected } }
+        if case .documents(let documents) = event {
+            outcome.rejected += documents.filter { $0.kind == .rejected }
+            outcome.documents += documents
+        }
     }
     session.start()
     return session

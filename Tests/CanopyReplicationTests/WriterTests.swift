@@ -100,10 +100,7 @@ struct WriterTests {
         let held = try HeldSession(seed: 50, holdingWrites: true)
         let (harness, b, writer, session, peer) = (held.harness, held.b, held.writer, held.session, held.peer)
         let script = Script()
-        peer.send(script.changes(0, subscription: peer.subscription!))
-        harness.scheduler.run(until: { peer.replies == 1 })
-        peer.send(script.revisions(0))
-        harness.scheduler.run(until: { writer.held.count == 1 })
+        holdFirstWrite(held, script)
         session.close()
         harness.scheduler.run(until: { session.isClosed })
         writer.release(0)
@@ -111,6 +108,33 @@ struct WriterTests {
         #expect(try b.store.get(id: "doc0").revision == script.ids[0])
         #expect(try checkpoint(of: b) == 10)
         #expect(peer.acks.isEmpty)
+    }
+
+    @Test("a session closed and released while its write is with the writer (its replicator stopped and gone) still reports the documents the write committed")
+    func releasedWhileWriting() throws {
+        let held = try HeldSession(seed: 51, holdingWrites: true)
+        let (harness, b, writer, box) = (held.harness, held.b, held.writer, held.outcome)
+        let script = Script()
+        holdFirstWrite(held, script)
+        weak let released = held.session
+        held.session.close()
+        harness.scheduler.run(until: { box.reason != nil })
+        held.releaseSession()
+        #expect(released == nil, "the test holds the last reference to the session")
+        writer.release(0)
+        harness.scheduler.advance(by: 0.5)
+        #expect(try b.store.get(id: "doc0").revision == script.ids[0])
+        #expect(box.documents.map(\.documentID) == ["doc0"])
+        #expect(box.documents.map(\.kind) == [.pulled])
+    }
+
+    /// The peer offers batch 0 and sends its revision; returns once its write is with the writer.
+    private func holdFirstWrite(_ held: HeldSession, _ script: Script) {
+        let peer = held.peer
+        peer.send(script.changes(0, subscription: peer.subscription!))
+        held.harness.scheduler.run(until: { peer.replies == 1 })
+        peer.send(script.revisions(0))
+        held.harness.scheduler.run(until: { held.writer.held.count == 1 })
     }
 
     /// The sequence of node `b`'s checkpoint of its pull from the scripted peer, nil when none.
