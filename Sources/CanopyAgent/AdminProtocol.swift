@@ -41,6 +41,17 @@ public struct AdminFailure: Error, Sendable, Equatable {
     }
 }
 
+/// Content an upload stored: its digest and length.
+package struct UploadedContent: Sendable, Equatable {
+    package var digest: AttachmentDigest
+    package var length: Int64
+
+    package init(digest: AttachmentDigest, length: Int64) {
+        self.digest = digest
+        self.length = length
+    }
+}
+
 /// A line that is not a valid request: the error and the request id if one could be read (so the
 /// error response can still echo it).
 package struct AdminDecodeFailure: Error, Sendable, Equatable {
@@ -61,6 +72,9 @@ package struct AdminRequest: Sendable, Equatable {
     public var command: String
     /// All members except `id` and `cmd`.
     public var arguments: [String: JSONValue]
+    /// For an upload (`attach`), what its bytes were stored as; set by the connection once they
+    /// all arrived, never read from the line.
+    package var uploaded: UploadedContent?
 
     /// Creates a request.
     public init(id: Int64, command: String, arguments: [String: JSONValue] = [:]) {

@@ -14,6 +14,40 @@ protocol AdminRequestHandler: AnyObject, Sendable {
     /// Handles one request and calls `reply` exactly once, from any queue. `client` lets
     /// streaming commands (`events`, `resolver`) keep sending after the reply.
     func handle(_ request: AdminRequest, client: AdminClient, reply: @escaping @Sendable (Result<[String: JSONValue], AdminFailure>) -> Void)
+
+    /// Starts an upload (a request whose command is in `AdminClient.uploadCommands`): called on
+    /// the client's queue as soon as its line is read, before any of its bytes. Returns where the
+    /// bytes go, or why the upload is refused (the client then sends none). Once every byte has
+    /// arrived, the request goes to `handle` in its turn, with `uploaded` set.
+    func beginUpload(_ request: AdminRequest) -> Result<any AdminUploadSink, AdminFailure>
+
+    /// Handles a request whose response carries a body (a command in
+    /// `AdminClient.downloadCommands`): calls `reply` exactly once, from any queue, with the
+    /// response's members and the bytes that follow its line.
+    func handleDownload(_ request: AdminRequest, reply: @escaping @Sendable (Result<AdminDownload, AdminFailure>) -> Void)
+}
+
+/// Where an upload's bytes go, used on the client's queue only (Protocol/admin-v1.md §2,
+/// *Bytes after a line*).
+protocol AdminUploadSink: AnyObject {
+    /// Takes the next part of the bytes (never more than announced in all).
+    func write(_ part: UnsafeRawBufferPointer) throws(AdminFailure)
+    /// Every announced byte arrived: stores them and says what was stored.
+    func finish() throws(AdminFailure) -> UploadedContent
+}
+
+/// The bytes that follow a response's line, produced a part at a time on the client's queue as
+/// the socket takes them (never a whole attachment in memory).
+protocol AdminBodySource: AnyObject, Sendable {
+    /// The next part, or nil after the last. A throw cuts the body short: the connection is
+    /// closed, so the client sees fewer bytes than the response announced.
+    func next() throws(AdminFailure) -> [UInt8]?
+}
+
+/// A download's response: its members (which include the body's `length`) and the body.
+struct AdminDownload: Sendable {
+    var members: [String: JSONValue]
+    var body: any AdminBodySource
 }
 
 /// The listening admin socket: accepts connections, checks each peer's uid with SO_PEERCRED, and
@@ -144,14 +178,18 @@ final class AdminClient: @unchecked Sendable {
     private let log: RateLimitedLog
     private let writeBudget: PendingWriteBudget
     private var buffer: [UInt8] = []
-    private var lines: [[UInt8]] = []
+    private var lines: [PendingLine] = []
+    /// The upload whose bytes the connection is reading (the line-reading resumes after them).
+    private var upload: Upload?
+    /// The body being sent after a response: later responses wait for it.
+    private var sendingBody: (any AdminBodySource)?
     /// Requests handed to the handler and not answered yet.
     private var inFlight = 0
     /// Every request in flight may run beside another of its kind (`pipelines`).
     private var inFlightPipelines = true
     /// The responses of the requests in flight and of lines refused meanwhile, in request order;
     /// nil until the response is known.
-    private var responses: Deque<[UInt8]?> = []
+    private var responses: Deque<Outgoing?> = []
     /// The position in the request order of `responses.first`.
     private var responsesBase = 0
     private var busy: Bool { inFlight > 0 }
@@ -159,6 +197,36 @@ final class AdminClient: @unchecked Sendable {
     /// multi-megabyte `import` line then overlaps the store's write of the previous one. At most
     /// one line is decoded ahead, so a client that pipelines many lines holds them as bytes.
     private var decodedAhead: Result<AdminRequest, AdminDecodeFailure>?
+
+    /// Commands whose line is followed by bytes (`length` of them, once the agent said `upload`).
+    static let uploadCommands: Set<String> = ["attach"]
+    /// Commands whose response line is followed by bytes (`length` of them).
+    static let downloadCommands: Set<String> = ["attachment"]
+    /// An upload's header is at most this long; a longer line is never taken for one, so only
+    /// short lines are decoded as they are read.
+    private static let uploadLineBytesMax = 64 * 1024
+
+    /// A request line read and not handled yet: its bytes, or already decoded (an upload's line,
+    /// decoded as it was read, then held until its bytes had arrived).
+    private enum PendingLine {
+        case bytes([UInt8])
+        case decoded(Result<AdminRequest, AdminDecodeFailure>)
+    }
+
+    /// An upload in progress: its request, where its bytes go, how many are still to come, and
+    /// the failure that ended storing them early (the rest are then read and dropped).
+    private struct Upload {
+        var request: AdminRequest
+        var sink: (any AdminUploadSink)?
+        var remaining: Int64
+        var failure: AdminFailure?
+    }
+
+    /// A response: its line and, for a download, the bytes that follow it.
+    private struct Outgoing {
+        var line: [UInt8]
+        var body: (any AdminBodySource)?
+    }
     private var closeHandlers: [@Sendable () -> Void] = []
     private var isClosed = false
     /// The client has ended its stream: no more requests will come.
@@ -223,18 +291,72 @@ final class AdminClient: @unchecked Sendable {
 
     private func received(_ bytes: ArraySlice<UInt8>) {
         dispatchPrecondition(condition: .onQueue(queue))
-        var start = bytes.startIndex
-        // `firstIndex(of:)` on the contiguous slice (memchr-fast), not a loop over every byte:
-        // an import sends megabytes per line.
-        while let index = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) {
-            buffer.append(contentsOf: bytes[start..<index])
-            start = index + 1
+        var rest = bytes
+        while !rest.isEmpty {
+            if upload != nil {
+                rest = takeUploadBytes(rest)
+                continue
+            }
+            // `firstIndex(of:)` on the contiguous slice (memchr-fast), not a loop over every
+            // byte: an import sends megabytes per line.
+            guard let index = rest.firstIndex(of: UInt8(ascii: "\n")) else {
+                buffer.append(contentsOf: rest)
+                guard buffer.count <= AgentLimits.adminLineBytesMax else { return lineTooLong() }
+                break
+            }
+            buffer.append(contentsOf: rest[..<index])
+            rest = rest[(index + 1)...]
             guard buffer.count <= AgentLimits.adminLineBytesMax else { return lineTooLong() }
             takeBufferedLine()
         }
-        buffer.append(contentsOf: bytes[start...])
-        guard buffer.count <= AgentLimits.adminLineBytesMax else { return lineTooLong() }
         handleNext()
+    }
+
+    /// Hands the upload the bytes of `bytes` it still expects; returns the rest. When the last
+    /// one has arrived, the upload's request takes its place among the lines (or its failure
+    /// does).
+    private func takeUploadBytes(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        guard var current = upload else { return bytes }
+        let count = Int(min(Int64(bytes.count), current.remaining))
+        if let sink = current.sink {
+            do {
+                try bytes[bytes.startIndex..<(bytes.startIndex + count)].withUnsafeBytes { try sink.write($0) }
+            } catch let failure as AdminFailure {
+                current.failure = failure
+                current.sink = nil
+            } catch {
+                current.failure = AdminFailure(.failed, "\(error)")
+                current.sink = nil
+            }
+        }
+        current.remaining -= Int64(count)
+        upload = current
+        if current.remaining == 0 { finishUpload() }
+        return bytes[(bytes.startIndex + count)...]
+    }
+
+    /// Every byte of the upload arrived (or the client's input ended first): its request, with
+    /// what was stored, or its failure, is queued as the next line.
+    private func finishUpload() {
+        guard let current = upload else { return }
+        upload = nil
+        var result: Result<AdminRequest, AdminDecodeFailure>
+        if current.remaining > 0 {
+            result = .failure(AdminDecodeFailure(id: current.request.id, failure: AdminFailure(
+                .invalidArgument, "the connection ended \(current.remaining) bytes before the end of the upload; nothing was stored")))
+        } else if let failure = current.failure {
+            result = .failure(AdminDecodeFailure(id: current.request.id, failure: failure))
+        } else {
+            var request = current.request
+            do {
+                request.uploaded = try current.sink?.finish()
+                result = .success(request)
+            } catch {
+                result = .failure(AdminDecodeFailure(id: request.id, failure: error))
+            }
+        }
+        lines.append(.decoded(result))
+        if busy { decodeAhead() }
     }
 
     private func lineTooLong() {
@@ -253,6 +375,7 @@ final class AdminClient: @unchecked Sendable {
     private func endOfInput() {
         dispatchPrecondition(condition: .onQueue(queue))
         inputEnded = true
+        if upload != nil { finishUpload() }
         takeBufferedLine()
         handleNext()
     }
@@ -260,9 +383,50 @@ final class AdminClient: @unchecked Sendable {
     /// Queues the buffered line as a request, unless it is blank (or a lone `\r`), and empties
     /// the buffer.
     private func takeBufferedLine() {
-        if !buffer.isEmpty && buffer != [UInt8(ascii: "\r")] { lines.append(buffer) }
-        buffer = []
-        if busy { decodeAhead() }
+        defer {
+            buffer = []
+            if busy { decodeAhead() }
+        }
+        guard !buffer.isEmpty && buffer != [UInt8(ascii: "\r")] else { return }
+        guard buffer.count <= Self.uploadLineBytesMax, Self.mayNameUpload(buffer) else { return lines.append(.bytes(buffer)) }
+        let decoded = AdminRequest.decode(buffer)
+        guard case .success(let request) = decoded, Self.uploadCommands.contains(request.command), let handler else {
+            return lines.append(.decoded(decoded))
+        }
+        beginUpload(request, handler)
+    }
+
+    /// Whether `line` may be an upload's header: it holds an upload command's name. Lines that do
+    /// not are decoded only in their turn (decoding a line twice would cost every `put`).
+    private static func mayNameUpload(_ line: [UInt8]) -> Bool {
+        uploadCommands.contains { command in
+            let name = Array(command.utf8)
+            return line.count >= name.count && (0...(line.count - name.count)).contains { line[$0..<($0 + name.count)].elementsEqual(name) }
+        }
+    }
+
+    /// An upload's line was read: the handler checks it and, when it may go ahead, the client is
+    /// told `{"upload":{"id":N,"length":L}}` at once (before the responses to requests still in
+    /// flight) and the next `length` bytes are its content; refused, its failure is its response
+    /// in its turn and the client sends no bytes (Protocol/admin-v1.md §2).
+    private func beginUpload(_ request: AdminRequest, _ handler: any AdminRequestHandler) {
+        let length: Int64
+        do throws(AdminFailure) {
+            guard let announced = try request.optionalInt("length", in: 0...Int64.max) else {
+                throw AdminFailure(.invalidArgument, "\"\(request.command)\" needs \"length\": the number of bytes that follow")
+            }
+            length = announced
+        } catch {
+            return lines.append(.decoded(.failure(AdminDecodeFailure(id: request.id, failure: error))))
+        }
+        switch handler.beginUpload(request) {
+        case .failure(let failure):
+            lines.append(.decoded(.failure(AdminDecodeFailure(id: request.id, failure: failure))))
+        case .success(let sink):
+            connection.send(AdminResponse.line(.object(["upload": .object(["id": .int(request.id), "length": .int(length)])])))
+            upload = Upload(request: request, sink: sink, remaining: length)
+            if length == 0 { finishUpload() }
+        }
     }
 
     /// Requests that may be handled while others of their kind are: a resolver's answers, each
@@ -277,14 +441,14 @@ final class AdminClient: @unchecked Sendable {
             guard !lines.isEmpty || decodedAhead != nil else {
                 // A stream goes on after a half-close, not after the client closed its socket (that
                 // would hold the connection, and one of `adminConnectionsMax`, until the next event).
-                if !busy && inputEnded && (!staysOpen || connection.peerHungUp) { connection.closeWhenFlushed() }
+                if !busy && sendingBody == nil && inputEnded && (!staysOpen || connection.peerHungUp) { connection.closeWhenFlushed() }
                 return
             }
-            let decoded = decodedAhead ?? AdminRequest.decode(lines.removeFirst())
+            let decoded = decodedAhead ?? Self.decode(lines.removeFirst())
             decodedAhead = nil
             switch decoded {
             case .failure(let problem):
-                respond(at: enqueueResponse(), AdminResponse.failure(id: problem.id, problem.failure))
+                respond(at: enqueueResponse(), Outgoing(line: AdminResponse.failure(id: problem.id, problem.failure)))
             case .success(let request):
                 let pipelines = Self.pipelines(request)
                 if busy && !(pipelines && inFlightPipelines) {
@@ -295,15 +459,27 @@ final class AdminClient: @unchecked Sendable {
                 inFlight += 1
                 let position = enqueueResponse()
                 if !pipelines { queue.async { [weak self] in self?.decodeAhead() } }
-                handler.handle(request, client: self) { [weak self] result in
+                let answered: @Sendable (Outgoing) -> Void = { [weak self] outgoing in
                     guard let self else { return }
                     self.queue.async {
-                        switch result {
-                        case .success(let members): self.respond(at: position, AdminResponse.success(id: request.id, members))
-                        case .failure(let failure): self.respond(at: position, AdminResponse.failure(id: request.id, failure))
-                        }
+                        self.respond(at: position, outgoing)
                         self.inFlight -= 1
                         self.handleNext()
+                    }
+                }
+                if Self.downloadCommands.contains(request.command) {
+                    handler.handleDownload(request) { result in
+                        switch result {
+                        case .success(let download): answered(Outgoing(line: AdminResponse.success(id: request.id, download.members), body: download.body))
+                        case .failure(let failure): answered(Outgoing(line: AdminResponse.failure(id: request.id, failure)))
+                        }
+                    }
+                } else {
+                    handler.handle(request, client: self) { result in
+                        switch result {
+                        case .success(let members): answered(Outgoing(line: AdminResponse.success(id: request.id, members)))
+                        case .failure(let failure): answered(Outgoing(line: AdminResponse.failure(id: request.id, failure)))
+                        }
                     }
                 }
                 if !pipelines { return }
@@ -318,12 +494,50 @@ final class AdminClient: @unchecked Sendable {
     }
 
     /// Fills the response at `position` and sends every response now complete at the front.
-    private func respond(at position: Int, _ line: [UInt8]) {
-        responses[position - responsesBase] = line
-        while let first = responses.first, let ready = first {
-            connection.send(ready)
+    private func respond(at position: Int, _ outgoing: Outgoing) {
+        responses[position - responsesBase] = outgoing
+        sendReady()
+    }
+
+    /// Sends the responses complete at the front, in order; one with a body is followed by its
+    /// body before the next is sent.
+    private func sendReady() {
+        while sendingBody == nil, let first = responses.first, let ready = first {
             responses.removeFirst()
             responsesBase += 1
+            connection.send(ready.line)
+            if let body = ready.body {
+                sendingBody = body
+                sendBodyPart()
+            }
+        }
+    }
+
+    /// Queues the next part of the body being sent once the socket has taken the last one: at
+    /// most one part waits in memory. A body that fails (damaged content) closes the
+    /// connection: the client gets fewer bytes than announced and knows the body is not whole.
+    private func sendBodyPart() {
+        guard let body = sendingBody, !connection.isClosed else { return }
+        do {
+            guard let part = try body.next() else {
+                sendingBody = nil
+                sendReady()
+                return handleNext()
+            }
+            connection.send(part)
+            connection.whenDrained { [weak self] in self?.sendBodyPart() }
+        } catch {
+            log.log(.warning, kind: "admin.body_failed", "a response's body could not be sent whole; closing the connection: \(error.message)")
+            sendingBody = nil
+            connection.close()
+        }
+    }
+
+    /// A pending line as a request (decoding it now unless it was decoded when read).
+    private static func decode(_ line: PendingLine) -> Result<AdminRequest, AdminDecodeFailure> {
+        switch line {
+        case .bytes(let bytes): AdminRequest.decode(bytes)
+        case .decoded(let decoded): decoded
         }
     }
 
@@ -331,7 +545,7 @@ final class AdminClient: @unchecked Sendable {
     private func decodeAhead() {
         guard busy, decodedAhead == nil, !lines.isEmpty, !connection.isClosed else { return }
         if inFlightPipelines { return handleNext() }
-        decodedAhead = AdminRequest.decode(lines.removeFirst())
+        decodedAhead = Self.decode(lines.removeFirst())
     }
 
     private func closed() {

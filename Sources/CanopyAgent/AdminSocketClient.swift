@@ -95,6 +95,80 @@ public final class AdminSocketClient: @unchecked Sendable {
         }
     }
 
+    /// Sends an upload request (`attach`, Protocol/admin-v1.md §2): its line with `length`, then,
+    /// once the agent says `upload`, `length` bytes that `read` puts into the buffer it is given
+    /// (returning the count, 0 at the end, -1 on error with `errno` set), and returns the response.
+    /// A refusal before the bytes is returned as the response, no byte sent. A source shorter than
+    /// `length` ends the connection (the agent stores nothing) and fails with `badResponse`.
+    public func upload(
+        _ command: String, _ arguments: [String: JSONValue], length: Int64, from read: (UnsafeMutableRawBufferPointer) -> Int
+    ) throws(ClientError) -> [String: JSONValue] {
+        let id = nextID
+        nextID += 1
+        var members = arguments
+        members["id"] = .int(id)
+        members["cmd"] = .string(command)
+        members["length"] = .int(length)
+        try sendLine(CanonicalJSON.encode(.object(members)))
+        while true {
+            let line = try readObject()
+            if line["id"] == .int(id) || Self.isBusy(line) { return line }
+            if line["upload"]?.objectValue?["id"] == .int(id) { break }
+        }
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        var remaining = length
+        while remaining > 0 {
+            let wanted = Int(min(Int64(chunk.count), remaining))
+            let count = chunk.withUnsafeMutableBytes { read(UnsafeMutableRawBufferPointer(rebasing: $0[..<wanted])) }
+            guard count > 0 else {
+                disconnect()
+                throw .badResponse(count < 0
+                    ? "reading the content failed: \(String(cString: strerror(errno))); nothing was stored"
+                    : "the content ended \(remaining) bytes before its announced length; nothing was stored")
+            }
+            try sendAll(chunk[0..<count])
+            remaining -= Int64(count)
+        }
+        while true {
+            let response = try readObject()
+            if response["id"] == .int(id) { return response }
+        }
+    }
+
+    /// Sends a download request (`attachment`) and returns its response; when it succeeded, the
+    /// `length` bytes that follow it are handed to `write` a part at a time first. Fails with
+    /// `closed` when the agent ends the connection before the last byte (it does so for content
+    /// that is damaged on its disk).
+    public func download(
+        _ command: String, _ arguments: [String: JSONValue], to write: (ArraySlice<UInt8>) throws -> Void
+    ) throws -> [String: JSONValue] {
+        let response = try request(command, arguments)
+        guard response["ok"] == .bool(true) else { return response }
+        guard case .int(var remaining)? = response["length"], remaining >= 0 else {
+            throw ClientError.badResponse("a download response without its length")
+        }
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        while remaining > 0 {
+            if !buffer.isEmpty {
+                let count = Int(min(Int64(buffer.count), remaining))
+                try write(buffer[0..<count])
+                buffer.removeSubrange(0..<count)
+                remaining -= Int64(count)
+                continue
+            }
+            let wanted = Int(min(Int64(chunk.count), remaining))
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, wanted, 0) }
+            if count < 0 && errno == EINTR { continue }
+            if count < 0, errno == EAGAIN || errno == EWOULDBLOCK, let seconds = receiveTimeoutSeconds {
+                throw ClientError.timedOut(seconds: seconds)
+            }
+            guard count > 0 else { throw ClientError.closed }
+            try write(chunk[0..<count])
+            remaining -= Int64(count)
+        }
+        return response
+    }
+
     /// True for the `busy` line an agent at its client limit sends before closing.
     public static func isBusy(_ response: [String: JSONValue]) -> Bool {
         response["id"] == .null && response["error"]?.objectValue?["code"] == .string(AdminErrorCode.busy.rawValue)
@@ -104,9 +178,14 @@ public final class AdminSocketClient: @unchecked Sendable {
     public func sendLine(_ bytes: [UInt8]) throws(ClientError) {
         var data = bytes
         data.append(UInt8(ascii: "\n"))
-        var offset = 0
-        while offset < data.count {
-            let count = data[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        try sendAll(data[...])
+    }
+
+    /// Sends `bytes` as they are (an upload's content; tests send partial ones).
+    public func sendAll(_ bytes: ArraySlice<UInt8>) throws(ClientError) {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex {
+            let count = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { throw .closed }
             offset += count

@@ -28,9 +28,9 @@ extension Agent {
     }
 
     /// The settings read only at start-up: the listener is bound, and the stores opened with
-    /// their revs limits, once per process; `[database NAME]` sections added or removed by hand
+    /// their revs limits and the attachment size limit, once per process; `[database NAME]` sections added or removed by hand
     /// (`db create` and `db delete` change them at once).
-    static let restartOnlySettings = ["listen", "revs-limit", "databases"]
+    static let restartOnlySettings = ["listen", "revs-limit", "databases", "attachment-size-limit"]
 
     /// Applies a parsed config file: peers, limits, `conflicts` and the rules at once (the
     /// conflicts kept so far are scanned again under the new rules), for every open database;
@@ -47,12 +47,14 @@ extension Agent {
             next.listen != config.listen,
             next.revsLimit != config.revsLimit || next.databases.contains { running[$0.name].map(\.revsLimit) ?? $0.revsLimit != $0.revsLimit },
             Set(next.databases.map(\.name)) != Set(running.keys),
+            next.attachmentSizeLimit != config.attachmentSizeLimit,
         ]
         let restartRequired = zip(Self.restartOnlySettings, changed).filter(\.1).map(\.0)
         if !restartRequired.isEmpty {
             logger.warning("\(restartRequired.joined(separator: ", ")) changed in the config file: restart canopyd to apply")
             next.listen = config.listen
             next.revsLimit = config.revsLimit
+            next.attachmentSizeLimit = config.attachmentSizeLimit
             // The running databases, with what the file now says of their conflicts and rules.
             let fromFile = Dictionary(uniqueKeysWithValues: next.databases.map { ($0.name, $0) })
             next.databases = config.databases.map { database in

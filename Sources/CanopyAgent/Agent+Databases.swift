@@ -56,7 +56,8 @@ extension Agent {
     /// Opens a database's store with its settings, making the file first when `creating`, and
     /// checks it whole: a damaged file is not served (`init` explains why the full check).
     static func openStore(
-        _ database: DatabaseConfig, in directory: DataDirectory, creating: Bool = false, resolvingKeptConflicts: Bool
+        _ database: DatabaseConfig, in directory: DataDirectory, creating: Bool = false, resolvingKeptConflicts: Bool,
+        attachmentSizeLimit: Int64
     ) throws(AgentError) -> DocumentStore {
         let path = directory.databasePath(database.name)
         if database.name != .default {
@@ -72,7 +73,7 @@ extension Agent {
             let configuration = DocumentStore.Configuration(
                 revsLimit: database.revsLimit, conflictPolicy: .rules(database.resolutionRules),
                 logger: Logger(label: "canopy.store"), checkpointInBackground: true, retriesConflictsOnOpen: resolvingKeptConflicts,
-                attachmentsDirectory: directory.attachmentsPath)
+                attachmentsDirectory: directory.attachmentsPath, attachmentSizeLimit: attachmentSizeLimit)
             store = try DocumentStore(path: path, configuration: configuration)
         } catch {
             throw .store(error.description)
@@ -153,12 +154,14 @@ extension Agent {
         }
         let directory = options.directory
         let settings = database
+        let attachmentSizeLimit = config.attachmentSizeLimit
         storeQueue.async { [self] in
             let database = settings
             do throws(AgentError) {
                 // A file left by a create or delete that a crash cut short is not a database yet.
                 for path in directory.databaseFilePaths(name) { unlink(path) }
-                let store = try Self.openStore(database, in: directory, creating: true, resolvingKeptConflicts: true)
+                let store = try Self.openStore(
+                    database, in: directory, creating: true, resolvingKeptConflicts: true, attachmentSizeLimit: attachmentSizeLimit)
                 store.setDamageHandler { [weak self] damage in self?.storeFoundDamage(damage, in: name) }
                 databases[name] = store
             } catch {

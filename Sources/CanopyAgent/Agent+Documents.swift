@@ -22,6 +22,8 @@ extension Agent {
             case "import": return .success(try importDocuments(request, database))
             case "export": return .success(try exportDocuments(request, database.store))
             case "bulk_docs": return .success(try bulkDocuments(request, database))
+            case "attach": return .success(try attach(request, database))
+            case "detach": return .success(try detach(request, database))
             default: preconditionFailure("not a document command: \(request.command)")
             }
         } catch let failure as AdminFailure {

@@ -112,10 +112,12 @@ public final class Agent: @unchecked Sendable {
         configFile = try ConfigFile.read(directory.configPath)
         config = configFile.parsed.config
         if let listen = options.listen { config.listen = listen }
-        store = try Self.openStore(config.database(.default)!, in: directory, resolvingKeptConflicts: false)
+        store = try Self.openStore(
+            config.database(.default)!, in: directory, resolvingKeptConflicts: false, attachmentSizeLimit: config.attachmentSizeLimit)
         var open: [DatabaseName: DocumentStore] = [.default: store]
         for database in config.databases {
-            open[database.name] = try Self.openStore(database, in: directory, resolvingKeptConflicts: true)
+            open[database.name] = try Self.openStore(
+                database, in: directory, resolvingKeptConflicts: true, attachmentSizeLimit: config.attachmentSizeLimit)
         }
         databases = DatabaseRegistry(open)
         damageFound = DamageFound(log: RateLimitedLog(logger: options.logger))

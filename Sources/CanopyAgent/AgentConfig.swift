@@ -1,5 +1,6 @@
 import CanopyCore
 import CanopyReplication
+import CanopyStore
 
 /// The agent's configuration, as read from `DIR/canopy.conf`.
 ///
@@ -11,6 +12,7 @@ import CanopyReplication
 /// conflicts = automatic            # the catch-all: automatic | local-wins | remote-wins |
 ///                                  #   merge-json | manual | resolver NAME
 /// revs-limit = 1000                # ancestors kept per leaf
+/// attachment-size-limit = 4294967296  # bytes one attachment may hold (default 4 GiB)
 ///
 /// [rule NAME]                      # resolution rules, in file order, first match wins
 /// prefix = note:                   # documents whose id starts with this, and/or
@@ -52,6 +54,9 @@ public struct AgentConfig: Sendable, Equatable {
     public var databases: [DatabaseConfig] = []
     /// Revision ancestors kept per leaf.
     public var revsLimit: Int
+    /// The most bytes one attachment may hold; larger content is refused before any of it is
+    /// stored (`attachment-size-limit`).
+    public var attachmentSizeLimit: Int64 = AttachmentStore.defaultSizeLimit
     /// Replication tuning.
     public var limits: ReplicationLimits
     /// Allowed peers, in file order.

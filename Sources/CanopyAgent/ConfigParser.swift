@@ -246,8 +246,10 @@ package struct ConfigParser: Sendable {
             config.conflicts = try strategy(value, key: key, line: line)
         case "revs-limit":
             config.revsLimit = try integer(value, key: key, in: 2...100_000, line: line)
+        case "attachment-size-limit":
+            config.attachmentSizeLimit = Int64(try integer(value, key: key, in: 0...999_999_999_999, line: line))
         default:
-            throw error(line, "unknown key `\(key)`; expected listen, conflicts or revs-limit")
+            throw error(line, "unknown key `\(key)`; expected listen, conflicts, revs-limit or attachment-size-limit")
         }
     }
 

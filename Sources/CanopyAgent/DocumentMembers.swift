@@ -3,8 +3,10 @@ import CanopyCore
 /// What a `put` body may say about its own document, in CouchDB's terms: the top-level members
 /// whose names start with `_` are metadata, not content. `_id` must name the document being
 /// written and `_rev` is the revision replaced (the `rev` argument's twin); both are taken out of
-/// the stored body. Any other `_` member is refused, as CouchDB refuses unknown special members,
-/// rather than stored where `get` would hide it behind the metadata of the same name.
+/// the stored body. `_attachments` stays: the stubs of content already stored (as `get` shows
+/// them), checked by the store. Any other `_` member is refused, as CouchDB refuses unknown
+/// special members, rather than stored where `get` would hide it behind the metadata of the same
+/// name.
 struct DocumentMembers {
     /// The body without `_id` and `_rev`.
     var body: JSONValue
@@ -42,7 +44,7 @@ struct DocumentMembers {
             }
             replacing = bodyRevision
         }
-        if let special = members.keys.filter({ $0.hasPrefix("_") }).sorted().first {
+        if let special = members.keys.filter({ $0.hasPrefix("_") && $0 != Attachments.member }).sorted().first {
             let advice = special == "_deleted" ? "to delete a document use delete" : "rename it (names starting with _ are document metadata)"
             throw AdminFailure(.invalidArgument, "the body's top-level member \"\(special.prefix(80))\" is not allowed; \(advice)")
         }

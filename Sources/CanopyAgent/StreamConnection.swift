@@ -43,6 +43,8 @@ final class StreamConnection: @unchecked Sendable {
     private var onRead: ReadHandler = { _ in }
     private var onClose: CloseHandler = {}
     private var onEnd: EndHandler?
+    /// Called once everything queued has been written (`whenDrained`).
+    private var onDrained: (@Sendable () -> Void)?
     /// True once the peer's end of stream was read with an `onEnd` handler: reading has stopped,
     /// writing goes on.
     private var readEnded = false
@@ -134,6 +136,19 @@ final class StreamConnection: @unchecked Sendable {
         }
     }
 
+    /// Calls `handler` on `queue` once every byte queued so far has been written (at the next
+    /// turn of the queue when nothing is queued): a sender of a long body queues a part at a time
+    /// and the next when the socket took the last. Not called if the connection closes first.
+    func whenDrained(_ handler: @escaping @Sendable () -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !isClosed else { return }
+        if pendingOffset == pending.count {
+            queue.async { [weak self] in if self?.isClosed == false { handler() } }
+        } else {
+            onDrained = handler
+        }
+    }
+
     /// Closes once everything queued has been written (used after a final error response).
     func closeWhenFlushed() {
         dispatchPrecondition(condition: .onQueue(queue))
@@ -155,6 +170,7 @@ final class StreamConnection: @unchecked Sendable {
         readSource = nil
         writeSource = nil
         pending = []
+        onDrained = nil
         writeBudget?.remove(ObjectIdentifier(self))
         let handler = onClose
         onClose = {}
@@ -227,7 +243,11 @@ final class StreamConnection: @unchecked Sendable {
         pending.removeAll(keepingCapacity: pending.count <= 64 * 1024)
         pendingOffset = 0
         if !writeSuspended { writeSuspended = true; writeSource?.suspend() }
-        if closeAfterFlush { close() }
+        if closeAfterFlush { return close() }
+        if let drained = onDrained {
+            onDrained = nil
+            drained()
+        }
     }
 }
 

@@ -30,6 +30,7 @@ struct AdminConformanceScenarios {
         try databases()
         try malformedRequests()
         try importExportRoundTrip()
+        try attachments()
         try resolveByCommand()
         try exportSplitsALargeDocument()
         try bulkWrites()
@@ -63,6 +64,36 @@ struct AdminConformanceScenarios {
         let stats = try a.request("stats")
         #expect(stats["update_seq"] == changes["last_seq"], "\(stats)")
         #expect(try a.request("status")["node_id"] == .string(self.a.nodeID))
+    }
+
+    /// attach, attachment and detach on C, in a database of their own: content of more than one
+    /// part streamed both ways, `get` showing the stub, a missing `rev` and a detached name refused.
+    func attachments() throws {
+        let c = try client(self.c)
+        #expect(try c.request("db.create", ["name": .string("files")])["ok"] == .bool(true))
+        let content = (0..<(3 << 20)).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 13) }
+        let report: [String: JSONValue] = ["db": .string("files"), "doc": .string("report"), "name": .string("data.bin")]
+        var arguments = report
+        arguments["content_type"] = .string("application/x-test")
+        let attached = try c.upload("attach", arguments, content)
+        #expect(attached["length"] == .int(Int64(content.count)), "\(attached)")
+        #expect(errorCode(of: try c.upload("attach", report, [1, 2, 3])) == "conflict", "the document exists: attach needs its rev")
+        var notes = report
+        notes["name"] = .string("notes.txt")
+        notes["rev"] = try #require(attached["rev"])
+        let rev = try #require(try c.upload("attach", notes, Array("checked\n".utf8))["rev"])
+        var received: [UInt8] = []
+        var named = report
+        named["rev"] = rev
+        let sent = try c.download("attachment", named, into: &received)
+        #expect(sent["digest"] == attached["digest"] && sent["content_type"] == .string("application/x-test"), "\(sent)")
+        #expect(received == content)
+        let stub = try c.request("get", ["db": .string("files"), "doc": .string("report")])["doc"]?.objectValue?["_attachments"]?.objectValue?["data.bin"]
+        #expect(stub?.objectValue?["stub"] == .bool(true) && stub?.objectValue?["digest"] == attached["digest"], "\(String(describing: stub))")
+        let detached = try c.request("detach", named)
+        named["rev"] = detached["rev"]
+        #expect(errorCode(of: try c.request("detach", named)) == "not_found")
+        #expect(errorCode(of: try c.download("attachment", named, into: &received)) == "not_found")
     }
 
     /// db.create, db.list and db.delete on A, and every document command on a database other

@@ -151,6 +151,31 @@ final class RecordingClient {
         }
     }
 
+    /// Sends an upload request with `content` as its bytes (Protocol/admin-v1.md §2) and returns
+    /// its response.
+    @discardableResult
+    func upload(_ command: String, _ arguments: [String: JSONValue], _ content: [UInt8]) throws -> [String: JSONValue] {
+        var offset = 0
+        let response = try client.upload(command, arguments, length: Int64(content.count)) { buffer in
+            let count = min(buffer.count, content.count - offset)
+            content.withUnsafeBytes { source in buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[offset..<(offset + count)])) }
+            offset += count
+            return count
+        }
+        coverage.recordResponse(command: command, arguments: Array(arguments.keys) + ["length"], response: response)
+        return response
+    }
+
+    /// Sends a download request and returns its response; the bytes after it go to `content`.
+    @discardableResult
+    func download(_ command: String, _ arguments: [String: JSONValue], into content: inout [UInt8]) throws -> [String: JSONValue] {
+        var received: [UInt8] = []
+        let response = try client.download(command, arguments) { received += $0 }
+        content = received
+        coverage.recordResponse(command: command, arguments: Array(arguments.keys), response: response)
+        return response
+    }
+
     /// Sends a raw line (a malformed request) and returns the next response to it.
     @discardableResult
     func raw(_ line: String) throws -> [String: JSONValue] {

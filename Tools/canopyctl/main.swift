@@ -40,7 +40,7 @@ struct Canopyctl: ParsableCommand {
         subcommands: [
             Status.self, Peers.self, PeerCommand.self, Put.self, Get.self, Delete.self, Conflicts.self, Resolve.self,
             Changes.self, Import.self, Export.self, Sync.self, Events.self, Stats.self, Reload.self, Shutdown.self,
-            Backup.self, Check.self, DatabaseCommand.self, Share.self, Unshare.self,
+            Backup.self, Check.self, DatabaseCommand.self, Share.self, Unshare.self, Attach.self, AttachmentCommand.self, Detach.self,
         ])
 }
 
@@ -85,6 +85,12 @@ struct ConnectionOptions: ParsableArguments {
         } catch {
             throw CtlFailure(status: .error, message: "\(error)", timedOut: error.isTimeout)
         }
+        return try result(of: response)
+    }
+
+    /// A response's result members (without `id` and `ok`); an error response becomes a
+    /// `CtlFailure` with the matching exit status.
+    func result(of response: [String: JSONValue]) throws -> [String: JSONValue] {
         var result = response
         result["id"] = nil
         result["ok"] = nil

@@ -1,0 +1,202 @@
+import CanopyCore
+import CanopyStore
+import Dispatch
+
+/// Attachment commands (Protocol/admin-v1.md §6, *Attachments*): `attach` uploads content and
+/// writes a revision naming it, `attachment` sends content after its response line, `detach`
+/// writes a revision without one. Content is streamed between the socket and the attachment
+/// directory a part at a time, never held whole in memory.
+extension Agent {
+    /// The content type of an attachment whose upload names none (CouchDB's default for bytes).
+    static let defaultContentType = "application/octet-stream"
+
+    /// Checks an `attach` line before its bytes: the arguments, the database, the size limit, and
+    /// the revision it replaces (so a stale one is refused before the content is sent). Runs on
+    /// the client's queue; the store checks run on `storeQueue`.
+    func beginUpload(_ request: AdminRequest) -> Result<any AdminUploadSink, AdminFailure> {
+        do {
+            let target = try AttachTarget(request)
+            let length = try request.optionalInt("length", in: 0...Int64.max) ?? 0
+            let upload = try storeQueue.sync { () throws -> AttachmentUpload in
+                let database = try database(for: request)
+                try target.checkReplaceable(in: database.store)
+                return try database.store.attachments.beginUpload(length: length, from: "attachment \"\(target.name.prefix(80))\"")
+            }
+            return .success(UploadSink(upload))
+        } catch let failure as AdminFailure {
+            return .failure(failure)
+        } catch let error as StoreError {
+            return .failure(Self.attachmentFailure(error))
+        } catch {
+            return .failure(AdminFailure(.failed, "\(error)"))
+        }
+    }
+
+    /// `attach`, once its content is stored: a new revision of the document with the attachment
+    /// added or replaced. Runs on `storeQueue`.
+    func attach(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
+        let target = try AttachTarget(request)
+        guard let uploaded = request.uploaded else {
+            throw AdminFailure(.invalidArgument, "attach is an upload: its line is followed by its bytes (Protocol/admin-v1.md §2)")
+        }
+        let contentType = try request.optionalString("content_type") ?? Self.defaultContentType
+        let metadata = AttachmentMetadata(
+            contentType: contentType, length: uploaded.length, digest: uploaded.digest, revpos: (target.rev?.generation ?? 0) + 1)
+        let revision = try changeAttachments(target.id, replacing: target.rev, database) { $0[target.name] = metadata }
+        return [
+            "doc": .string(target.id), "rev": .string(revision.description), "name": .string(target.name),
+            "digest": .string(uploaded.digest.description), "length": .int(uploaded.length),
+        ]
+    }
+
+    /// `detach`: a new revision of the document without the attachment. Runs on `storeQueue`.
+    func detach(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
+        let id = try request.string("doc")
+        let name = try request.string("name")
+        let rev = try request.revision("rev")
+        let revision = try changeAttachments(id, replacing: rev, database) { attachments in
+            guard attachments.removeValue(forKey: name) != nil else {
+                throw AdminFailure(.notFound, "not found: \"\(id.prefix(80))\" at \(rev) has no attachment \"\(name.prefix(80))\"")
+            }
+        }
+        return ["doc": .string(id), "rev": .string(revision.description)]
+    }
+
+    /// Writes a revision of `id` replacing `rev` (nil: a new document) whose attachments are those
+    /// of `rev` changed by `change`, and reports it as a local change.
+    private func changeAttachments(
+        _ id: String, replacing rev: RevisionID?, _ database: OpenDatabase,
+        _ change: (inout [String: AttachmentMetadata]) throws -> Void
+    ) throws -> RevisionID {
+        let body = try rev.map { try database.store.get(id: id, rev: $0).body } ?? .object([:])
+        var attachments: [String: AttachmentMetadata]
+        do { attachments = try Attachments.metadata(in: body) } catch {
+            throw AdminFailure(.failed, "document \"\(id.prefix(80))\" at \(rev.map(\.description) ?? "-"): stored attachments unreadable: \(error)")
+        }
+        try change(&attachments)
+        let revision = try database.store.put(id: id, body: Attachments.body(body, with: attachments), replacing: rev)
+        events.emit("document.changed", [
+            "doc": .string(id), "rev": .string(revision.description), "origin": .string("local"), "db": .string(database.name.text),
+        ])
+        return revision
+    }
+
+    /// `attachment`: the response names the content (`doc`, `rev`, `name`, `content_type`,
+    /// `length`, `digest`) and its `length` bytes follow the line.
+    func handleDownload(_ request: AdminRequest, reply: @escaping @Sendable (Result<AdminDownload, AdminFailure>) -> Void) {
+        storeQueue.async { [self] in
+            do {
+                let database = try database(for: request)
+                let id = try request.string("doc")
+                let name = try request.string("name")
+                let document = try request.optionalRevision("rev").map { try database.store.get(id: id, rev: $0) } ?? database.store.get(id: id)
+                let attachments: [String: AttachmentMetadata]
+                do { attachments = try Attachments.metadata(in: document.body) } catch {
+                    throw AdminFailure(.failed, "document \"\(id.prefix(80))\": stored attachments unreadable: \(error)")
+                }
+                guard let metadata = attachments[name] else {
+                    throw AdminFailure(.notFound, "not found: \"\(id.prefix(80))\" at \(document.revision) has no attachment \"\(name.prefix(80))\"")
+                }
+                let reader = try AttachmentReader(database.store.attachments, digest: metadata.digest, length: metadata.length)
+                reply(.success(AdminDownload(members: [
+                    "doc": .string(id), "rev": .string(document.revision.description), "name": .string(name),
+                    "content_type": .string(metadata.contentType), "length": .int(metadata.length),
+                    "digest": .string(metadata.digest.description),
+                ], body: AttachmentBody(reader) { [weak self] reason in
+                    // Damaged content is made visible as damaged documents are (status, event, log).
+                    self?.storeFoundDamage(
+                        StoredDamage(documentID: id, revision: document.revision, reason: "attachment \"\(name.prefix(80))\": \(reason)"),
+                        in: database.name)
+                })))
+            } catch let failure as AdminFailure {
+                reply(.failure(failure))
+            } catch let error as StoreError {
+                reply(.failure(Self.attachmentFailure(error)))
+            } catch {
+                reply(.failure(AdminFailure(.failed, "\(error)")))
+            }
+        }
+    }
+
+    /// A store error of an attachment command: content over the size limit is `invalid_argument`,
+    /// the rest as for documents.
+    private static func attachmentFailure(_ error: StoreError) -> AdminFailure {
+        if case .attachment(let detail) = error, detail.contains("(the size limit)") { return AdminFailure(.invalidArgument, detail) }
+        return failure(for: error)
+    }
+}
+
+/// The document and attachment an `attach` names, checked.
+private struct AttachTarget {
+    let id: String
+    let name: String
+    let rev: RevisionID?
+
+    init(_ request: AdminRequest) throws(AdminFailure) {
+        id = try request.string("doc")
+        name = try request.string("name")
+        rev = try request.optionalRevision("rev")
+        if DocumentMembers.isLocal(id) {
+            throw AdminFailure(.invalidArgument, "\"\(id.prefix(80))\" is a local document: local documents have no attachments")
+        }
+        if let problem = Attachments.problem(withName: name) { throw AdminFailure(.invalidArgument, problem) }
+        if let type = try request.optionalString("content_type"), type.utf8.count > Attachments.contentTypeBytesMax || type.isEmpty {
+            throw AdminFailure(.invalidArgument, "content_type must be 1 to \(Attachments.contentTypeBytesMax) bytes")
+        }
+    }
+
+    /// Refuses, before any content is sent, a `rev` that is not an open leaf of the document, or
+    /// a missing `rev` for a document that exists (CouchDB's rule: a new attachment on an
+    /// existing document names the revision it changes).
+    func checkReplaceable(in store: DocumentStore) throws {
+        guard let rev else {
+            guard let current = try? store.get(id: id) else { return }
+            throw AdminFailure(.conflict, "conflict on \"\(id.prefix(80))\": the document exists (current revision \(current.revision)); give its revision (--rev) to attach to it")
+        }
+        let document = try store.get(id: id, options: .conflicts)
+        guard rev == document.revision || (document.conflicts ?? []).contains(rev) else {
+            throw AdminFailure(.conflict, "conflict on \"\(id.prefix(80))\": \(rev) is not a current revision; current is \(document.revision)")
+        }
+    }
+}
+
+/// An upload's bytes on their way into the attachment directory (`AttachmentUpload`); used on
+/// the client's queue only.
+private final class UploadSink: AdminUploadSink {
+    private let upload: AttachmentUpload
+
+    init(_ upload: AttachmentUpload) { self.upload = upload }
+
+    func write(_ part: UnsafeRawBufferPointer) throws(AdminFailure) {
+        do { try upload.write(part) } catch { throw AdminFailure(.failed, error.description) }
+    }
+
+    func finish() throws(AdminFailure) -> UploadedContent {
+        do {
+            let stored = try upload.finish()
+            return UploadedContent(digest: stored.digest, length: stored.length)
+        } catch {
+            throw AdminFailure(.failed, error.description)
+        }
+    }
+}
+
+/// Stored content sent after an `attachment` response. Made on `storeQueue`, then handed to the
+/// client's queue, the only one that reads it: one owner at a time.
+/// Content that fails its check is reported to `damaged` (with the reason) before the body is cut.
+private final class AttachmentBody: AdminBodySource, @unchecked Sendable {
+    private let reader: AttachmentReader
+    private let damaged: @Sendable (String) -> Void
+
+    init(_ reader: AttachmentReader, damaged: @escaping @Sendable (String) -> Void) {
+        self.reader = reader
+        self.damaged = damaged
+    }
+
+    func next() throws(AdminFailure) -> [UInt8]? {
+        do { return try reader.next() } catch {
+            damaged(error.description)
+            throw AdminFailure(.failed, error.description)
+        }
+    }
+}
