@@ -15,15 +15,25 @@ import Musl
 /// A file appears under its final name only complete, synced and verified: content is written
 /// to `incoming-<random>` in the directory while it is hashed, synced, then renamed, and the
 /// directory synced. A crash leaves at most an `incoming-` file, which `removeIncoming()` clears.
-/// Content no revision names stays until compaction removes it.
+///
+/// Content no revision names stays until a collection (`collectGarbage(keeping:)`) removes it.
+/// A collection never removes pinned content (`pin(_:)`, `AttachmentPin`): content is pinned
+/// before it is named by its digest (`addPinned(contentsOf:)`, `AttachmentUpload.finishPinned()`),
+/// and the writer holds the pin until the revision naming it has committed; `read` pins while
+/// it reads. A write that names content it did not store itself (a body whose stubs were copied
+/// from another revision) is checked before its transaction: when no kept revision may name that
+/// content any more, pin it across the write.
 ///
 /// Thread safety: every method may be called from any thread; the file system orders them (two
-/// writers of the same content both rename onto the same name, with the same bytes).
+/// writers of the same content both rename onto the same name, with the same bytes). Every store
+/// of the process naming one directory shares its pins (`AttachmentPinTable`).
 public final class AttachmentStore: Sendable {
     /// The directory holding the content files.
     public let directory: String
     /// The largest content accepted, in bytes; larger content is refused before anything is stored.
     public let sizeLimit: Int64
+    /// The pins on this directory's content, shared with the process's other stores naming it.
+    let pins: AttachmentPinTable
 
     /// The default `sizeLimit`: 4 GiB.
     public static let defaultSizeLimit: Int64 = 4 << 30
@@ -34,7 +44,24 @@ public final class AttachmentStore: Sendable {
     public init(directory: String, sizeLimit: Int64 = AttachmentStore.defaultSizeLimit) {
         self.directory = directory
         self.sizeLimit = sizeLimit
+        pins = AttachmentPinTable.shared(for: directory)
     }
+
+    /// Pins the content named `digest`: no collection removes it until the pin is released.
+    /// Pinning does not store anything: check `contains` under the pin when the content may
+    /// have been collected before it.
+    public func pin(_ digest: AttachmentDigest) -> AttachmentPin { pins.pin(digest) }
+
+    /// Runs `body` with the content named `digest` pinned.
+    public func withPin<T, E: Error>(_ digest: AttachmentDigest, _ body: () throws(E) -> T) throws(E) -> T {
+        let pin = pin(digest)
+        defer { pin.release() }
+        return try body()
+    }
+
+    /// Whether this store and `other` name the same directory (and so share their content and
+    /// their pins).
+    public func sharesDirectory(with other: AttachmentStore) -> Bool { pins === other.pins }
 
     /// The path of the content named `digest`, whether or not it is here.
     public func path(of digest: AttachmentDigest) -> String { directory + "/" + digest.hex }
@@ -48,8 +75,18 @@ public final class AttachmentStore: Sendable {
 
     /// Stores the content of the file at `source`, streaming it; returns its digest and length.
     /// Content already here is not written again. Refuses content over `sizeLimit` before
-    /// reading any of it, and a source that changes length while it is read.
+    /// reading any of it, and a source that changes length while it is read. The content is
+    /// here when this returns, but a collection may remove it at any time after: to name it in a
+    /// revision, use `addPinned(contentsOf:)`.
     public func add(contentsOf source: String) throws(StoreError) -> (digest: AttachmentDigest, length: Int64) {
+        let stored = try addPinned(contentsOf: source)
+        stored.pin.release()
+        return (stored.digest, stored.length)
+    }
+
+    /// `add(contentsOf:)`, returning with the content pinned (pinned before it was named, so it
+    /// is here): hold the pin until the revision naming the content has committed.
+    public func addPinned(contentsOf source: String) throws(StoreError) -> (digest: AttachmentDigest, length: Int64, pin: AttachmentPin) {
         let input = open(source, O_RDONLY | O_CLOEXEC)
         guard input >= 0 else { throw .attachment("cannot open \(source): \(String(cString: strerror(errno)))") }
         defer { close(input) }
@@ -59,10 +96,10 @@ public final class AttachmentStore: Sendable {
     }
 
     /// Stores `length` bytes that `next` reads into the buffer it is given (returning the count,
-    /// 0 at the end, -1 on error with `errno` set), as `add(contentsOf:)` does.
+    /// 0 at the end, -1 on error with `errno` set), as `addPinned(contentsOf:)` does.
     func add(
         length: Int64, named source: String, _ next: (UnsafeMutableRawBufferPointer) -> Int
-    ) throws(StoreError) -> (digest: AttachmentDigest, length: Int64) {
+    ) throws(StoreError) -> (digest: AttachmentDigest, length: Int64, pin: AttachmentPin) {
         let upload = try beginUpload(length: length, from: source)
         var buffer = [UInt8](repeating: 0, count: Self.partBytes)
         while upload.remaining > 0 {
@@ -82,7 +119,7 @@ public final class AttachmentStore: Sendable {
         guard withUnsafeMutableBytes(of: &probe, { next($0) }) == 0 else {
             throw .attachment("\(source) grew while it was read; nothing was stored")
         }
-        return try upload.finish()
+        return try upload.finishPinned()
     }
 
     /// Starts storing content of exactly `length` bytes that arrive in parts (from `source`, for
@@ -99,8 +136,10 @@ public final class AttachmentStore: Sendable {
 
     /// Reads the content named `digest` in parts of at most 1 MiB, handing each to `part`, and
     /// checks it against the digest at the end: content that no longer hashes to its name (a
-    /// damaged disk) throws after the last part.
+    /// damaged disk) throws after the last part. The content is pinned while it is read.
     public func read(_ digest: AttachmentDigest, _ part: (UnsafeRawBufferPointer) throws -> Void) throws {
+        let pin = pin(digest)
+        defer { pin.release() }
         let input = open(path(of: digest), O_RDONLY | O_CLOEXEC)
         guard input >= 0 else { throw StoreError.attachment("the content \(digest) is not on this node") }
         defer { close(input) }
@@ -189,16 +228,35 @@ public final class AttachmentUpload {
     }
 
     /// Syncs the content and names it by its digest; every announced byte must have arrived.
+    /// The content is here when this returns, but a collection may remove it at any time after:
+    /// to name it in a revision, use `finishPinned()`.
     public func finish() throws(StoreError) -> (digest: AttachmentDigest, length: Int64) {
+        let stored = try finishPinned()
+        stored.pin.release()
+        return (stored.digest, stored.length)
+    }
+
+    /// `finish()`, returning with the content pinned: the pin is taken before the content is
+    /// named, so content a collection removed a moment before is stored again, and none can
+    /// remove it until the pin is released. Hold it until the revision naming the content has
+    /// committed.
+    public func finishPinned() throws(StoreError) -> (digest: AttachmentDigest, length: Int64, pin: AttachmentPin) {
         guard remaining == 0 else { throw .attachment("\(source) ended \(remaining) bytes short of its \(length)") }
         let digest = AttachmentDigest(bytes: hash.finish())
         guard fsync(output) == 0 else { throw .attachment("syncing \(incoming) failed: \(String(cString: strerror(errno)))") }
+        let pin = store.pin(digest)
         guard rename(incoming, store.path(of: digest)) == 0 else {
+            pin.release()
             throw .attachment("storing \(digest) failed: \(String(cString: strerror(errno)))")
         }
         done = true
-        try store.syncDirectory()
-        return (digest, length)
+        do {
+            try store.syncDirectory()
+        } catch {
+            pin.release()
+            throw error
+        }
+        return (digest, length, pin)
     }
 }
 
