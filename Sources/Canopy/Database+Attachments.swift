@@ -11,6 +11,10 @@ import Foundation
 /// whole in memory. Adding, replacing and removing an attachment saves a new revision, with the
 /// same concurrency control as `save`. Attachments do not replicate yet: a peer refuses a
 /// revision that has any, and reports it.
+///
+/// Content no kept revision names any more (after `detach`, or once `DocumentStore.compact()`
+/// dropped the old revisions naming it) stays on disk until ``compactAttachments()`` removes it.
+/// Content being attached or read is pinned (`AttachmentPin`) and never removed meanwhile.
 extension Database {
     /// The attachments of the current revision of `id`, by name: empty when it has none; nil
     /// when the document does not exist or is deleted.
@@ -28,15 +32,18 @@ extension Database {
     /// whole. A stale `replacing` is handled by `concurrency` as `save` handles it, the
     /// attachment then added to what `.lastWriteWins` or the handler saves. Content over the
     /// size limit (4 GiB by default, `DocumentStore.Configuration.attachmentSizeLimit`) is refused
-    /// before any of it is stored.
+    /// before any of it is stored. The content is pinned from before it is named by its digest
+    /// until the revision has committed, so a concurrent ``compactAttachments()`` cannot remove
+    /// it in between.
     @discardableResult
     public func attach(
         _ name: String, to id: String, contentsOf file: URL, contentType: String, replacing: RevisionID,
         concurrency: WriteConcurrency = .failOnConflict
     ) throws(DatabaseError) -> RevisionID {
         if let problem = Attachments.problem(withName: name) { throw .invalidDocument(documentID: id, reason: problem) }
-        let stored: (digest: AttachmentDigest, length: Int64)
-        do { stored = try store.attachments.add(contentsOf: file.path) } catch { throw DatabaseError(error, documentID: id) }
+        let stored: (digest: AttachmentDigest, length: Int64, pin: AttachmentPin)
+        do { stored = try store.attachments.addPinned(contentsOf: file.path) } catch { throw DatabaseError(error, documentID: id) }
+        defer { stored.pin.release() }
         return try edit(id, replacing: replacing, concurrency: concurrency) { attachments, generation in
             attachments[name] = AttachmentMetadata(contentType: contentType, length: stored.length, digest: stored.digest, revpos: generation)
         }
@@ -60,6 +67,13 @@ extension Database {
 
     /// The file holding the content of attachment `name` of the current revision of `id`: read
     /// it, never change it (other revisions and documents may name the same content).
+    ///
+    /// The path stays valid while some kept revision names the content: once none does (the
+    /// document changed or was deleted, and its old revisions compacted), the next
+    /// ``compactAttachments()`` may remove the file, even while it is open elsewhere (an open
+    /// descriptor still reads it whole). To keep it for longer whatever happens to the
+    /// document, pin its digest (`store.attachments.pin(_:)`) and check that the file is there
+    /// (`AttachmentStore.contains`); ``attachmentContents(_:of:)`` pins for its whole read.
     public func attachmentFile(_ name: String, of id: String) throws(DatabaseError) -> URL {
         let metadata = try attachment(name, of: id)
         return URL(fileURLWithPath: store.attachments.path(of: metadata.digest))
@@ -67,12 +81,15 @@ extension Database {
 
     /// The content of attachment `name` of the current revision of `id`, in parts of at most
     /// 1 MiB, checked against its digest: content that no longer matches (a damaged disk) ends
-    /// the sequence with `DatabaseError.attachmentFailed` after the last part.
+    /// the sequence with `DatabaseError.attachmentFailed` after the last part. The content is
+    /// pinned from this call until the sequence ends, so compaction never removes it mid-read.
     public func attachmentContents(_ name: String, of id: String) throws(DatabaseError) -> AsyncThrowingStream<[UInt8], any Error> {
         let digest = try attachment(name, of: id).digest
         let attachments = store.attachments
+        let pin = attachments.pin(digest)
         return AsyncThrowingStream { continuation in
             let reader = Thread {
+                defer { pin.release() }
                 do {
                     try attachments.read(digest) { part in
                         // A reader that stopped listening ends the read at the next part.
@@ -86,6 +103,34 @@ extension Database {
                 }
             }
             reader.start()
+        }
+    }
+
+    /// Removes the attachment content no revision of this database names any more, keeping
+    /// content pinned by an attach or a read in progress, and reports what it removed. Bodies of
+    /// old revisions still stored count as naming their content: run `store.compact()` first to
+    /// drop them and free what only they named.
+    ///
+    /// Throws `DatabaseError.invalidConfiguration`, removing nothing, for a database whose
+    /// attachment directory others may share (a `Node`'s databases share the node's): collect it
+    /// with every database sharing the directory, through ``compactAttachments(of:)``.
+    public func compactAttachments() throws(DatabaseError) -> AttachmentGarbageReport {
+        guard store.ownsAttachmentDirectory else {
+            throw .invalidConfiguration(
+                "the attachment directory \(store.attachments.directory) may be shared with other databases; compact it with every database that uses it (Database.compactAttachments(of:))")
+        }
+        return try Self.compactAttachments(of: [self])
+    }
+
+    /// Removes the attachment content that no revision of any of `databases` names from the
+    /// directory they share, keeping pinned content, and reports what it removed. `databases`
+    /// must be every database open in this process whose content lives in that directory (for
+    /// a `Node`, each of its databases): content named only by one left out would be removed.
+    /// Throws `DatabaseError.attachmentFailed` when `databases` is empty or they keep content in
+    /// different directories.
+    public static func compactAttachments(of databases: [Database]) throws(DatabaseError) -> AttachmentGarbageReport {
+        do { return try DocumentStore.collectAttachmentGarbage(of: databases.map(\.store)) } catch {
+            throw DatabaseError(error, documentID: nil)
         }
     }
 
