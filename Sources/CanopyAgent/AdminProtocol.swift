@@ -1,4 +1,5 @@
 import CanopyCore
+import CanopyStore
 
 /// Error codes of the admin protocol (Protocol/admin-v1.md §4). Stable strings: scripts match them.
 public enum AdminErrorCode: String, Sendable, Equatable, CaseIterable {
@@ -41,14 +42,22 @@ public struct AdminFailure: Error, Sendable, Equatable {
     }
 }
 
-/// Content an upload stored: its digest and length.
+/// Content an upload stored: its digest and length, and the pin that keeps compaction from
+/// removing it until the revision naming it has committed (released with the request).
 package struct UploadedContent: Sendable, Equatable {
     package var digest: AttachmentDigest
     package var length: Int64
+    package var pin: AttachmentPin?
 
-    package init(digest: AttachmentDigest, length: Int64) {
+    package init(digest: AttachmentDigest, length: Int64, pin: AttachmentPin? = nil) {
         self.digest = digest
         self.length = length
+        self.pin = pin
+    }
+
+    /// The same content; the pins are not compared.
+    package static func == (left: UploadedContent, right: UploadedContent) -> Bool {
+        left.digest == right.digest && left.length == right.length
     }
 }
 

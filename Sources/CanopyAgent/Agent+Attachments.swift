@@ -43,6 +43,8 @@ extension Agent {
         let metadata = AttachmentMetadata(
             contentType: contentType, length: uploaded.length, digest: uploaded.digest, revpos: (target.rev?.generation ?? 0) + 1)
         let revision = try changeAttachments(target.id, replacing: target.rev, database) { $0[target.name] = metadata }
+        // Compaction may remove the content from here on only if no revision names it.
+        uploaded.pin?.release()
         return [
             "doc": .string(target.id), "rev": .string(revision.description), "name": .string(target.name),
             "digest": .string(uploaded.digest.description), "length": .int(uploaded.length),
@@ -97,12 +99,14 @@ extension Agent {
                 guard let metadata = attachments[name] else {
                     throw AdminFailure(.notFound, "not found: \"\(id.prefix(80))\" at \(document.revision) has no attachment \"\(name.prefix(80))\"")
                 }
+                // Pinned before it is opened, until the body is sent: compaction leaves it alone.
+                let pin = database.store.attachments.pin(metadata.digest)
                 let reader = try AttachmentReader(database.store.attachments, digest: metadata.digest, length: metadata.length)
                 reply(.success(AdminDownload(members: [
                     "doc": .string(id), "rev": .string(document.revision.description), "name": .string(name),
                     "content_type": .string(metadata.contentType), "length": .int(metadata.length),
                     "digest": .string(metadata.digest.description),
-                ], body: AttachmentBody(reader) { [weak self] reason in
+                ], body: AttachmentBody(reader, pin: pin) { [weak self] reason in
                     // Damaged content is made visible as damaged documents are (status, event, log).
                     self?.storeFoundDamage(
                         StoredDamage(documentID: id, revision: document.revision, reason: "attachment \"\(name.prefix(80))\": \(reason)"),
@@ -116,6 +120,26 @@ extension Agent {
                 reply(.failure(AdminFailure(.failed, "\(error)")))
             }
         }
+    }
+
+    /// `compact`: drops the bodies no one needs from `db` (every database when absent), then
+    /// removes the attachment content no revision of any database names and nothing pinned
+    /// during the collection (an upload whose revision is not written yet, a download being
+    /// sent). Runs on `storeQueue`: document commands wait for it.
+    func compact(_ request: AdminRequest) throws -> [String: JSONValue] {
+        let named = try request.optionalString("db") == nil ? nil : try database(for: request)
+        let all = databases.sorted
+        var dropped = 0
+        for (name, store) in all where named == nil || named?.name == name {
+            dropped += try store.compact()
+        }
+        let report = try DocumentStore.collectAttachmentGarbage(of: all.map(\.value))
+        return [
+            "databases": .array(all.filter { named == nil || named?.name == $0.key }.map { .string($0.key.text) }),
+            "bodies_dropped": .int(Int64(dropped)), "attachments_removed": .int(Int64(report.removedFiles)),
+            "attachment_bytes_freed": .int(report.freedBytes), "attachments_kept": .int(Int64(report.namedFiles)),
+            "attachments_pinned": .int(Int64(report.pinnedFiles)),
+        ]
     }
 
     /// A store error of an attachment command: content over the size limit is `invalid_argument`,
@@ -173,8 +197,8 @@ private final class UploadSink: AdminUploadSink {
 
     func finish() throws(AdminFailure) -> UploadedContent {
         do {
-            let stored = try upload.finish()
-            return UploadedContent(digest: stored.digest, length: stored.length)
+            let stored = try upload.finishPinned()
+            return UploadedContent(digest: stored.digest, length: stored.length, pin: stored.pin)
         } catch {
             throw AdminFailure(.failed, error.description)
         }
@@ -184,14 +208,19 @@ private final class UploadSink: AdminUploadSink {
 /// Stored content sent after an `attachment` response. Made on `storeQueue`, then handed to the
 /// client's queue, the only one that reads it: one owner at a time.
 /// Content that fails its check is reported to `damaged` (with the reason) before the body is cut.
+/// The content stays pinned until the body is released.
 private final class AttachmentBody: AdminBodySource, @unchecked Sendable {
     private let reader: AttachmentReader
+    private let pin: AttachmentPin
     private let damaged: @Sendable (String) -> Void
 
-    init(_ reader: AttachmentReader, damaged: @escaping @Sendable (String) -> Void) {
+    init(_ reader: AttachmentReader, pin: AttachmentPin, damaged: @escaping @Sendable (String) -> Void) {
         self.reader = reader
+        self.pin = pin
         self.damaged = damaged
     }
+
+    deinit { pin.release() }
 
     func next() throws(AdminFailure) -> [UInt8]? {
         do { return try reader.next() } catch {

@@ -12,7 +12,7 @@ typealias AdminReply = @Sendable (Result<[String: JSONValue], AdminFailure>) -> 
 extension Agent: AdminRequestHandler {
     /// Every command name, for `unknown_command` messages and the spec test.
     public static let commandNames: [String] = [
-        "attach", "attachment", "backup", "bulk_docs", "changes", "check", "conflicts", "db.create", "db.delete", "db.dismiss", "db.list", "db.pending", "delete", "detach", "events", "export", "get",
+        "attach", "attachment", "backup", "bulk_docs", "changes", "check", "compact", "conflicts", "db.create", "db.delete", "db.dismiss", "db.list", "db.pending", "delete", "detach", "events", "export", "get",
         "import", "peer.accept", "peer.add",
         "peer.remove", "peers", "put", "reload", "resolve", "resolver.answer", "resolver.register", "share", "shutdown",
         "stats", "status", "sync", "unshare",
@@ -21,7 +21,7 @@ extension Agent: AdminRequestHandler {
     /// Commands that change state; each is logged (the socket admits only the agent's own uid, so
     /// the log records what was done, not who).
     static let mutatingCommands: Set<String> = [
-        "attach", "backup", "bulk_docs", "db.create", "db.delete", "db.dismiss", "delete", "detach", "import", "peer.accept", "peer.add", "peer.remove", "put", "reload", "resolve", "resolver.register",
+        "attach", "backup", "bulk_docs", "compact", "db.create", "db.delete", "db.dismiss", "delete", "detach", "import", "peer.accept", "peer.add", "peer.remove", "put", "reload", "resolve", "resolver.register",
         "share", "shutdown", "sync", "unshare",
     ]
 
@@ -37,7 +37,7 @@ extension Agent: AdminRequestHandler {
         case "status": onQueue(reply) { self.status(reply) }
         case "peers": onQueue(reply) { self.peerList(reply) }
         case "peer.add", "peer.accept", "peer.remove": onQueue(reply) { try self.editPeers(request, reply) }
-        case "put", "get", "delete", "conflicts", "resolve", "changes", "import", "export", "stats", "bulk_docs", "attach", "detach":
+        case "put", "get", "delete", "conflicts", "resolve", "changes", "import", "export", "stats", "bulk_docs", "attach", "detach", "compact":
             storeQueue.async { reply(self.documentCommand(request)) }
         case "sync": onQueue(reply) { try self.sync(request, reply) }
         case "db.create": onQueue(reply) { try self.createDatabase(request, reply) }

@@ -11,6 +11,7 @@ extension Agent {
         dispatchPrecondition(condition: .onQueue(storeQueue))
         do {
             if request.command == "stats" { return .success(try stats()) }
+            if request.command == "compact" { return .success(try compact(request)) }
             let database = try database(for: request)
             switch request.command {
             case "put": return .success(try put(request, database))

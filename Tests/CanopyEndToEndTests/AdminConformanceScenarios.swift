@@ -66,8 +66,9 @@ struct AdminConformanceScenarios {
         #expect(try a.request("status")["node_id"] == .string(self.a.nodeID))
     }
 
-    /// attach, attachment and detach on C, in a database of their own: content of more than one
-    /// part streamed both ways, `get` showing the stub, a missing `rev` and a detached name refused.
+    /// attach, attachment, detach and compact on C, in a database of their own: content of more
+    /// than one part streamed both ways, `get` showing the stub, a missing `rev` and a detached
+    /// name refused, and the content only old revisions named removed by compaction.
     func attachments() throws {
         let c = try client(self.c)
         #expect(try c.request("db.create", ["name": .string("files")])["ok"] == .bool(true))
@@ -94,6 +95,10 @@ struct AdminConformanceScenarios {
         named["rev"] = detached["rev"]
         #expect(errorCode(of: try c.request("detach", named)) == "not_found")
         #expect(errorCode(of: try c.download("attachment", named, into: &received)) == "not_found")
+        // Only the revisions before the detach named data.bin: their bodies go, then its content.
+        let compacted = try c.request("compact", ["db": .string("files")])
+        #expect(compacted["databases"] == .array([.string("files")]) && compacted["attachments_removed"] == .int(1), "\(compacted)")
+        #expect(compacted["attachment_bytes_freed"] == .int(Int64(content.count)) && compacted["attachments_kept"] == .int(1), "\(compacted)")
     }
 
     /// db.create, db.list and db.delete on A, and every document command on a database other

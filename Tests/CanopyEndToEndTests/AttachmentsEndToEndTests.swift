@@ -65,6 +65,37 @@ struct AttachmentsEndToEndTests {
         #expect(try agent.ctl(["attachment", "invoice-7", "scan", "--rev", current, "--output", output]).status == 0, "the revision before the detach still has it")
     }
 
+    @Test("compact removes content only dropped revisions named and keeps what a current revision or another database names")
+    func compaction() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        let first = agent.temporary.path + "/v1.bin"
+        let second = agent.temporary.path + "/v2.bin"
+        try Data(Self.content(200_000, seed: 1)).write(to: URL(fileURLWithPath: first))
+        try Data(Self.content(300_000, seed: 2)).write(to: URL(fileURLWithPath: second))
+        #expect(try agent.ctl(["attach", "photo", "image", "--file", first]).status == 0)
+        let rev = try #require(try agent.value(of: "photo", "_rev")?.stringValue)
+        #expect(try agent.ctl(["attach", "photo", "image", "--file", second, "--rev", rev]).status == 0)
+        #expect(try agent.ctl(["db", "create", "archive"]).status == 0)
+        #expect(try agent.ctl(["attach", "old-photo", "image", "--file", first, "--db", "archive"]).status == 0)
+        #expect(Self.storedFiles(agent).count == 2)
+
+        // v1 is named by photo's old revision and by archive's document: kept.
+        let kept = try agent.ctl(["compact"])
+        #expect(kept.status == 0 && kept.stdout.contains("attachments: 0 removed"), "\(kept.stdout)\(kept.stderr)")
+        #expect(Self.storedFiles(agent).count == 2)
+        let archived = try #require(try agent.ctl(["get", "old-photo", "--db", "archive"]).stdout.split(separator: "\n").first)
+        let archivedRev = try #require(try JSONValue.parse(Array(archived.utf8)).objectValue?["_rev"]?.stringValue)
+        #expect(try agent.ctl(["detach", "old-photo", "image", "--db", "archive", "--rev", archivedRev]).status == 0)
+        let removed = try agent.ctl(["compact", "--json"])
+        let report = try JSONValue.parse(Array(removed.stdout.utf8)).objectValue
+        #expect(report?["attachments_removed"] == .int(1) && report?["attachment_bytes_freed"] == .int(200_000), "\(removed.stdout)\(removed.stderr)")
+        #expect(Self.storedFiles(agent).count == 1)
+        let output = agent.temporary.path + "/out.bin"
+        #expect(try agent.ctl(["attachment", "photo", "image", "--output", output]).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == Data(Self.content(300_000, seed: 2)))
+    }
+
     @Test("attachment-size-limit refuses larger content before a byte is sent, and the connection goes on")
     func sizeLimit() throws {
         let agent = try AgentProcess()

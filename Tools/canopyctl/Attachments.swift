@@ -147,3 +147,24 @@ struct Detach: ParsableCommand {
         connection.json ? printJSON(.object(result)) : print(writeSummary(result))
     }
 }
+
+struct Compact: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Drop old revisions' bodies and remove attachment content no revision names.",
+        discussion: """
+            Bodies of non-leaf revisions are dropped (except the common ancestor of each open \
+            conflict) and the database file rebuilt; then every attachment content that no kept \
+            revision of any database names is removed, unless an upload or a download holds it at \
+            that moment. Document commands wait while it runs.
+            """)
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "Compact only this database's bodies (attachment content is collected for all).") var db: String?
+
+    func run() throws {
+        var arguments: [String: JSONValue] = [:]
+        if let db { arguments["db"] = .string(db) }
+        let result = try connection.call("compact", arguments)
+        if connection.json { return printJSON(.object(result)) }
+        print("compacted \(list(result["databases"])): \(text(result["bodies_dropped"])) bodies dropped; attachments: \(text(result["attachments_removed"])) removed (\(text(result["attachment_bytes_freed"])) bytes freed), \(text(result["attachments_kept"])) kept, \(text(result["attachments_pinned"])) in use")
+    }
+}
