@@ -130,11 +130,14 @@ extension Agent {
     /// sent. `last_seq` is the sequence of the last document exported whole (the next `since`);
     /// when the page ends inside a document, `next_leaf` says how many of that document's leaves
     /// were sent (the next request passes it as `skip_leaves`). `done` is true on the last page.
+    /// With `attachments: true`, each attachment's content is inline (base64 `data`), as CouchDB
+    /// exports with `attachments=true`.
     func exportDocuments(_ request: AdminRequest, _ store: DocumentStore) throws -> [String: JSONValue] {
         dispatchPrecondition(condition: .onQueue(storeQueue))
         let since = try request.optionalInt("since", in: 0...Int64.max) ?? 0
         let limit = try request.optionalInt("limit", in: 1...Int64(AgentLimits.changesLimitMax)) ?? Int64(AgentLimits.changesDefaultLimit)
         var skip = Int(try request.optionalInt("skip_leaves", in: 0...Int64(Int32.max)) ?? 0)
+        let inline = try request.bool("attachments")
         let page = try store.changesPage(since: since, limit: Int(limit))
         var docs: [JSONValue] = []
         var bytes = 0
@@ -142,7 +145,8 @@ extension Agent {
         for change in page.changes {
             for (index, leaf) in change.leaves.enumerated() where index >= skip {
                 guard let document = try exportedRevision(change.documentID, leaf.revision, store) else { continue }
-                let exported = try Self.couchDocument(document)
+                let stubbed = try Self.couchDocument(document)
+                let exported = inline ? try store.inliningAttachments(stubbed) : stubbed
                 let size = CanonicalJSON.encode(exported).count + 1
                 if !docs.isEmpty && bytes + size > AgentLimits.exportPageBytesMax {
                     // Full: the rest of this document (from `index`) goes on the next page.

@@ -80,11 +80,21 @@ extension DocumentStore {
         return try importRevisions(imported, couchDB: couchDB)
     }
 
-    private func importRevisions(_ imported: [CouchJSON.ImportedRevision], couchDB: Bool) throws(StoreError) -> [ForeignDocumentResult] {
+    /// Inserts imported revisions as from a peer. Their `_attachments` must be well formed and name
+    /// content this node holds (an import stores inline content before this).
+    /// Inline attachment content is stored first and pinned until the revisions naming it are
+    /// written; every `_attachments` must then be well formed and name content this node holds.
+    private func importRevisions(_ parsed: [CouchJSON.ImportedRevision], couchDB: Bool) throws(StoreError) -> [ForeignDocumentResult] {
+        let (imported, pins) = try storingInlineAttachments(parsed)
         let revisions = (couchDB ? Self.closingCouchLosers(imported) : imported).map { revision in
             ForeignRevision(documentID: revision.documentID, path: revision.path, body: .value(revision.body))
         }
-        return try bulkInsertForeign(revisions, idCheck: .trusted)
+        do {
+            try AttachmentCheck.check(imported.map { LocalWrite(documentID: $0.documentID, body: $0.body, replacing: nil) }, against: attachments)
+        } catch {
+            throw .invalidInput(error)
+        }
+        return try withExtendedLifetime(pins) { () throws(StoreError) in try bulkInsertForeign(revisions, idCheck: .trusted) }
     }
 
     /// Parses a `_bulk_docs` body after checking its size; only `"new_edits": false` is accepted.

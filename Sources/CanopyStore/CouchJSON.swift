@@ -14,7 +14,8 @@ import CanopyCore
 ///                  so that the revision's kind — part of its content hash — survives a round trip)
 ///
 /// Members `_deleted_conflicts`, `_local_seq` and `_revs_info` are informational and ignored on
-/// import; any other member starting with `_` (attachments included) is refused with a typed error
+/// import; `_attachments` is part of the body (an import stores inline content first,
+/// `storingInlineAttachments`); any other member starting with `_` is refused with a typed error
 /// rather than silently dropped.
 public enum CouchJSON {
     /// Members that carry revision metadata, never part of a body.
@@ -62,7 +63,7 @@ public enum CouchJSON {
         let ancestors = try history(members["_revisions"], leaf: leaf, documentID: id)
         var body: [String: JSONValue] = [:]
         for (key, member) in members where !metadataMembers.contains(key) && !ignoredMembers.contains(key) {
-            guard !key.hasPrefix("_") else {
+            guard !key.hasPrefix("_") || key == Attachments.member else {
                 throw .invalidCouchDocument(documentID: id, detail: "unsupported special member \(key)")
             }
             body[key] = member

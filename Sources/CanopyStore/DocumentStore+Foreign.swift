@@ -149,7 +149,9 @@ extension DocumentStore {
         guard revision.path.ancestors.count < revsLimit else {
             throw .invalidHistory(documentID: id, detail: "\(revision.path.ancestors.count) ancestors exceed the limit of \(revsLimit)")
         }
-        if AttachmentCheck.names(body) {
+        // A peer's revision with attachments waits for content transfer; an import (trusted ids)
+        // has stored its content and been checked (`importRevisions`).
+        if idCheck != .trusted, AttachmentCheck.names(body) {
             throw .invalidAttachments(
                 documentID: id, detail: "revision \(revision.path.leaf) has attachments, whose content does not replicate yet: refused")
         }

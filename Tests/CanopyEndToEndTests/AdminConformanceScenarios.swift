@@ -91,6 +91,9 @@ struct AdminConformanceScenarios {
         #expect(received == content)
         let stub = try c.request("get", ["db": .string("files"), "doc": .string("report")])["doc"]?.objectValue?["_attachments"]?.objectValue?["data.bin"]
         #expect(stub?.objectValue?["stub"] == .bool(true) && stub?.objectValue?["digest"] == attached["digest"], "\(String(describing: stub))")
+        let inline = try c.request("export", ["db": .string("files"), "attachments": .bool(true)])
+        let entry = inline["docs"]?.arrayValue?.last?.objectValue?["_attachments"]?.objectValue?["notes.txt"]?.objectValue
+        #expect(entry?["data"] == .string("Y2hlY2tlZAo="), "export with attachments: true carries the content inline: \(String(describing: entry))")
         let detached = try c.request("detach", named)
         named["rev"] = detached["rev"]
         #expect(errorCode(of: try c.request("detach", named)) == "not_found")

@@ -1,5 +1,6 @@
 import CanopyAgent
 import CanopyCore
+import CanopyStore
 import Foundation
 import Testing
 
@@ -94,6 +95,58 @@ struct AttachmentsEndToEndTests {
         let output = agent.temporary.path + "/out.bin"
         #expect(try agent.ctl(["attachment", "photo", "image", "--output", output]).status == 0)
         #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == Data(Self.content(300_000, seed: 2)))
+    }
+
+    @Test("export --attachments writes content inline as CouchDB does; import stores it, so the same revisions and bytes arrive; CouchDB's own inline data imports; a stub without data is refused")
+    func couchDBRoundTrip() throws {
+        let a = try AgentProcess()
+        try a.start()
+        let file = a.temporary.path + "/scan.bin"
+        let bytes = Self.content(1 << 20, seed: 5)
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        #expect(try a.ctl(["attach", "invoice", "scan", "--file", file]).status == 0)
+        let rev = try #require(try a.value(of: "invoice", "_rev"))
+
+        let plain = try a.ctl(["export"])
+        #expect(!plain.stdout.contains(#""data":"#), "without --attachments, stubs only")
+        let exported = try a.ctl(["export", "--attachments"])
+        #expect(exported.status == 0 && exported.stdout.contains(#""data":""#), "\(exported.stderr)")
+        let dump = a.temporary.path + "/dump.json"
+        try exported.stdout.write(toFile: dump, atomically: true, encoding: .utf8)
+
+        let b = try AgentProcess()
+        try b.start()
+        let stubsOnly = a.temporary.path + "/stubs.json"
+        try plain.stdout.write(toFile: stubsOnly, atomically: true, encoding: .utf8)
+        let refused = try b.ctl(["import", stubsOnly])
+        #expect(refused.status == 1 && refused.stderr.contains("scan"), "content it does not hold: \(refused.stderr)")
+        let imported = try b.ctl(["import", dump])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(try b.value(of: "invoice", "_rev") == rev, "the same attachments give the same revision")
+        let output = b.temporary.path + "/scan.bin"
+        #expect(try b.ctl(["attachment", "invoice", "scan", "--output", output]).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == Data(bytes))
+
+        // As CouchDB writes it with attachments=true: an MD5 digest, and the content inline.
+        let couch = b.temporary.path + "/couch.json"
+        try #"""
+            {"docs":[{"_id":"memo","_rev":"1-967a00dff5e02add41819138abb3284d","_revisions":{"start":1,"ids":["967a00dff5e02add41819138abb3284d"]},"title":"memo","_attachments":{"note.txt":{"content_type":"text/plain","revpos":1,"digest":"md5-XUFAKrxLKna5cZ2REBfFkg==","length":5,"data":"aGVsbG8="}}}],"new_edits":false}
+            """#.write(toFile: couch, atomically: true, encoding: .utf8)
+        let fromCouch = try b.ctl(["import", couch, "--couchdb"])
+        #expect(fromCouch.status == 0, "\(fromCouch.stderr)")
+        #expect(try b.ctl(["attachment", "memo", "note.txt"]).stdout == "hello")
+        try #"""
+            {"docs":[{"_id":"memo2","_rev":"1-967a00dff5e02add41819138abb3284d","_attachments":{"note.txt":{"content_type":"text/plain","revpos":1,"digest":"md5-XUFAKrxLKna5cZ2REBfFkg==","length":5,"stub":true}}}],"new_edits":false}
+            """#.write(toFile: couch, atomically: true, encoding: .utf8)
+        let stub = try b.ctl(["import", couch, "--couchdb"])
+        #expect(stub.status == 1 && stub.stderr.contains("attachments=true"), "\(stub.stderr)")
+
+        // Content too large for one admin line is refused inline, by name, not dropped.
+        let large = a.temporary.path + "/large.bin"
+        try Data(count: Int(DocumentStore.inlineAttachmentBytesMax) + 1).write(to: URL(fileURLWithPath: large))
+        #expect(try a.ctl(["attach", "video", "clip", "--file", large]).status == 0)
+        let tooLarge = try a.ctl(["export", "--attachments"])
+        #expect(tooLarge.status == 1 && tooLarge.stderr.contains("\"clip\" of \"video\""), "\(tooLarge.stderr)")
     }
 
     @Test("attachment-size-limit refuses larger content before a byte is sent, and the connection goes on")

@@ -139,9 +139,17 @@ struct UserInputEndToEndTests {
         let disagree = try agent.ctl(["put", "d", "--rev", rev, "--body", #"{"_rev":"2-00000000000000000000000000000000"}"#])
         #expect(disagree.status == 1)
         #expect(disagree.stderr.contains("differ"))
-        let special = try agent.ctl(["put", "d", "--body", #"{"_attachments":{}}"#])
+        let special = try agent.ctl(["put", "d", "--rev", "2-00000000000000000000000000000000", "--body", #"{"_foo":1}"#])
         #expect(special.status == 1)
-        #expect(special.stderr.contains(#""_attachments" is not allowed"#), "\(special.stderr)")
+        #expect(special.stderr.contains(#""_foo" is not allowed"#), "\(special.stderr)")
+        // `_attachments` is kept, but only as stubs of content this node holds.
+        guard case .string(let current)? = try agent.value(of: "d", "_rev") else {
+            Issue.record("d has no _rev")
+            return
+        }
+        let stub = #"{"_attachments":{"a":{"content_type":"text/plain","digest":"blake2b-\#(String(repeating: "0", count: 64))","length":1,"revpos":3,"stub":true}}}"#
+        let missing = try agent.ctl(["put", "d", "--rev", current, "--body", stub])
+        #expect(missing.status == 1 && missing.stderr.contains("blake2b-"), "\(missing.stderr)")
     }
 
     @Test("a _local/ document is stored on its node only: get and delete reach it, and it never replicates")

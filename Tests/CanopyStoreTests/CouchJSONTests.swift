@@ -107,8 +107,14 @@ struct CouchJSONTests {
              { if case .invalidHistory(documentID: "g", _) = $0 { true } else { false } }),
             (#"{"new_edits":false,"docs":[\#(good),{"_id":"h","_rev":"2-0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a","_revisions":{"start":2,"ids":["0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b"]}}]}"#,
              { if case .invalidHistory(documentID: "h", _) = $0 { true } else { false } }),
-            (#"{"new_edits":false,"docs":[\#(good),{"_id":"a","_rev":"1-0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a","_attachments":{}}]}"#,
-             { if case .invalidCouchDocument(documentID: "a", _) = $0 { true } else { false } }),
+            (#"{"new_edits":false,"docs":[\#(good),{"_id":"a","_rev":"1-0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a","_attachments":{"x":7}}]}"#,
+             { if case .invalidAttachments(documentID: "a", _) = $0 { true } else { false } }),
+            (#"{"new_edits":false,"docs":[\#(good),{"_id":"b","_rev":"1-0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a","_attachments":{"x":{"data":"not base64!"}}}]}"#,
+             { if case .invalidAttachments(documentID: "b", _) = $0 { true } else { false } }),
+            (#"{"new_edits":false,"docs":[\#(good),{"_id":"c","_rev":"1-0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a","_attachments":{"x":{"data":"aGk=","length":3}}}]}"#,
+             { if case .invalidAttachments(documentID: "c", _) = $0 { true } else { false } }),
+            (#"{"new_edits":false,"docs":[\#(good),{"_id":"d","_rev":"1-0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a","_attachments":{"x":{"data":"aGk=","encoding":"gzip"}}}]}"#,
+             { if case .invalidAttachments(documentID: "d", _) = $0 { true } else { false } }),
         ]
         for (text, check) in cases {
             do {

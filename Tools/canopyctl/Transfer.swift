@@ -298,6 +298,8 @@ struct Export: ParsableCommand {
             """)
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var database: DatabaseOption
+    @Flag(help: "Write each attachment's content inline (base64 data), as CouchDB's attachments=true does; without it, stubs only.")
+    var attachments = false
 
     func run() throws {
         let client = try connection.connect()
@@ -316,6 +318,7 @@ struct Export: ParsableCommand {
         while true {
             var arguments: [String: JSONValue] = ["since": .int(since), "limit": .int(1000)]
             if skip > 0 { arguments["skip_leaves"] = .int(skip) }
+            if attachments { arguments["attachments"] = .bool(true) }
             let page = try connection.call(client, "export", database.adding(to: arguments))
             if case .array(let items)? = page["docs"] {
                 var bytes: [UInt8] = []
