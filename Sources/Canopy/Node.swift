@@ -238,6 +238,29 @@ public final class Node: Sendable {
         }
     }
 
+    /// Compacts as `canopyctl compact` does: drops the bodies of old revisions (keeping each open
+    /// conflict's common ancestor) of `database` (every database when nil) and rebuilds their
+    /// files, then removes the attachment content no kept revision of any of the node's databases
+    /// names (they share the node's attachment directory). Content a write about to name it or a
+    /// reader holds at that moment stays until the next compaction. Document reads and writes
+    /// wait while it runs.
+    @discardableResult
+    public func compact(database: String? = nil) async throws(NodeError) -> CompactionReport {
+        var arguments: [String: JSONValue] = [:]
+        if let database { arguments["db"] = .string(database) }
+        let members = try await command("compact", arguments)
+        func count(_ key: String) -> Int64 {
+            if case .int(let value)? = members[key] { return value }
+            return 0
+        }
+        guard case .array(let names)? = members["databases"] else { throw NodeError("compact: no databases in its result") }
+        return CompactionReport(
+            databases: names.compactMap { if case .string(let name) = $0 { name } else { nil } },
+            bodiesDropped: Int(count("bodies_dropped")), attachmentsRemoved: Int(count("attachments_removed")),
+            attachmentBytesFreed: count("attachment_bytes_freed"), attachmentsKept: Int(count("attachments_kept")),
+            attachmentsPinned: Int(count("attachments_pinned")))
+    }
+
     /// A replicator with the peer `configuration` names. Nothing happens until its `start()` or
     /// `sync()`.
     public func replicator(_ configuration: ReplicatorConfiguration) -> Replicator {
@@ -253,6 +276,23 @@ public final class Node: Sendable {
             agent.shutdown { done.resume() }
         }
     }
+}
+
+/// What ``Node/compact(database:)`` did.
+public struct CompactionReport: Sendable, Equatable {
+    /// The databases whose old bodies were dropped.
+    public var databases: [String]
+    /// Bodies of old revisions dropped.
+    public var bodiesDropped: Int
+    /// Attachment contents removed: no kept revision named them.
+    public var attachmentsRemoved: Int
+    /// The bytes those contents held.
+    public var attachmentBytesFreed: Int64
+    /// Attachment contents kept because a revision names them.
+    public var attachmentsKept: Int
+    /// Attachment contents no revision names that a write or a reader held during the
+    /// compaction; the next compaction removes them if nothing names them by then.
+    public var attachmentsPinned: Int
 }
 
 /// A node that connected and was refused because it is not allowed (``Node/pendingPeers()``).

@@ -106,7 +106,8 @@ extension Agent {
                 case "unshare": try unshare(request, completion)
                 case "peers": peerList(completion)
                 case "peer.add", "peer.accept", "peer.remove": try editPeers(request, completion)
-                default: throw AdminFailure(.unknownCommand, "\(command) is not a database, sharing or peer command")
+                case "compact": storeQueue.async { completion(self.documentCommand(request)) }
+                default: throw AdminFailure(.unknownCommand, "\(command) is not a database, sharing, peer or compaction command")
                 }
             } catch {
                 completion(.failure(error))

@@ -26,6 +26,28 @@ struct DatabaseAttachmentCompactionTests {
         #expect(try await collect(test.db.attachmentContents("dropped", of: "doc")) == droppedBytes)
     }
 
+    @Test("Node.compact drops old bodies, then removes content no revision of any of the node's databases names", .timeLimit(.minutes(1)))
+    func nodeCompact() async throws {
+        let directory = TemporaryDirectory()
+        let node = try Node(directory: directory.path("node"))
+        let archive = try await node.createDatabase("archive")
+        let (file, bytes) = try contentFile(directory, "scan.bin", count: 60_000, seed: 30)
+        let base = try node.database.save(json: .object([:]), id: "doc")
+        let attached = try node.database.attach("scan", to: "doc", contentsOf: file, contentType: "image/png", replacing: base)
+        let archivedBase = try archive.save(json: .object([:]), id: "old")
+        let archived = try archive.attach("scan", to: "old", contentsOf: file, contentType: "image/png", replacing: archivedBase)
+        try node.database.detach("scan", from: "doc", replacing: attached)
+
+        let kept = try await node.compact()
+        #expect(kept.databases.sorted() == ["archive", "default"] && kept.bodiesDropped >= 1, "\(kept)")
+        #expect(kept.attachmentsRemoved == 0 && kept.attachmentsKept == 1, "archive still names it: \(kept)")
+        try archive.detach("scan", from: "old", replacing: archived)
+        let removed = try await node.compact(database: "archive")
+        #expect(removed.databases == ["archive"], "\(removed)")
+        #expect(removed.attachmentsRemoved == 1 && removed.attachmentBytesFreed == Int64(bytes.count), "\(removed)")
+        await node.stop()
+    }
+
     @Test("attach holds its content pinned until its revision commits: a compaction run inside the write keeps it")
     func attachPinsUntilCommit() throws {
         let test = try TestDatabase()
