@@ -13,7 +13,7 @@ extension Agent {
             notifier.reloading()
             defer { notifier.ready() }
             do throws(AgentError) {
-                let restartRequired = applyConfig(try ConfigFile.read(options.directory.configPath))
+                let restartRequired = applyConfig(try ConfigFile.read(options.directory.configPath), rescanning: true)
                 logger.info("config reloaded: \(config.peers.count) peers")
                 events.emit("config.reloaded", [
                     "peers": .int(Int64(config.peers.count)), "restart_required": .array(restartRequired.map(JSONValue.string)),
@@ -32,13 +32,14 @@ extension Agent {
     /// (`db create` and `db delete` change them at once).
     static let restartOnlySettings = ["listen", "revs-limit", "databases", "attachment-size-limit"]
 
-    /// Applies a parsed config file: peers, limits, `conflicts` and the rules at once (the
-    /// conflicts kept so far are scanned again under the new rules), for every open database;
+    /// Applies a parsed config file: peers, limits, `conflicts` and the rules at once, for every
+    /// open database (with `rescanning`, a reload's, the conflicts kept so far are scanned again
+    /// under the rules);
     /// `listen`, the revs limits and the set of databases keep their running values until a
     /// restart. Returns the names of those that differ in the file (in `restartOnlySettings`
     /// order; empty when none). Runs on `queue`.
     @discardableResult
-    func applyConfig(_ file: ConfigFile) -> [String] {
+    func applyConfig(_ file: ConfigFile, rescanning: Bool = false) -> [String] {
         dispatchPrecondition(condition: .onQueue(queue))
         var next = file.parsed.config
         if let listen = options.listen { next.listen = listen }
@@ -72,7 +73,10 @@ extension Agent {
         storeQueue.async { [self] in
             for (name, policy) in policies { databases[name]?.conflictPolicy = policy }
         }
-        if listening != nil { resolvers.scan() }
+        // Kept conflicts are scanned again on reload only: an edit of the file by a command (a
+        // peer added or removed as a library replicator starts or stops) must not settle by the
+        // database's rules a conflict that replicator's own resolver kept.
+        if listening != nil && rescanning { resolvers.scan() }
         return restartRequired
     }
 
