@@ -51,11 +51,7 @@ public final class Node: Sendable {
     /// initialiser and signal handling. Fails with `NodeError` as the other initialiser does, and
     /// when the directory holds no node and `options.createIfMissing` is false.
     public init(directory: String, options: Options) throws(NodeError) {
-        var address: HostPort?
-        if let listen = options.listen {
-            guard let parsed = HostPort(parsing: listen) else { throw NodeError("\"\(listen.prefix(80))\" is not HOST:PORT") }
-            address = parsed
-        }
+        let address = try options.listen.map { listen throws(NodeError) in try Self.listenAddress(listen) }
         let data = DataDirectory(path: directory)
         do throws(AgentError) {
             // The lock is taken once, for initialising and running both.
@@ -113,13 +109,19 @@ public final class Node: Sendable {
         }
     }
 
+    /// `text` as the address a node listens on, or the error naming it.
+    private static func listenAddress(_ text: String) throws(NodeError) -> HostPort {
+        guard let address = HostPort(parsing: text) else { throw NodeError("\"\(text.prefix(80))\" is not HOST:PORT") }
+        return address
+    }
+
     /// Initialises `directory` as `canopyd init` does (creating it if needed): a new identity,
     /// a config file listening on `listen` whose catch-all conflict rule is `conflicts`, and the
     /// database. Returns the new node's id. Fails when the directory already holds a node.
     public static func initialize(
         directory: String, listen: String = "127.0.0.1:4987", conflicts: ResolutionStrategy = .automatic
     ) throws(NodeError) -> String {
-        guard let address = HostPort(parsing: listen) else { throw NodeError("\"\(listen.prefix(80))\" is not HOST:PORT") }
+        let address = try listenAddress(listen)
         do throws(AgentError) {
             return try AgentSetup.initialize(directory: DataDirectory(path: directory), config: AgentConfig(listen: address, conflicts: conflicts))
         } catch {
