@@ -26,7 +26,7 @@ struct DatabaseAttachmentCompactionTests {
         #expect(try await collect(test.db.attachmentContents("dropped", of: "doc")) == droppedBytes)
     }
 
-    @Test("Node.compact drops old bodies, then removes content no revision of any of the node's databases names", .timeLimit(.minutes(1)))
+    @Test("Node.compact drops old bodies, then removes content no revision of any of the node's databases names", .timeLimit(.minutes(5)))
     func nodeCompact() async throws {
         let directory = TemporaryDirectory()
         let node = try Node(directory: directory.path("node"))

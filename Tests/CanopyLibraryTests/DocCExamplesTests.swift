@@ -233,13 +233,13 @@ struct DocCExamplesTests {
 
     // MARK: Getting started
 
-    @Test("Getting started: B replicates A's todo and reads it as a Todo", .timeLimit(.minutes(1)))
+    @Test("Getting started: B replicates A's todo and reads it as a Todo", .timeLimit(.minutes(5)))
     func gettingStarted() async throws {
         let directory = TemporaryDirectory()
         #expect(try await replicateTodos(in: directory.url.path) == Todo(title: "Water the plants", done: false))
     }
 
-    @Test("Getting started: a one-shot replicator's pass completes and carries A's todo", .timeLimit(.minutes(1)))
+    @Test("Getting started: a one-shot replicator's pass completes and carries A's todo", .timeLimit(.minutes(5)))
     func onePass() async throws {
         try await NodeReplicationTests().withTwoNodes { a, b in
             try a.database.save(Todo(title: "One pass", done: true), id: "todo:pass")
@@ -251,7 +251,7 @@ struct DocCExamplesTests {
         }
     }
 
-    @Test("Getting started: sync pushes and pulls once", .timeLimit(.minutes(1)))
+    @Test("Getting started: sync pushes and pulls once", .timeLimit(.minutes(5)))
     func syncOnceBothWays() async throws {
         try await NodeReplicationTests().withTwoNodes { a, b in
             try a.database.save(Todo(title: "From A", done: false), id: "todo:a")
@@ -335,7 +335,7 @@ struct DocCExamplesTests {
         #expect(statusLine(.failed(ReplicatorError(code: "protocol", message: "bad"))) == "failed: protocol")
     }
 
-    @Test("Replication: the document events report A's todo as pulled, at the revision A saved", .timeLimit(.minutes(1)))
+    @Test("Replication: the document events report A's todo as pulled, at the revision A saved", .timeLimit(.minutes(5)))
     func documentEventsPulled() async throws {
         try await NodeReplicationTests().withTwoNodes { a, b in
             let replicator = NodeReplicationTests.replicator(of: b, from: a)
@@ -347,7 +347,7 @@ struct DocCExamplesTests {
         }
     }
 
-    @Test("Replication: A publishes its public notes to B, and keeps the others", .timeLimit(.minutes(1)))
+    @Test("Replication: A publishes its public notes to B, and keeps the others", .timeLimit(.minutes(5)))
     func publishedNotes() async throws {
         try await NodeReplicationTests().withTwoNodes { a, b in
             let replicator = NodeReplicationTests.replicator(of: b, from: a)
@@ -363,7 +363,7 @@ struct DocCExamplesTests {
         }
     }
 
-    @Test("Replication: a node refused as pending is accepted, and then replicates", .timeLimit(.minutes(1)))
+    @Test("Replication: a node refused as pending is accepted, and then replicates", .timeLimit(.minutes(5)))
     func pendingPeerAccepted() async throws {
         try await NodeReplicationTests().withTwoNodes { a, b in
             try a.database.save(Todo(title: "Behind the door", done: false), id: "todo:door")
@@ -409,7 +409,7 @@ struct DocCExamplesTests {
         #expect(try db.document(id: "photo:1")?.body.objectValue?["tags"] == .array([.string("cat"), .string("garden"), .string("sofa")]))
     }
 
-    @Test("Resolvers and rules: the replicator's resolver keeps this node's settings and pulls nothing else", .timeLimit(.minutes(1)))
+    @Test("Resolvers and rules: the replicator's resolver keeps this node's settings and pulls nothing else", .timeLimit(.minutes(5)))
     func replicatorResolver() async throws {
         let directory = TemporaryDirectory()
         let node = try Node(directory: directory.path("node"))

@@ -30,7 +30,7 @@ extension NodeReplicationTests {
         #expect(Set(ReplicatedDocument.Event.allCases.map(\.rawValue)) == engine)
     }
 
-    @Test("a document saved and then deleted on A shows in B's document events as pulled, with its id, revision and database", .timeLimit(.minutes(1)))
+    @Test("a document saved and then deleted on A shows in B's document events as pulled, with its id, revision and database", .timeLimit(.minutes(5)))
     func pulledDocumentEvents() async throws {
         try await withTwoNodes { a, b in
             let replicator = Self.replicator(of: b, from: a)
@@ -47,7 +47,7 @@ extension NodeReplicationTests {
         }
     }
 
-    @Test("the same document edited on both nodes shows on B, which pulls A's edit, as a conflict its policy settles", .timeLimit(.minutes(1)))
+    @Test("the same document edited on both nodes shows on B, which pulls A's edit, as a conflict its policy settles", .timeLimit(.minutes(5)))
     func conflictDocumentEvents() async throws {
         try await withTwoNodes { a, b in
             // Only B receives, so only B sees the conflict.
@@ -70,7 +70,7 @@ extension NodeReplicationTests {
         }
     }
 
-    @Test("stopping a replicator ends its document event streams, whether taken before or after start, or never started", .timeLimit(.minutes(1)))
+    @Test("stopping a replicator ends its document event streams, whether taken before or after start, or never started", .timeLimit(.minutes(5)))
     func stopEndsDocumentEvents() async throws {
         try await withTwoNodes { a, b in
             try a.database.save(Note(title: "Stop", text: "pulled before stop"), id: "note:stop")

@@ -47,7 +47,7 @@ extension NodeReplicationTests {
 
     struct MergeImpossible: Error {}
 
-    @Test("a resolver on the replicator's configuration settles A's edit as it arrives: local wins, remote wins, a three-way merge, a delete", .timeLimit(.minutes(2)))
+    @Test("a resolver on the replicator's configuration settles A's edit as it arrives: local wins, remote wins, a three-way merge, a delete", .timeLimit(.minutes(5)))
     func replicatorResolver() async throws {
         let tv = Self.television
         let cases: [(name: String, resolver: ClosureResolver, expected: (RevisionID, RevisionID) -> JSONValue?)] = [
@@ -75,7 +75,7 @@ extension NodeReplicationTests {
         }
     }
 
-    @Test("without a resolver on the replicator, the database's automatic rule settles a conflict during replication: deletes win, then most revisions", .timeLimit(.minutes(2)))
+    @Test("without a resolver on the replicator, the database's automatic rule settles a conflict during replication: deletes win, then most revisions", .timeLimit(.minutes(5)))
     func automaticRuleDuringReplication() async throws {
         try await withTwoNodes { a, b in
             let (_, remote) = try await Self.divergedEdits(
@@ -95,7 +95,7 @@ extension NodeReplicationTests {
         }
     }
 
-    @Test("a resolver that throws leaves the conflict kept and reported as resolutionFailed; when the replicator starts again it is retried and settled", .timeLimit(.minutes(2)))
+    @Test("a resolver that throws leaves the conflict kept and reported as resolutionFailed; when the replicator starts again it is retried and settled", .timeLimit(.minutes(5)))
     func throwingResolverRetriedOnRestart() async throws {
         try await withTwoNodes { a, b in
             let tv = Self.television
@@ -128,7 +128,7 @@ extension NodeReplicationTests {
         }
     }
 
-    @Test("stopping a continuous replicator while conflicts arrive leaves none unsettled: each batch is written with its resolutions", .timeLimit(.minutes(2)))
+    @Test("stopping a continuous replicator while conflicts arrive leaves none unsettled: each batch is written with its resolutions", .timeLimit(.minutes(5)))
     func stopSettlesWhatArrived() async throws {
         try await withTwoNodes { a, b in
             let count = 300
@@ -162,7 +162,7 @@ extension NodeReplicationTests {
         }
     }
 
-    @Test("documentIDs limits a replicator to those documents, both ways; an empty or oversized list fails the replicator with the reason", .timeLimit(.minutes(2)))
+    @Test("documentIDs limits a replicator to those documents, both ways; an empty or oversized list fails the replicator with the reason", .timeLimit(.minutes(5)))
     func documentIDsFilter() async throws {
         try await withTwoNodes { a, b in
             try a.database.save(json: .object(["n": .int(1)]), id: "wanted")
@@ -202,7 +202,7 @@ extension NodeReplicationTests {
         }
     }
 
-    @Test("one database replicates with two remotes at once, pushing and pulling concurrently: every node ends with every document", .timeLimit(.minutes(2)))
+    @Test("one database replicates with two remotes at once, pushing and pulling concurrently: every node ends with every document", .timeLimit(.minutes(5)))
     func severalRemotes() async throws {
         let directory = TemporaryDirectory()
         let a = try Node(directory: directory.path("a"))

@@ -5,7 +5,7 @@ import Testing
 /// changes a replicator's configuration: the new one's first one-shot `sync()` holds every change
 /// the peer had before it began, and what replication wrote meanwhile is reported.
 extension NodeReplicationTests {
-    @Test("a one-shot pull started right after another replicator for the same peer stopped holds the peer's newest change", .timeLimit(.minutes(2)))
+    @Test("a one-shot pull started right after another replicator for the same peer stopped holds the peer's newest change", .timeLimit(.minutes(5)))
     func oneShotPullAfterStop() async throws {
         try await withTwoNodes { a, b in
             a.replicator(ReplicatorConfiguration(peer: b.nodeID, direction: .push)).start()
@@ -20,7 +20,7 @@ extension NodeReplicationTests {
         }
     }
 
-    @Test("a conflict settled by a replicator's resolver just after another replicator for the same peer stopped is reported in the new replicator's document events", .timeLimit(.minutes(2)))
+    @Test("a conflict settled by a replicator's resolver just after another replicator for the same peer stopped is reported in the new replicator's document events", .timeLimit(.minutes(5)))
     func resolverAfterStopReportsConflict() async throws {
         try await withTwoNodes { a, b in
             a.replicator(ReplicatorConfiguration(peer: b.nodeID, direction: .push)).start()
