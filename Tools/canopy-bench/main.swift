@@ -10,7 +10,7 @@ struct CanopyBench: ParsableCommand {
         abstract: "Measure Canopy against ceilings measured in the same run.",
         subcommands: [
             StoreBench.self, WireBench.self, EngineBench.self, ReplicateBench.self, LatencyBench.self, ScaleBench.self,
-            MeshBench.self, ImportBench.self, ResolveBench.self, DatabasesBench.self, AttachmentStorageBench.self,
+            MeshBench.self, ImportBench.self, ResolveBench.self, DatabasesBench.self, AttachmentStorageBench.self, AttachmentAdminBench.self,
         ])
 }
 
