@@ -192,6 +192,17 @@ extension AgentProcess {
         return address
     }
 
+    /// Two started agents that allow and dial each other.
+    static func peeredPair() throws -> (AgentProcess, AgentProcess) {
+        let a = try AgentProcess()
+        let b = try AgentProcess()
+        try a.start()
+        try b.start()
+        try a.allow(b)
+        try b.allow(a)
+        return (a, b)
+    }
+
     /// Allows `other` and dials it at its listen address.
     func allow(_ other: AgentProcess) throws {
         let response = try client().request("peer.add", ["node_id": .string(other.nodeID), "address": .string(try other.listenAddress())])

@@ -75,12 +75,7 @@ struct DataFilesEndToEndTests {
 
     @Test("canopyctl backup during replication restores as the same node, which catches up from its peer")
     func backupRestoreConverge() throws {
-        let a = try AgentProcess()
-        let b = try AgentProcess()
-        try a.start()
-        try b.start()
-        try a.allow(b)
-        try b.allow(a)
+        let (a, b) = try AgentProcess.peeredPair()
         var docs: [JSONValue] = []
         for index in 0..<500 { docs.append(.object(["_id": .string("early-\(index)"), "n": .int(Int64(index))])) }
         _ = try b.client().request("bulk_docs", ["docs": .array(docs)])

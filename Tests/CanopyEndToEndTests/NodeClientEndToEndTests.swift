@@ -187,12 +187,7 @@ struct NodeClientEndToEndTests {
 
     @Test("two agents peered: sync(peer:) returns once the document saved on one is on the other, and peers() lists the peer", .timeLimit(.minutes(5)))
     func syncReplicates() async throws {
-        let a = try AgentProcess()
-        let b = try AgentProcess()
-        try a.start()
-        try b.start()
-        try a.allow(b)
-        try b.allow(a)
+        let (a, b) = try AgentProcess.peeredPair()
         let clientA = try NodeClient(directory: a.dataDir)
         let clientB = try NodeClient(directory: b.dataDir)
         try await clientA.save(Note(title: "Travels", text: "from a to b"), id: "note:sync")

@@ -11,12 +11,7 @@ import Glibc
 struct ReplicationEndToEndTests {
     @Test("two agents that allow each other converge both ways, sync --wait returns when done, and stats counts the peer bytes")
     func twoAgentsConverge() throws {
-        let a = try AgentProcess()
-        let b = try AgentProcess()
-        try a.start()
-        try b.start()
-        try a.allow(b)
-        try b.allow(a)
+        let (a, b) = try AgentProcess.peeredPair()
         try a.put("from-a", ["n": .int(1)])
         try b.put("from-b", ["n": .int(2)])
         try poll("from-a on b") { try b.value(of: "from-a", "n") == .int(1) }
@@ -96,12 +91,7 @@ struct ReplicationEndToEndTests {
 
     @Test("garbage and an oversized length prefix on the peer port are refused while the agent keeps serving its peers")
     func garbageIsRefused() throws {
-        let a = try AgentProcess()
-        let b = try AgentProcess()
-        try a.start()
-        try b.start()
-        try a.allow(b)
-        try b.allow(a)
+        let (a, b) = try AgentProcess.peeredPair()
         try a.put("before", [:])
         try poll("before on b") { try b.client().request("get", ["doc": .string("before")])["ok"] == .bool(true) }
         let address = try a.listenAddress()

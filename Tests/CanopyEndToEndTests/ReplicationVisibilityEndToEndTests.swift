@@ -120,12 +120,7 @@ struct ReplicationVisibilityEndToEndTests {
 
     @Test("the peer row tells the truth after restarts: the pull checkpoint is known, an old error is gone, a no-op sync checks nothing")
     func peerRowAfterRestarts() throws {
-        let a = try AgentProcess()
-        let b = try AgentProcess()
-        try a.start()
-        try b.start()
-        try a.allow(b)
-        try b.allow(a)
+        let (a, b) = try AgentProcess.peeredPair()
         for index in 0..<20 { try a.put("doc-\(index)", ["n": .int(Int64(index))]) }
         try poll("b to hold a's documents") { try b.documentCount() == 20 }
         let first = try b.ctl(["sync", a.nodeID, "--wait", "--timeout", "60"])
