@@ -93,6 +93,7 @@ extension ReplicationSession {
             // completes nothing, but what it wrote still happened.
             guard let completion else { return reportDocuments(events) }
             report(completion)
+            refreshAwaitedAttachments()
             writeNext()
         case .failure(let error):
             puller.writeAbandoned()

@@ -32,7 +32,7 @@ package final class ReplicationSession: @unchecked Sendable {
 
     private var nextRequestID: RequestID = 1
     /// The message-level rules (CanopyWire): every message in and out passes through it.
-    private var machine: ConnectionStateMachine
+    private(set) var machine: ConnectionStateMachine
     /// The peer's `hello`, once it arrived: its database id, window and features (`importedIDs`:
     /// revisions with imported ids are sent marked; `refusals`: acks may name refused documents).
     var peerHello: Hello?
@@ -46,6 +46,8 @@ package final class ReplicationSession: @unchecked Sendable {
     private var commitObserver: StoreObserverToken?
     /// Received revisions being checked off the serial context, written in arrival order.
     let checks: RevisionCheckPipeline
+    /// Attachment content this node fetches from the peer (`ReplicationSession+Attachments`).
+    var fetches = AttachmentFetches()
     /// Peer horizons waiting for the revisions received before them to be written.
     var horizonBarrier = PeerHorizonBarrier<PeerCheckpointKeeper.Horizon>()
     /// Where the store writes of received revisions run (`ReplicationWorker`): off the serial
@@ -93,7 +95,7 @@ package final class ReplicationSession: @unchecked Sendable {
             intervalSeconds: configuration.heartbeatIntervalSeconds, deadIntervals: configuration.deadPeerIntervals, now: scheduler.now)
         machine = ConnectionStateMachine(localHello: Hello(
             features: (configuration.direction.pulls ? Hello.subscribesFeature : 0) | Hello.importedIDsFeature
-                | Hello.refusalsFeature, databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
+                | Hello.refusalsFeature | Hello.attachmentsFeature, databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
             window: configuration.window))
         checks.deliver = { [weak self] checked in self?.writeChecked(checked) }
     }
@@ -113,7 +115,7 @@ package final class ReplicationSession: @unchecked Sendable {
         if peerDatabaseID == nil || puller.state.awaitingCheckpoint { return true }
         if configuration.direction.pulls && !pullRefused && !pullCaughtUpOnce { return true }
         if confirmationPullDue { return true }
-        return pusher.awaitingSubscription || !puller.isDrained || !pusher.isDrained
+        return pusher.awaitingSubscription || !puller.isDrained || !pusher.isDrained || !fetches.isIdle
     }
 
     /// One-shot mode: the revisions this node pushed in this pass are now in the peer's changes
@@ -253,7 +255,9 @@ package final class ReplicationSession: @unchecked Sendable {
         case .checkpointSet(let set): try storeRemoteCheckpoint(set)
         case .checkpointSetAck: receiveCheckpointSetAck()
         case .heartbeat, .heartbeatEcho, .close: break
-        case .error(let error): try receiveError(error)
+        case .error(let error): if !receiveAttachmentError(error) { try receiveError(error) }
+        case .attachmentGet(let get): answerAttachmentGet(get)
+        case .attachmentPart(let part): try receiveAttachmentPart(part)
         }
     }
 
@@ -262,6 +266,11 @@ package final class ReplicationSession: @unchecked Sendable {
         pusher.peerSaidHello(subscribes: hello.features & Hello.subscribesFeature != 0)
         onEvent(.connected(peerDatabaseID: hello.databaseID))
         if configuration.direction.pulls { try beginPull() }
+        if attachmentsAgreed && configuration.direction.pulls {
+            // Content set aside by earlier sessions: what arrived meanwhile is merged, the rest fetched.
+            settleReadyAtStart()
+            refreshAwaitedAttachments(force: true)
+        }
     }
 
     // MARK: Heartbeats, sending, failure
@@ -337,6 +346,7 @@ package final class ReplicationSession: @unchecked Sendable {
         isClosed = true
         checks.cancel()
         puller.sessionEnded()
+        fetches.removeAll()
         heartbeatTimer?.cancel()
         commitObserver?.cancel()
         commitObserver = nil

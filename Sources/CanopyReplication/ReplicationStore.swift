@@ -38,6 +38,23 @@ package protocol ReplicationStore: AnyObject, Sendable {
     /// Settles the conflicts the store keeps with `policy` (or its own), in one transaction.
     func retryConflictResolution(policy: ConflictPolicy?) throws(StoreError) -> [ForeignDocumentResult]
 
+    /// Grows each time a write sets revisions aside to wait for attachment content.
+    var setAsideCount: Int { get }
+    /// The attachment content set-aside revisions wait for and this node lacks.
+    func awaitedAttachments() throws(StoreError) -> [AwaitedAttachment]
+    /// Opens or resumes the fetch of one content.
+    func beginDownload(_ digest: AttachmentDigest, length: Int64) throws(StoreError) -> AttachmentDownload
+    /// Merges the set-aside revisions whose content is all here now (narrowed to those waiting
+    /// for `digests`), at most `limit`; `more` says some may remain.
+    func settleAwaitingContent(
+        digests: [AttachmentDigest]?, policy: ConflictPolicy?, limit: Int
+    ) throws(StoreError) -> (results: [ForeignDocumentResult], more: Bool)
+    /// Refuses the set-aside revisions waiting for `digest`; returns their documents.
+    func refuseAwaiting(digest: AttachmentDigest) throws(StoreError) -> [String]
+    /// A part of stored attachment content for a peer, with the content's length; nil when the
+    /// content is not here.
+    func attachmentPart(of digest: AttachmentDigest, offset: Int64, maxBytes: Int) throws(StoreError) -> (length: Int64, bytes: [UInt8])?
+
     /// A local (non-replicated) document's body.
     func localGet(_ id: String) throws(StoreError) -> JSONValue?
     /// Writes a local document.

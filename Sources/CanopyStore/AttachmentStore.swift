@@ -286,6 +286,27 @@ enum AttachmentCheck {
         return member != nil
     }
 
+    /// Checks that a canonical body's `_attachments` member is well formed.
+    static func checkShape(_ body: [UInt8], documentID: String) throws(StoreInputError) {
+        do {
+            _ = try metadata(of: body)
+        } catch {
+            throw .invalidAttachments(documentID: documentID, detail: error.description)
+        }
+    }
+
+    /// The attachments a canonical body names (none when it has no `_attachments` member).
+    static func metadata(of body: [UInt8]) throws(AttachmentError) -> [String: AttachmentMetadata] {
+        // Only the member is read when the reader can find it; the whole body otherwise.
+        if let member = CanonicalJSONReader.member(Attachments.member, of: body) {
+            guard let member else { return [:] }
+            return try Attachments.metadata(in: .object([Attachments.member: member]))
+        }
+        let value: JSONValue
+        do { value = try JSONValue.parse(body) } catch { throw AttachmentError("the body is not JSON: \(error)") }
+        return try Attachments.metadata(in: value)
+    }
+
     /// Checks each write's `_attachments`: well formed, and every content it names stored in
     /// `store` with its length.
     static func check(_ writes: [LocalWrite], against store: AttachmentStore) throws(StoreInputError) {

@@ -2,7 +2,8 @@ import CanopyCore
 
 /// Which attachment content the store's revisions name, and collecting the rest.
 ///
-/// A revision names content in its body's `_attachments` member. Every body the store still
+/// A revision names content in its body's `_attachments` member; so does a peer's revision set
+/// aside until its content arrives. Every body the store still
 /// keeps counts, whatever its revision: current and conflicting leaves, deleted and closed
 /// leaves, and non-leaf revisions whose bodies compaction has not dropped yet (a conflict's
 /// common ancestor, or any ancestor before `compact()`), since a resolver or a read of that
@@ -41,6 +42,13 @@ extension DocumentStore {
                 member = (try? JSONValue.parse(body))?.objectValue?[Attachments.member]
             }
             if let member { collectDigests(in: member, into: &named) }
+        }
+        // A revision set aside for its content names it too, both what is already here and what
+        // is being fetched (`DocumentStore+AwaitingContent`).
+        for body in try db.query("SELECT body FROM awaiting_revisions", row: { $0.blob(0) ?? [] }) {
+            if let member = (try? JSONValue.parse(body))?.objectValue?[Attachments.member] {
+                collectDigests(in: member, into: &named)
+            }
         }
         return named
     }

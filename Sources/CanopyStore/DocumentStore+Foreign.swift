@@ -46,13 +46,17 @@ extension DocumentStore {
     private func insertChecked(
         _ checked: [CheckedRevision], local: LocalDocument? = nil, policy: ConflictPolicy? = nil
     ) throws(StoreError) -> [ForeignDocumentResult] {
-        let groups = DocumentGroups(checked)
+        let (ready, awaiting) = try partitionAwaitingContent(checked)
+        let groups = DocumentGroups(ready)
         let policy = policy ?? conflictPolicy
-        return try write { context in
-            let results = try Self.mergeAll(context, checked, groups, policy: policy)
+        let results = try write { context in
+            let results = try Self.mergeAll(context, ready, groups, policy: policy)
+            if !awaiting.isEmpty { try Self.setAside(awaiting, context.db) }
             try local?.put(context.db)
             return results
         }
+        if !awaiting.isEmpty { noteSetAside() }
+        return results
     }
 
     /// A batch's revisions grouped by document, documents in first-appearance order (input order
@@ -87,7 +91,7 @@ extension DocumentStore {
     /// Merges every document of a batch, in order: documents that receive one path are queued for
     /// `NewChainBatch` (which writes the new ones with multi-row statements); any other document
     /// first flushes the queue, so documents are written, and get their sequences, in order.
-    private static func mergeAll(
+    static func mergeAll(
         _ context: WriteContext, _ checked: [CheckedRevision], _ groups: DocumentGroups, policy: ConflictPolicy
     ) throws -> [ForeignDocumentResult] {
         var results = [ForeignDocumentResult?](repeating: nil, count: groups.first.count)
@@ -124,6 +128,8 @@ extension DocumentStore {
         let body: [UInt8]
         /// The leaf's id is imported (not its content hash); stored marked so.
         let importedID: Bool
+        /// The body has an `_attachments` member (whose content may not be here yet).
+        var namesAttachments = false
     }
 
     /// Checks every revision of a batch, in parallel (the canonical-form check and the BLAKE2b
@@ -149,12 +155,10 @@ extension DocumentStore {
         guard revision.path.ancestors.count < revsLimit else {
             throw .invalidHistory(documentID: id, detail: "\(revision.path.ancestors.count) ancestors exceed the limit of \(revsLimit)")
         }
-        // A peer's revision with attachments waits for content transfer; an import (trusted ids)
-        // has stored its content and been checked (`importRevisions`).
-        if idCheck != .trusted, AttachmentCheck.names(body) {
-            throw .invalidAttachments(
-                documentID: id, detail: "revision \(revision.path.leaf) has attachments, whose content does not replicate yet: refused")
-        }
+        // `_attachments` must be well formed; whether its content is here is decided when the
+        // batch is written (`partitionAwaitingContent`).
+        let namesAttachments = AttachmentCheck.names(body)
+        if namesAttachments, idCheck != .trusted { try AttachmentCheck.checkShape(body, documentID: id) }
         // Imported ids are accepted unverified from an import, or from a peer that marked them;
         // an id that turns out to be its content's hash is stored as an ordinary one.
         let mayBeImported: Bool
@@ -179,7 +183,8 @@ extension DocumentStore {
                 imported = true
             }
         }
-        return CheckedRevision(documentID: id, path: revision.path, body: body, importedID: imported)
+        return CheckedRevision(
+            documentID: id, path: revision.path, body: body, importedID: imported, namesAttachments: namesAttachments)
     }
 
     /// Merges one document's foreign revisions, applies the policy, stems, and writes.

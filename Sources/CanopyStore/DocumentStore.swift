@@ -100,6 +100,8 @@ public final class DocumentStore: @unchecked Sendable {
     /// Cached `metadata.last_sequence`; changed only under the lock, after a commit, and read
     /// without it (a replication source asks it while this node writes).
     private let storedLastSequence = Atomic<Int64>(0)
+    /// Writes that set revisions aside for their attachment content (`setAsideCount`).
+    let setAsideCounter = Atomic<Int>(0)
     /// Guards `snapshotConnection`; never taken together with `lock`.
     private let snapshotLock = NSLock()
     /// The second connection batched reads use (`readSnapshot`), opened with the store (the path

@@ -14,6 +14,11 @@
 ///                                                kind: the RevisionKind, plus 8 when the id is
 ///                                                imported (not a content hash; version 3 on)
 ///     local_documents(local_id, body)            never replicated (checkpoints, settings)
+///     awaiting_revisions(doc_id, rev, ancestors, root_parent, kind, imported, body)
+///     awaiting_digests(digest, length, doc_id, rev)
+///                                                peers' revisions waiting for attachment
+///                                                content, and the content each waits for
+///                                                (version 4 on)
 ///
 /// `documents.sequence` is the rowid, so the changes feed is a rowid range scan and a document
 /// write maintains one index (doc_id) besides the table, not two. A document's row moves to a new
@@ -74,6 +79,28 @@ enum Schema {
         // No row changes; the version keeps builds that do not know the flag from reading it as
         // damage.
         "SELECT 1;",
+        // 4: peers' revisions set aside until the attachment content they name is here
+        // (`DocumentStore+AwaitingContent`), with one row per content each one waits for.
+        """
+        CREATE TABLE awaiting_revisions (
+            doc_id TEXT NOT NULL,
+            rev TEXT NOT NULL,
+            ancestors TEXT NOT NULL,
+            root_parent TEXT,
+            kind INTEGER NOT NULL,
+            imported INTEGER NOT NULL,
+            body BLOB NOT NULL,
+            PRIMARY KEY (doc_id, rev)
+        ) WITHOUT ROWID, STRICT;
+        CREATE TABLE awaiting_digests (
+            digest BLOB NOT NULL,
+            length INTEGER NOT NULL,
+            doc_id TEXT NOT NULL,
+            rev TEXT NOT NULL,
+            PRIMARY KEY (digest, doc_id, rev)
+        ) WITHOUT ROWID, STRICT;
+        CREATE INDEX awaiting_digests_revision ON awaiting_digests(doc_id, rev);
+        """,
     ]
 
     /// Brings `db` to `target` (default: the current version), one step per transaction.

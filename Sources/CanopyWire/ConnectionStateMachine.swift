@@ -62,6 +62,12 @@ public struct ConnectionStateMachine: Sendable {
         [.send(.hello(localHello))]
     }
 
+    /// True when both `hello`s set the `attachments` feature: attachment messages may flow.
+    public var attachmentsAgreed: Bool {
+        guard let peerHello else { return false }
+        return localHello.features & Hello.attachmentsFeature != 0 && peerHello.features & Hello.attachmentsFeature != 0
+    }
+
     /// True when another `changes` request fits in the window the peer announced.
     public var canSendChanges: Bool {
         guard let peerHello else { return false }
@@ -143,6 +149,12 @@ public struct ConnectionStateMachine: Sendable {
         case .checkpoint(let reply): try tables.receiveReply(reply.requestID, to: .checkpointGet, message)
         case .checkpointSetAck(let ack): try tables.receiveReply(ack.requestID, to: .checkpointSet, message)
         case .error(let error): try tables.receiveError(error)
+        case .attachmentGet(let get):
+            guard attachmentsAgreed else { throw unexpected(message) }
+            try tables.receivePeerRequest(get.requestID, kind: .attachmentGet)
+        case .attachmentPart(let part):
+            guard attachmentsAgreed else { throw unexpected(message) }
+            try tables.receiveReply(part.requestID, to: .attachmentGet, message)
         }
         return [.deliver(message)]
     }
@@ -161,6 +173,8 @@ public struct ConnectionStateMachine: Sendable {
         case .heartbeat, .heartbeatEcho:
             // Carry no state; a timer racing a close is harmless (the peer discards it).
             return
+        case .attachmentGet, .attachmentPart:
+            precondition(state == .ready && attachmentsAgreed, "attachment messages need both sides' attachments feature")
         default:
             precondition(state == .ready, "replication messages need both hellos and an open connection")
         }

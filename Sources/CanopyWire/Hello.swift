@@ -19,6 +19,9 @@ public struct Hello: WireMessageBody {
     /// Feature bit: the sender accepts `revisionsAck` with status 2 (documents refused), so a
     /// node learns which of the documents it pushed the peer refused.
     public static let refusalsFeature: UInt64 = 1 << 2
+    /// Feature bit: the sender answers `attachmentGet` and may send it (§6.12); attachment
+    /// messages are exchanged only when both sides set it.
+    public static let attachmentsFeature: UInt64 = 1 << 3
     /// Bytes of a database id.
     public static let databaseIDBytes = 16
 

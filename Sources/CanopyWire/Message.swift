@@ -16,6 +16,8 @@ public enum Message: Equatable, Sendable {
     case heartbeatEcho
     case error(ErrorMessage)
     case close(Close)
+    case attachmentGet(AttachmentGet)
+    case attachmentPart(AttachmentPart)
 
     /// The type byte of this message.
     public var type: MessageType {
@@ -35,6 +37,8 @@ public enum Message: Equatable, Sendable {
         case .heartbeatEcho: return .heartbeatEcho
         case .error: return .error
         case .close: return .close
+        case .attachmentGet: return .attachmentGet
+        case .attachmentPart: return .attachmentPart
         }
     }
 
@@ -65,6 +69,8 @@ public enum Message: Equatable, Sendable {
         case .heartbeat, .heartbeatEcho: break
         case .error(let body): body.encode(into: &writer)
         case .close(let body): body.encode(into: &writer)
+        case .attachmentGet(let body): body.encode(into: &writer)
+        case .attachmentPart(let body): body.encode(into: &writer)
         }
     }
 
@@ -97,6 +103,8 @@ public enum Message: Equatable, Sendable {
         case .heartbeatEcho: message = .heartbeatEcho
         case .error: message = .error(try ErrorMessage(from: &reader))
         case .close: message = .close(try Close(from: &reader))
+        case .attachmentGet: message = .attachmentGet(try AttachmentGet(from: &reader))
+        case .attachmentPart: message = .attachmentPart(try AttachmentPart(from: &reader))
         }
         try reader.expectEnd(messageType: typeByte)
         return message

@@ -16,6 +16,8 @@ public enum MessageType: UInt8, Sendable, CaseIterable, CustomStringConvertible 
     case heartbeatEcho = 0x0D
     case error = 0x0E
     case close = 0x0F
+    case attachmentGet = 0x14
+    case attachmentPart = 0x15
 
     public var description: String {
         switch self {
@@ -34,6 +36,8 @@ public enum MessageType: UInt8, Sendable, CaseIterable, CustomStringConvertible 
         case .heartbeatEcho: return "heartbeatEcho"
         case .error: return "error"
         case .close: return "close"
+        case .attachmentGet: return "attachmentGet"
+        case .attachmentPart: return "attachmentPart"
         }
     }
 }

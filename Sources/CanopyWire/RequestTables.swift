@@ -9,7 +9,7 @@
 /// `changes` already in flight when we unsubscribed is still answered.
 struct RequestTables: Sendable {
     /// Requests other than batches and subscriptions.
-    enum RequestKind: Sendable, Equatable { case checkpointGet, checkpointSet }
+    enum RequestKind: Sendable, Equatable { case checkpointGet, checkpointSet, attachmentGet }
 
     /// A subscription, from either side.
     struct Subscription: Sendable {
@@ -53,7 +53,7 @@ struct RequestTables: Sendable {
         }
     }
 
-    /// A peer's checkpoint request: fresh id, at most `inFlightRequestsMax` outstanding.
+    /// A peer's checkpoint or attachment request: fresh id, at most `inFlightRequestsMax` outstanding.
     mutating func receivePeerRequest(_ id: RequestID, kind: RequestKind) throws(ProtocolError) {
         guard !peerUses(id) else { throw .duplicateRequestID(requestID: id) }
         guard peerRequests.count < WireLimits.inFlightRequestsMax else {
@@ -98,6 +98,9 @@ struct RequestTables: Sendable {
             precondition(peerRequests.removeValue(forKey: reply.requestID) == .checkpointGet, "no such checkpointGet")
         case .checkpointSetAck(let ack):
             precondition(peerRequests.removeValue(forKey: ack.requestID) == .checkpointSet, "no such checkpointSet")
+        case .attachmentGet(let get): sendRequest(get.requestID, kind: .attachmentGet)
+        case .attachmentPart(let part):
+            precondition(peerRequests.removeValue(forKey: part.requestID) == .attachmentGet, "no such attachmentGet")
         case .error(let error):
             let id = error.requestID
             if id == 0 { return }
@@ -112,7 +115,7 @@ struct RequestTables: Sendable {
         }
     }
 
-    /// Records one of our checkpoint requests.
+    /// Records one of our checkpoint or attachment requests.
     private mutating func sendRequest(_ id: RequestID, kind: RequestKind) {
         precondition(!weUse(id), "request id in use")
         precondition(ourRequests.count < WireLimits.inFlightRequestsMax, "more requests than the peer accepts")

@@ -122,6 +122,14 @@ public enum WireLimits {
     /// outstanding towards us at once; replication needs one or two.
     public static let inFlightRequestsMax = 8
 
+    /// The most content bytes one `attachmentPart` carries (and one `attachmentGet` asks for):
+    /// small enough that a large attachment's parts interleave with other messages, large
+    /// enough that a part's per-message cost is noise.
+    public static let attachmentPartBytesMax = 256 << 10
+
+    /// The bytes of an attachment content's digest (BLAKE2b-256) in `attachmentGet`.
+    public static let attachmentDigestBytes = 32
+
     // MARK: Channels (replication-v2.md)
 
     /// The most channels a side accepts to have at once on one connection (attached by either

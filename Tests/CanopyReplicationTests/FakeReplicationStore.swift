@@ -261,3 +261,22 @@ final class FakeReplicationStore: ReplicationStore, @unchecked Sendable {
         preconditionFailure("FakeReplicationStore does not observe commits")
     }
 }
+
+/// The fake holds no attachment content and sets nothing aside.
+extension FakeReplicationStore {
+    var setAsideCount: Int { 0 }
+
+    func awaitedAttachments() throws(StoreError) -> [AwaitedAttachment] { [] }
+
+    func beginDownload(_ digest: AttachmentDigest, length: Int64) throws(StoreError) -> AttachmentDownload {
+        throw .attachment("the fake store keeps no attachment content")
+    }
+
+    func settleAwaitingContent(
+        digests: [AttachmentDigest]?, policy: ConflictPolicy?, limit: Int
+    ) throws(StoreError) -> (results: [ForeignDocumentResult], more: Bool) { ([], false) }
+
+    func refuseAwaiting(digest: AttachmentDigest) throws(StoreError) -> [String] { [] }
+
+    func attachmentPart(of digest: AttachmentDigest, offset: Int64, maxBytes: Int) throws(StoreError) -> (length: Int64, bytes: [UInt8])? { nil }
+}

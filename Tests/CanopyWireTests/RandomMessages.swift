@@ -120,6 +120,12 @@ struct RandomMessages {
         case .heartbeatEcho: return .heartbeatEcho
         case .error: return .error(ErrorMessage(requestID: bool() ? 0 : requestID(), code: code(), message: text(1024)))
         case .close: return .close(Close(code: code(), reason: text(1024)))
+        case .attachmentGet:
+            return .attachmentGet(AttachmentGet(
+                requestID: requestID(), digest: bytes(32...32), offset: wide(),
+                maxBytes: int(1...WireLimits.attachmentPartBytesMax)))
+        case .attachmentPart:
+            return .attachmentPart(AttachmentPart(requestID: requestID(), length: wide(), data: bytes(0...300)))
         }
     }
 

@@ -12,6 +12,8 @@ struct SpecConformanceTests {
     /// fails `limitsTable`, so this map (and the spec) must be updated with it.
     static let limitValues: [String: UInt64] = [
         "protocolVersion": WireLimits.protocolVersion,
+        "attachmentPartBytesMax": UInt64(WireLimits.attachmentPartBytesMax),
+        "attachmentDigestBytes": UInt64(WireLimits.attachmentDigestBytes),
         "frameHeaderBytes": UInt64(WireLimits.frameHeaderBytes),
         "secretstreamOverheadBytes": UInt64(WireLimits.secretstreamOverheadBytes),
         "framePlaintextBytesMax": UInt64(WireLimits.framePlaintextBytesMax),

@@ -88,6 +88,9 @@ enum VectorFixtures {
         ("error-for-request", .error(ErrorMessage(requestID: 2, code: .forbidden, message: "not shared"))),
         ("error-no-request", .error(ErrorMessage(requestID: 0, code: .busy, message: ""))),
         ("close-fatal", .close(Close(code: .unknownMessageType, reason: "unknown message type 255"))),
+        ("attachment-get", .attachmentGet(AttachmentGet(requestID: 5, digest: Array(0..<32), offset: 262_144, maxBytes: 262_144))),
+        ("attachment-part", .attachmentPart(AttachmentPart(requestID: 5, length: 262_147, data: [0x61, 0x62, 0x63]))),
+        ("attachment-part-past-end", .attachmentPart(AttachmentPart(requestID: 6, length: 3, data: []))),
     ]
 
     /// Every valid message vector, by name.
@@ -133,5 +136,9 @@ enum VectorFixtures {
          .malformedMessage),
         ("checkpoint-found-2", [0x09, 0x01, 0x02], .malformedMessage),
         ("checkpoint-get-empty-replication-id", [0x08, 0x01, 0x00], .limitExceeded),
+        ("attachment-get-max-bytes-0", [0x14, 0x01] + [UInt8](repeating: 0xAB, count: 32) + [0x00, 0x00], .limitExceeded),
+        ("attachment-get-max-bytes-over", [0x14, 0x01] + [UInt8](repeating: 0xAB, count: 32) + [0x00, 0x81, 0x80, 0x10], .limitExceeded),
+        ("attachment-get-digest-truncated", [0x14, 0x01] + [UInt8](repeating: 0xAB, count: 31), .malformedMessage),
+        ("attachment-part-data-over", [0x15, 0x01, 0x05, 0x81, 0x80, 0x10], .limitExceeded),
     ]
 }

@@ -1,0 +1,171 @@
+import CanopyCore
+import CanopyStore
+import CanopyWire
+
+/// Attachment content between the two sides (replication-v1.md §6.12), when both set the
+/// `attachments` feature: as the source, answering the peer's `attachmentGet` with parts read
+/// from disk; as the target, fetching the content that the revisions this node set aside wait
+/// for (`DocumentStore+AwaitingContent`), then merging those revisions.
+extension ReplicationSession {
+    /// Whether attachment content flows on this session.
+    var attachmentsAgreed: Bool { machine.attachmentsAgreed }
+
+    // MARK: Source
+
+    /// Answers a part of content this node holds, or `notFound`.
+    func answerAttachmentGet(_ get: AttachmentGet) {
+        let digest = AttachmentDigest(bytes: get.digest)
+        let offset = Int64(clamping: get.offset)
+        let part: (length: Int64, bytes: [UInt8])?
+        do {
+            part = try store.attachmentPart(of: digest, offset: offset, maxBytes: get.maxBytes)
+        } catch {
+            logger.warning("reading attachment content for a peer failed", metadata: ["digest": "\(digest)", "error": "\(error)"])
+            return send(.error(ErrorMessage(requestID: get.requestID, code: .storageFailure, message: "reading \(digest) failed")))
+        }
+        guard let part else {
+            return send(.error(ErrorMessage(requestID: get.requestID, code: .notFound, message: "\(digest) is not on this node")))
+        }
+        send(.attachmentPart(AttachmentPart(requestID: get.requestID, length: UInt64(part.length), data: part.bytes)))
+    }
+
+    // MARK: Target
+
+    /// Reads what set-aside revisions wait for when the store set more aside since the last
+    /// look (or `force`), and starts fetching.
+    func refreshAwaitedAttachments(force: Bool = false) {
+        guard attachmentsAgreed, configuration.direction.pulls, !isClosed else { return }
+        let count = store.setAsideCount
+        guard force || count != fetches.seenSetAside else { return }
+        fetches.seenSetAside = count
+        do {
+            fetches.enqueue(try store.awaitedAttachments())
+        } catch {
+            return fail(.store(error))
+        }
+        pumpAttachmentFetches()
+    }
+
+    /// Starts contents and sends requests while there is room.
+    func pumpAttachmentFetches() {
+        while !isClosed, let next = fetches.nextToStart() {
+            do {
+                let download = try store.beginDownload(next.digest, length: next.length)
+                fetches.started(download)
+                if download.remaining == 0 { completeDownload(download) }
+            } catch {
+                logger.warning("cannot fetch attachment content", metadata: ["digest": "\(next.digest)", "error": "\(error)"])
+                fetches.finished(next.digest, available: false)
+            }
+        }
+        while !isClosed, let (_, get) = fetches.nextRequest(id: { allocateRequestID() }) {
+            send(.attachmentGet(get))
+        }
+        settleCompletedAttachments()
+    }
+
+    /// A part arrived: written at the content's end, the content finished when it is whole.
+    func receiveAttachmentPart(_ part: AttachmentPart) throws(ReplicationError) {
+        guard let request = fetches.answered(part.requestID) else { return }
+        defer { pumpAttachmentFetches() }
+        guard let item = fetches.active[request.digest] else { return }
+        let download = item.download
+        guard part.length == UInt64(download.length), part.data.count == request.count, request.offset == download.received else {
+            return refuseContent(
+                download, reason: "the peer sent \(part.data.count) bytes of \(part.length) for \(download.digest), announced with \(download.length)")
+        }
+        do {
+            try part.data.withUnsafeBytes { bytes in try download.append(bytes) }
+        } catch let error as StoreError {
+            return fail(.store(error))
+        } catch {
+            return fail(.store(.attachment("\(error)")))
+        }
+        if download.remaining == 0 { completeDownload(download) }
+    }
+
+    /// Every byte is here: verified and named by its digest, or refused.
+    private func completeDownload(_ download: AttachmentDownload) {
+        do {
+            try download.finish()
+        } catch {
+            return refuseContent(download, reason: "\(error)")
+        }
+        fetches.finished(download.digest, available: true)
+        fetches.completed.append(download.digest)
+    }
+
+    /// Content that does not match what the revisions named: discarded, and the revisions
+    /// waiting for it are refused (counted and reported as rejected documents).
+    private func refuseContent(_ download: AttachmentDownload, reason: String) {
+        download.discard()
+        fetches.finished(download.digest, available: false)
+        logger.warning("attachment content from the peer refused", metadata: ["digest": "\(download.digest)", "reason": "\(reason)"])
+        do {
+            let documents = try store.refuseAwaiting(digest: download.digest)
+            reportDocuments(documents.map { DocumentEvent(kind: .rejected, documentID: $0, detail: "attachment content refused: \(reason)") })
+        } catch {
+            fail(.store(error))
+        }
+    }
+
+    /// The peer answered one of our requests with `error`: true when it was an `attachmentGet`
+    /// (the content is not asked of this peer again in this session).
+    func receiveAttachmentError(_ error: ErrorMessage) -> Bool {
+        guard let request = fetches.answered(error.requestID) else { return false }
+        if fetches.active[request.digest] != nil {
+            logger.notice(
+                "the peer cannot send attachment content", metadata: ["digest": "\(request.digest)", "code": "\(error.code)", "message": "\(error.message)"])
+            fetches.finished(request.digest, available: false)
+        }
+        pumpAttachmentFetches()
+        return true
+    }
+
+    /// Merges the set-aside revisions whose content is all here already (it arrived from another
+    /// peer, or by an upload, while this session was away).
+    func settleReadyAtStart() {
+        fetches.settleAll = true
+        settleCompletedAttachments()
+    }
+
+    /// Merges, on the writer, the set-aside revisions the completed content lets through; one
+    /// write at a time, each reporting its documents.
+    func settleCompletedAttachments() {
+        guard !fetches.settling, fetches.settleAll || !fetches.completed.isEmpty else { return }
+        let digests: [AttachmentDigest]? = fetches.settleAll ? nil : fetches.completed
+        if fetches.settleAll { fetches.settleAll = false } else { fetches.completed = [] }
+        fetches.settling = true
+        let store = store
+        let policy = configuration.conflictPolicy
+        let onEvent = onEvent
+        writer.run({ () -> Result<(results: [ForeignDocumentResult], more: Bool), StoreError> in
+            do throws(StoreError) {
+                return .success(try store.settleAwaitingContent(digests: digests, policy: policy, limit: StoreLimits.foreignBatchCountMax))
+            } catch {
+                return .failure(error)
+            }
+        }) { [weak self] result in
+            guard let self else {
+                if case .success(let settled) = result {
+                    let events = SubscriptionTarget.events(for: settled.results)
+                    if !events.isEmpty { onEvent(.documents(events)) }
+                }
+                return
+            }
+            self.fetches.settling = false
+            switch result {
+            case .success(let settled):
+                self.reportDocuments(SubscriptionTarget.events(for: settled.results))
+                if settled.more {
+                    if let digests { self.fetches.completed.append(contentsOf: digests) } else { self.fetches.settleAll = true }
+                }
+                self.onEvent(.progress)
+                self.settleCompletedAttachments()
+                if self.drainCompletion != nil { self.finishDrainIfIdle() }
+            case .failure(let error):
+                self.fail(.store(error))
+            }
+        }
+    }
+}

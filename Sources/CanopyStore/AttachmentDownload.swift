@@ -1,0 +1,148 @@
+import CanopyCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Content of a known digest and length fetched from a peer in parts, into `partial-HEX` in the
+/// attachment directory. The file outlives the process: a fetch cut short by a disconnect or a
+/// `kill -9` resumes from the bytes already on disk, which are hashed again when the download is
+/// opened (so what was written before a crash counts only if it is still there). `finish`
+/// names the file by its digest only when every byte arrived and the whole hashes to the
+/// digest; otherwise the partial file is removed, and nothing unverified is ever visible.
+///
+/// Used from one thread at a time; the file is closed when the download is released.
+public final class AttachmentDownload {
+    /// The content being fetched.
+    public let digest: AttachmentDigest
+    /// Its announced length.
+    public let length: Int64
+    private let store: AttachmentStore
+    private let partial: String
+    private let output: Int32
+    private let hash = Blake2bStream(outputBytes: AttachmentDigest.byteCount)
+    /// Bytes on disk and hashed: where the next part goes.
+    public private(set) var received: Int64 = 0
+
+    /// Opens (or resumes) the download of `digest`, `length` bytes; refused when `length` is
+    /// over the store's size limit. Bytes already in the partial file are hashed again; a file
+    /// longer than `length` is started over.
+    init(store: AttachmentStore, digest: AttachmentDigest, length: Int64) throws(StoreError) {
+        guard length >= 0, length <= store.sizeLimit else {
+            throw .attachment("\(digest) has \(length) bytes; an attachment has at most \(store.sizeLimit) (the size limit)")
+        }
+        self.store = store
+        self.digest = digest
+        self.length = length
+        partial = store.directory + "/partial-" + digest.hex
+        output = open(partial, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw .attachment("cannot open \(partial): \(String(cString: strerror(errno)))") }
+        do {
+            try rehashExisting()
+        } catch {
+            close(output)
+            throw error
+        }
+    }
+
+    deinit { close(output) }
+
+    /// Bytes still missing.
+    public var remaining: Int64 { length - received }
+
+    /// Hashes what a previous fetch left in the file and positions the next write after it.
+    private func rehashExisting() throws(StoreError) {
+        var info = stat()
+        guard fstat(output, &info) == 0 else { throw .attachment("cannot read \(partial): \(String(cString: strerror(errno)))") }
+        var kept = Int64(info.st_size)
+        if kept > length {
+            guard ftruncate(output, 0) == 0 else { throw .attachment("cannot reset \(partial): \(String(cString: strerror(errno)))") }
+            kept = 0
+        }
+        var buffer = [UInt8](repeating: 0, count: AttachmentStore.partBytes)
+        var offset: Int64 = 0
+        while offset < kept {
+            let wanted = Int(min(Int64(buffer.count), kept - offset))
+            let count = buffer.withUnsafeMutableBytes { pread(output, $0.baseAddress, wanted, off_t(offset)) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw .attachment("reading \(partial) failed: \(String(cString: strerror(errno)))") }
+            buffer.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            offset += Int64(count)
+        }
+        received = kept
+        guard lseek(output, off_t(kept), SEEK_SET) >= 0 else {
+            throw .attachment("cannot seek in \(partial): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Appends the part that starts at `received`. More than `length` bytes is refused.
+    public func append(_ part: UnsafeRawBufferPointer) throws(StoreError) {
+        guard Int64(part.count) <= remaining else {
+            throw .attachment("\(digest) received more than its \(length) bytes")
+        }
+        guard AttachmentStore.writeAll(output, part) else {
+            throw .attachment("writing \(partial) failed: \(String(cString: strerror(errno)))")
+        }
+        hash.update(part)
+        received += Int64(part.count)
+    }
+
+    /// Every byte arrived: checks the digest, syncs, and names the file by its digest. A digest
+    /// mismatch removes the partial file and throws `StoreError.attachment` saying so (the
+    /// content must be fetched again, from the start).
+    public func finish() throws(StoreError) {
+        guard remaining == 0 else { throw .attachment("\(digest) is \(remaining) bytes short of its \(length)") }
+        guard hash.finish() == digest.bytes else {
+            unlink(partial)
+            throw .attachment("the content received for \(digest) does not match its digest: discarded")
+        }
+        guard fsync(output) == 0 else { throw .attachment("syncing \(partial) failed: \(String(cString: strerror(errno)))") }
+        guard rename(partial, store.path(of: digest)) == 0 else {
+            throw .attachment("storing \(digest) failed: \(String(cString: strerror(errno)))")
+        }
+        try store.syncDirectory()
+    }
+
+    /// Gives up: the partial file is removed (a peer that sent content of another length).
+    public func discard() {
+        unlink(partial)
+    }
+}
+
+extension AttachmentStore {
+    /// Opens or resumes the fetch of `digest` (`AttachmentDownload`), creating the directory.
+    public func beginDownload(_ digest: AttachmentDigest, length: Int64) throws(StoreError) -> AttachmentDownload {
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw .attachment("cannot create the attachment directory \(directory): \(String(cString: strerror(errno)))")
+        }
+        return try AttachmentDownload(store: self, digest: digest, length: length)
+    }
+
+    /// Up to `maxBytes` of the content named `digest` from `offset`, with the content's length;
+    /// nil when the content is not here. What a peer asks for, a part at a time: the receiver
+    /// checks the whole against the digest, so the parts are not checked here.
+    public func part(of digest: AttachmentDigest, offset: Int64, maxBytes: Int) throws(StoreError) -> (length: Int64, bytes: [UInt8])? {
+        let input = open(path(of: digest), O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else {
+            if errno == ENOENT { return nil }
+            throw .attachment("cannot open \(digest): \(String(cString: strerror(errno)))")
+        }
+        defer { close(input) }
+        var info = stat()
+        guard fstat(input, &info) == 0 else { throw .attachment("cannot read \(digest): \(String(cString: strerror(errno)))") }
+        let length = Int64(info.st_size)
+        guard offset >= 0, offset <= length else { return (length, []) }
+        let wanted = Int(min(Int64(maxBytes), length - offset))
+        var bytes = [UInt8](repeating: 0, count: wanted)
+        var count = 0
+        while count < wanted {
+            let got = bytes.withUnsafeMutableBytes { pread(input, $0.baseAddress! + count, wanted - count, off_t(offset) + off_t(count)) }
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { throw .attachment("reading \(digest) failed: the file ended early or could not be read") }
+            count += got
+        }
+        return (length, bytes)
+    }
+}

@@ -1,0 +1,125 @@
+import CanopyAgent
+import CanopyCore
+import CanopyStore
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Attachments between two real agents over encrypted TCP: a revision travels with its stubs,
+/// the receiver fetches the content it lacks in parts, and the revision becomes visible with
+/// its content verified.
+@Suite("Attachments replicate between agents", .serialized)
+struct AttachmentReplicationEndToEndTests {
+    /// Two started agents that allow each other.
+    static func pair() throws -> (AgentProcess, AgentProcess) {
+        let (a, b) = try AgentProcess.peeredPair()
+        return (a, b)
+    }
+
+    /// The content file names in the agent's attachment directory.
+    static func contentFiles(_ agent: AgentProcess) -> [String] {
+        AttachmentsEndToEndTests.storedFiles(agent).filter { $0.count == 64 }
+    }
+
+    /// `peer_bytes_sent` from the agent's `stats`.
+    static func bytesSent(_ agent: AgentProcess) throws -> Int64 {
+        guard case .int(let sent)? = try agent.client().request("stats")["peer_bytes_sent"] else { return -1 }
+        return sent
+    }
+
+    @Test("a document with a 5 MiB attachment reaches the peer whole: the stub, the exact bytes and a document written after it")
+    func attachmentTravels() throws {
+        let (a, b) = try AgentProcess.peeredPair()
+        let file = a.temporary.path + "/scan.pdf"
+        let bytes = AttachmentsEndToEndTests.content(5 << 20 + 77, seed: 3)
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        let attached = try a.ctl(["attach", "invoice", "scan", "--file", file])
+        #expect(attached.status == 0, "\(attached.stderr)")
+        try a.put("after", ["small": .bool(true)])
+        try poll("the attachment's document on b") { try b.value(of: "invoice", "_attachments") != nil }
+        try poll("the document after it on b") { try b.value(of: "after", "small") == .bool(true) }
+        let output = b.temporary.path + "/copy.pdf"
+        let read = try b.ctl(["attachment", "invoice", "scan", "--output", output])
+        #expect(read.status == 0, "\(read.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == Data(bytes))
+        #expect(try a.value(of: "invoice", "_rev") == b.value(of: "invoice", "_rev"), "the same revision id on both")
+        #expect(AttachmentsEndToEndTests.storedFiles(b).allSatisfy { !$0.hasPrefix("partial-") }, "no partial file is left")
+    }
+
+    @Test("the same content attached to many documents is stored once and sent once")
+    func sharedContentSentOnce() throws {
+        let (a, b) = try AgentProcess.peeredPair()
+        let file = a.temporary.path + "/logo.png"
+        let bytes = AttachmentsEndToEndTests.content(2 << 20, seed: 5)
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        let before = try Self.bytesSent(a)
+        for index in 0..<40 {
+            let attached = try a.ctl(["attach", "card-\(index)", "logo", "--file", file])
+            #expect(attached.status == 0, "\(attached.stderr)")
+        }
+        try poll("40 documents on b") { try b.documentCount() == 40 }
+        #expect(Self.contentFiles(b).count == 1, "\(AttachmentsEndToEndTests.storedFiles(b))")
+        let sent = try Self.bytesSent(a) - before
+        #expect(sent < Int64(bytes.count) * 3 / 2, "a sent \(sent) bytes for 2 MiB of content named 40 times")
+    }
+
+    @Test("a fetch cut short resumes from the bytes on disk: a restarted receiver asks only for the rest")
+    func resumesFromPartialFile() throws {
+        let a = try AgentProcess()
+        let b = try AgentProcess()
+        try a.start()
+        let file = a.temporary.path + "/video.bin"
+        let bytes = AttachmentsEndToEndTests.content(8 << 20, seed: 7)
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        let attached = try a.ctl(["attach", "clip", "video", "--file", file])
+        #expect(attached.status == 0, "\(attached.stderr)")
+        let stub = try #require(try a.value(of: "clip", "_attachments")?.objectValue?["video"]?.objectValue)
+        let digest = try #require(stub["digest"]?.stringValue.flatMap(AttachmentDigest.init))
+        // What a receiver killed half way leaves: the first 6 MiB in its partial file.
+        try FileManager.default.createDirectory(atPath: b.dataDir + "/attachments", withIntermediateDirectories: true)
+        try Data(bytes[..<(6 << 20)]).write(to: URL(fileURLWithPath: b.dataDir + "/attachments/partial-" + digest.hex))
+        try b.start()
+        let before = try Self.bytesSent(a)
+        try a.allow(b)
+        try b.allow(a)
+        try poll("the clip on b") { try b.value(of: "clip", "_attachments") != nil }
+        let output = b.temporary.path + "/copy.bin"
+        #expect(try b.ctl(["attachment", "clip", "video", "--output", output]).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == Data(bytes))
+        let sent = try Self.bytesSent(a) - before
+        #expect(sent < 3 << 20, "a sent \(sent) bytes for the 2 MiB b lacked")
+    }
+
+    @Test("content that does not match its digest is refused: the revision stays invisible, the refusal is counted, and nothing partial is left")
+    func damagedContentRefused() throws {
+        let (a, b) = try AgentProcess.peeredPair()
+        let file = a.temporary.path + "/doc.bin"
+        try Data(AttachmentsEndToEndTests.content(700_000, seed: 9)).write(to: URL(fileURLWithPath: file))
+        #expect(try a.ctl(["attach", "warm-up", "x", "--file", a.temporary.path + "/doc.bin"]).status == 0)
+        try poll("the first document on b") { try b.value(of: "warm-up", "_attachments") != nil }
+        // a's stored copy of a second content is damaged after it was attached.
+        let other = a.temporary.path + "/other.bin"
+        try Data(AttachmentsEndToEndTests.content(600_000, seed: 11)).write(to: URL(fileURLWithPath: other))
+        b.signal(SIGSTOP)
+        #expect(try a.ctl(["attach", "damaged", "y", "--file", other]).status == 0)
+        let stub = try #require(try a.value(of: "damaged", "_attachments")?.objectValue?["y"]?.objectValue)
+        let digest = try #require(stub["digest"]?.stringValue.flatMap(AttachmentDigest.init))
+        let stored = a.dataDir + "/attachments/" + digest.hex
+        var damaged = try [UInt8](Data(contentsOf: URL(fileURLWithPath: stored)))
+        damaged[1234] ^= 0xFF
+        try Data(damaged).write(to: URL(fileURLWithPath: stored))
+        b.signal(SIGCONT)
+        try a.put("after-damage", ["ok": .bool(true)])
+        try poll("the document after the damaged one on b") { try b.value(of: "after-damage", "ok") == .bool(true) }
+        try poll("the refusal counted and reported on b") {
+            guard case .array(let peers)? = try b.client().request("status")["peers"],
+                case .int(let rejected)? = peers.first?.objectValue?["rejected"] else { return false }
+            return rejected >= 1 && peers.first?.objectValue?["last_rejection"]?.stringValue?.contains("does not match its digest") == true
+        }
+        #expect(try b.value(of: "damaged", "_attachments") == nil, "the revision is not visible")
+        #expect(!AttachmentsEndToEndTests.storedFiles(b).contains { $0.hasSuffix(digest.hex) }, "\(AttachmentsEndToEndTests.storedFiles(b))")
+    }
+}

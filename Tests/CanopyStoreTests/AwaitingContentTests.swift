@@ -1,0 +1,99 @@
+import CanopyCore
+import Foundation
+import Testing
+@testable import CanopyStore
+
+/// A peer's revision that names content this store lacks, as replication hands it over: with
+/// the id its content hashes to.
+private func foreignRevision(_ id: String, naming bytes: [UInt8], text: String = "x") throws -> (ForeignRevision, AttachmentDigest) {
+    let digest = AttachmentDigest(bytes: Blake2b.hash(bytes, outputBytes: AttachmentDigest.byteCount))
+    let stub = AttachmentMetadata(contentType: "image/png", length: Int64(bytes.count), digest: digest, revpos: 1)
+    let body = Attachments.body(.object(["text": .string(text)]), with: ["photo": stub])
+    let leaf = RevisionHasher.revisionID(parent: nil, kind: .live, canonicalBody: CanonicalJSON.encode(body))
+    return (ForeignRevision(documentID: id, path: try RevisionPath(leaf: leaf, kind: .live), body: .value(body)), digest)
+}
+
+private func pattern(_ count: Int, seed: UInt8 = 1) -> [UInt8] {
+    (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) }
+}
+
+@Suite("revisions set aside until their attachment content is here")
+struct AwaitingContentTests {
+    @Test("a revision naming absent content is set aside, invisible and durable, and merged with its id once the content is fetched, across a reopen and a resumed download")
+    func setAsideThenSettled() throws {
+        let test = try TestStore()
+        let bytes = pattern(700_000)
+        let (revision, digest) = try foreignRevision("photo", naming: bytes)
+        let results = try test.store.bulkInsertForeign([revision, ForeignRevision(
+            documentID: "plain-doc", path: try RevisionPath(
+                leaf: RevisionHasher.revisionID(parent: nil, kind: .live, canonicalBody: CanonicalJSON.encode(.object(["a": .int(1)]))), kind: .live),
+            body: .value(.object(["a": .int(1)])))])
+        #expect(results.map(\.documentID) == ["plain-doc"], "only the document without attachments is written now")
+        #expect(throws: StoreError.self) { try test.store.get(id: "photo") }
+        #expect(try test.store.awaitingContentCount() == 1)
+        #expect(try test.store.awaitedAttachments() == [AwaitedAttachment(digest: digest, length: Int64(bytes.count))])
+        #expect(test.store.setAsideCount == 1)
+
+        // Half the content, then the process goes away.
+        do {
+            let download = try test.store.beginDownload(digest, length: Int64(bytes.count))
+            try bytes[..<300_000].withUnsafeBytes { try download.append($0) }
+        }
+        let reopened = try test.reopen()
+        #expect(try reopened.awaitingContentCount() == 1, "the set-aside revision survived")
+        let download = try reopened.beginDownload(digest, length: Int64(bytes.count))
+        #expect(download.received == 300_000, "the fetch resumes from the bytes on disk")
+        try bytes[300_000...].withUnsafeBytes { try download.append($0) }
+        #expect(try reopened.settleAwaitingContent(digests: [digest]).results.isEmpty, "nothing merges before the content is complete")
+        try download.finish()
+        let settled = try reopened.settleAwaitingContent(digests: [digest])
+        #expect(settled.results.map(\.documentID) == ["photo"] && !settled.more)
+        #expect(try reopened.get(id: "photo").revision == revision.path.leaf)
+        #expect(try reopened.awaitingContentCount() == 0)
+        #expect(try reopened.awaitedAttachments().isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: reopened.attachments.directory + "/partial-" + digest.hex))
+    }
+
+    @Test("content that does not hash to its digest is discarded, and the revisions waiting for it are refused by document")
+    func mismatchRefused() throws {
+        let test = try TestStore()
+        let bytes = pattern(1000)
+        let (first, digest) = try foreignRevision("one", naming: bytes)
+        let (second, _) = try foreignRevision("two", naming: bytes, text: "y")
+        try test.store.bulkInsertForeign([first, second])
+        var wrong = bytes
+        wrong[10] ^= 1
+        let download = try test.store.beginDownload(digest, length: Int64(bytes.count))
+        try wrong.withUnsafeBytes { try download.append($0) }
+        #expect(throws: StoreError.self) { try download.finish() }
+        #expect(!test.store.attachments.contains(digest))
+        #expect(try test.store.refuseAwaiting(digest: digest).sorted() == ["one", "two"])
+        #expect(try test.store.awaitingContentCount() == 0)
+    }
+
+    @Test("content a set-aside revision names is kept by a collection, and content already here lets a revision through at once")
+    func collectionKeepsAwaitedContent() throws {
+        let test = try TestStore()
+        let present = pattern(5000, seed: 2)
+        let upload = try test.store.attachments.beginUpload(length: Int64(present.count), from: "a test")
+        try present.withUnsafeBytes { try upload.write($0) }
+        let stored = try upload.finish()
+        // A revision naming the content here and another that is not: set aside, and the
+        // content here is still named.
+        let absent = pattern(4000, seed: 3)
+        let absentDigest = AttachmentDigest(bytes: Blake2b.hash(absent, outputBytes: AttachmentDigest.byteCount))
+        let stubs = [
+            "here": AttachmentMetadata(contentType: "text/plain", length: stored.length, digest: stored.digest, revpos: 1),
+            "later": AttachmentMetadata(contentType: "text/plain", length: Int64(absent.count), digest: absentDigest, revpos: 1),
+        ]
+        let body = Attachments.body(.object([:]), with: stubs)
+        let leaf = RevisionHasher.revisionID(parent: nil, kind: .live, canonicalBody: CanonicalJSON.encode(body))
+        try test.store.bulkInsertForeign([ForeignRevision(documentID: "both", path: try RevisionPath(leaf: leaf, kind: .live), body: .value(body))])
+        #expect(try test.store.awaitedAttachments().map(\.digest) == [absentDigest])
+        let report = try DocumentStore.collectAttachmentGarbage(of: [test.store])
+        #expect(report.removedFiles == 0 && test.store.attachments.contains(stored.digest))
+        // A revision naming only content that is here is written at once.
+        let (ready, _) = try foreignRevision("ready", naming: present)
+        #expect(try test.store.bulkInsertForeign([ready]).map(\.documentID) == ["ready"])
+    }
+}
