@@ -81,6 +81,8 @@ enum Schema {
         "SELECT 1;",
         // 4: peers' revisions set aside until the attachment content they name is here
         // (`DocumentStore+AwaitingContent`), with one row per content each one waits for.
+        // `awaiting_digests` keeps its rowid: SQLite 3.40's integrity_check reports a NOT NULL
+        // column of a WITHOUT ROWID table that has a second index as NULL when it is not.
         """
         CREATE TABLE awaiting_revisions (
             doc_id TEXT NOT NULL,
@@ -97,8 +99,8 @@ enum Schema {
             length INTEGER NOT NULL,
             doc_id TEXT NOT NULL,
             rev TEXT NOT NULL,
-            PRIMARY KEY (digest, doc_id, rev)
-        ) WITHOUT ROWID, STRICT;
+            UNIQUE (digest, doc_id, rev)
+        ) STRICT;
         CREATE INDEX awaiting_digests_revision ON awaiting_digests(doc_id, rev);
         """,
     ]

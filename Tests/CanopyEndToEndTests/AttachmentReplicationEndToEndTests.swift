@@ -123,3 +123,36 @@ struct AttachmentReplicationEndToEndTests {
         #expect(!AttachmentsEndToEndTests.storedFiles(b).contains { $0.hasSuffix(digest.hex) }, "\(AttachmentsEndToEndTests.storedFiles(b))")
     }
 }
+
+extension AttachmentReplicationEndToEndTests {
+    /// The size of the agent's partial file for `digest` (0 when there is none).
+    static func partialBytes(_ agent: AgentProcess, _ digest: AttachmentDigest) -> Int64 {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: agent.dataDir + "/attachments/partial-" + digest.hex)
+        return (attributes?[.size] as? NSNumber)?.int64Value ?? 0
+    }
+
+    @Test("kill -9 of the receiver in the middle of a fetch: restarted, it resumes from its partial file and the sender sends the content about once")
+    func killedReceiverResumes() throws {
+        let (a, b) = try AgentProcess.peeredPair()
+        let file = a.temporary.path + "/big.bin"
+        let bytes = AttachmentsEndToEndTests.content(48 << 20, seed: 13)
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        let digest = AttachmentDigest(bytes: Blake2b.hash(bytes, outputBytes: AttachmentDigest.byteCount))
+        let before = try Self.bytesSent(a)
+        #expect(try a.ctl(["attach", "movie", "reel", "--file", file]).status == 0)
+        // Hold the sender as soon as the receiver has written some of the content, so the kill
+        // lands in the middle of the fetch whatever the machine's speed.
+        try poll("b to start writing the content", limitSeconds: 120) { Self.partialBytes(b, digest) > 0 || Self.contentFiles(b).contains(digest.hex) }
+        a.signal(SIGSTOP)
+        let written = Self.partialBytes(b, digest)
+        #expect(written > 0 && written < Int64(bytes.count), "the kill lands mid-fetch (\(written) bytes written)")
+        try b.killAndRestart()
+        a.signal(SIGCONT)
+        try poll("the movie on b after the restart", limitSeconds: 120) { try b.value(of: "movie", "_attachments") != nil }
+        let output = b.temporary.path + "/copy.bin"
+        #expect(try b.ctl(["attachment", "movie", "reel", "--output", output]).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == Data(bytes))
+        let sent = try Self.bytesSent(a) - before
+        #expect(sent <= Int64(bytes.count) * 11 / 10, "a sent \(sent) bytes for \(bytes.count) of content (\(written) kept across the kill)")
+    }
+}

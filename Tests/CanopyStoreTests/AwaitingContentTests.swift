@@ -33,6 +33,7 @@ struct AwaitingContentTests {
         #expect(try test.store.awaitingContentCount() == 1)
         #expect(try test.store.awaitedAttachments() == [AwaitedAttachment(digest: digest, length: Int64(bytes.count))])
         #expect(test.store.setAsideCount == 1)
+        #expect(try test.store.integrityCheck() == "ok", "the set-aside tables pass SQLite's integrity check")
 
         // Half the content, then the process goes away.
         do {
