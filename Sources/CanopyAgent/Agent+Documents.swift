@@ -230,6 +230,7 @@ extension Agent {
             "doc_del_count": .int(deleted),
             "update_seq": .int(store.lastSequence),
             "conflicted_count": .int(Int64(try store.conflictedCount)),
+            "awaiting_attachments": .int(Int64(try store.awaitingContentCount())),
         ]
     }
 }

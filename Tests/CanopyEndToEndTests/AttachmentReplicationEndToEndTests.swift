@@ -147,11 +147,16 @@ extension AttachmentReplicationEndToEndTests {
         let written = Self.partialBytes(b, digest)
         #expect(written > 0 && written < Int64(bytes.count), "the kill lands mid-fetch (\(written) bytes written)")
         try b.killAndRestart()
+        // While the sender is held, the restarted receiver says what it waits for.
+        #expect(try b.client().request("status")["awaiting_attachments"] == .int(1))
+        let status = try b.ctl(["status"])
+        #expect(status.stdout.contains("1 revision from a peer waits for its attachment content"), "\(status.stdout)")
         a.signal(SIGCONT)
         try poll("the movie on b after the restart", limitSeconds: 120) { try b.value(of: "movie", "_attachments") != nil }
         let output = b.temporary.path + "/copy.bin"
         #expect(try b.ctl(["attachment", "movie", "reel", "--output", output]).status == 0)
         #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == Data(bytes))
+        #expect(try b.client().request("status")["awaiting_attachments"] == .int(0))
         let sent = try Self.bytesSent(a) - before
         #expect(sent <= Int64(bytes.count) * 11 / 10, "a sent \(sent) bytes for \(bytes.count) of content (\(written) kept across the kill)")
     }

@@ -23,6 +23,11 @@ struct Status: ParsableCommand {
             print("damaged".padding(toLength: 12, withPad: " ", startingAt: 0)
                 + "\(damaged) (last: \(text(last?["doc"])): \(text(last?["reason"]))); run `canopyctl check`, restore from a backup")
         }
+        if case .int(let awaiting)? = result["awaiting_attachments"], awaiting > 0 {
+            print("fetching".padding(toLength: 12, withPad: " ", startingAt: 0)
+                + (awaiting == 1 ? "1 revision from a peer waits for its" : "\(awaiting) revisions from peers wait for their")
+                + " attachment content (visible once it is complete and verified)")
+        }
         if case .array(let resolvers)? = result["resolvers"], !resolvers.isEmpty {
             let names = resolvers.map { row in
                 let members = row.objectValue
