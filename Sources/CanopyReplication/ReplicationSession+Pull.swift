@@ -92,8 +92,10 @@ extension ReplicationSession {
             // A write for a subscription replaced meanwhile (a one-shot sync's confirmation pull)
             // completes nothing, but what it wrote still happened.
             guard let completion else { return reportDocuments(events) }
-            report(completion)
+            // Before the completion is reported: a one-shot sync must see the fetches the
+            // write made necessary as work still to do.
             refreshAwaitedAttachments()
+            report(completion)
             writeNext()
         case .failure(let error):
             puller.writeAbandoned()

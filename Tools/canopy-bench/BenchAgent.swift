@@ -22,7 +22,7 @@ final class BenchAgent {
     let dataDir: String
     let nodeID: String
     private let executable: String
-    private let process = Process()
+    private var process = Process()
     private let logPath: String
 
     /// `canopyd init` in `parent/name` (listening on a free loopback port). Does not start it.
@@ -121,6 +121,20 @@ final class BenchAgent {
             return nil
         }
         return (Int(sent), Int(received))
+    }
+
+    /// Kills the agent with SIGKILL (no clean shutdown) and waits for it to exit.
+    func killHard() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Starts the agent again on the same directory after its process has exited.
+    func restart() throws {
+        precondition(!process.isRunning, "restart after the agent exited")
+        process = Process()
+        try start()
     }
 
     /// Asks the agent to shut down and waits for it to exit (killing it if it does not).
