@@ -15,11 +15,11 @@ import DequeModule
 struct AttachmentFetches {
     /// Bytes asked for in one `attachmentGet`.
     static let partBytes = WireLimits.attachmentPartBytesMax
-    /// `attachmentGet` requests outstanding at once (of `inFlightRequestsMax`, which the
-    /// checkpoint requests share).
-    static let requestsMax = 4
+    /// `attachmentGet` requests outstanding at once, at most: 1.5 MiB of parts in flight, and
+    /// two of the peer's `inFlightRequestsMax` left for checkpoint requests.
+    static let requestsMax = 6
     /// Contents fetched at once (several small attachments travel in one round trip).
-    static let activeMax = 4
+    static let activeMax = 8
 
     /// A content being fetched.
     final class Active {
@@ -81,8 +81,9 @@ struct AttachmentFetches {
     }
 
     /// The next request to send, if one fits: the oldest active content with bytes not asked for.
-    mutating func nextRequest(id: () -> RequestID) -> (RequestID, AttachmentGet)? {
-        guard requests.count < Self.requestsMax else { return nil }
+    /// `othersOutstanding` is how many other requests of ours the peer holds.
+    mutating func nextRequest(othersOutstanding: Int, id: () -> RequestID) -> (RequestID, AttachmentGet)? {
+        guard requests.count < Self.requestsMax, othersOutstanding + requests.count < WireLimits.inFlightRequestsMax - 1 else { return nil }
         for digest in order {
             guard let item = active[digest], item.requested < item.download.length else { continue }
             let count = Int(min(Int64(Self.partBytes), item.download.length - item.requested))

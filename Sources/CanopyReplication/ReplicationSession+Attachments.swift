@@ -58,7 +58,8 @@ extension ReplicationSession {
                 fetches.finished(next.digest, available: false)
             }
         }
-        while !isClosed, let (_, get) = fetches.nextRequest(id: { allocateRequestID() }) {
+        while !isClosed, let (_, get) = fetches.nextRequest(
+            othersOutstanding: machine.ourRequestsOutstanding - fetches.requests.count, id: { allocateRequestID() }) {
             send(.attachmentGet(get))
         }
         settleCompletedAttachments()
@@ -84,10 +85,10 @@ extension ReplicationSession {
         if download.remaining == 0 { completeDownload(download) }
     }
 
-    /// Every byte is here: verified and named by its digest, or refused.
+    /// Every byte is here: verified (named by its digest by the next settle write), or refused.
     private func completeDownload(_ download: AttachmentDownload) {
         do {
-            try download.finish()
+            try download.verify()
         } catch {
             return refuseContent(download, reason: "\(error)")
         }
@@ -141,6 +142,9 @@ extension ReplicationSession {
         let onEvent = onEvent
         writer.run({ () -> Result<(results: [ForeignDocumentResult], more: Bool), StoreError> in
             do throws(StoreError) {
+                // Content verified since the last write is synced once and named, then the
+                // revisions waiting for it are merged.
+                if let digests { try store.publishDownloads(digests) }
                 return .success(try store.settleAwaitingContent(digests: digests, policy: policy, limit: StoreLimits.foreignBatchCountMax))
             } catch {
                 return .failure(error)

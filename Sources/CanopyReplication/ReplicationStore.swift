@@ -44,6 +44,8 @@ package protocol ReplicationStore: AnyObject, Sendable {
     func awaitedAttachments() throws(StoreError) -> [AwaitedAttachment]
     /// Opens or resumes the fetch of one content.
     func beginDownload(_ digest: AttachmentDigest, length: Int64) throws(StoreError) -> AttachmentDownload
+    /// Makes verified downloads durable and names them by their digests.
+    func publishDownloads(_ digests: [AttachmentDigest]) throws(StoreError)
     /// Merges the set-aside revisions whose content is all here now (narrowed to those waiting
     /// for `digests`), at most `limit`; `more` says some may remain.
     func settleAwaitingContent(

@@ -9,9 +9,10 @@ import Musl
 /// Content of a known digest and length fetched from a peer in parts, into `partial-HEX` in the
 /// attachment directory. The file outlives the process: a fetch cut short by a disconnect or a
 /// `kill -9` resumes from the bytes already on disk, which are hashed again when the download is
-/// opened (so what was written before a crash counts only if it is still there). `finish`
-/// names the file by its digest only when every byte arrived and the whole hashes to the
-/// digest; otherwise the partial file is removed, and nothing unverified is ever visible.
+/// opened (so what was written before a crash counts only if it is still there). `verify`
+/// checks that every byte arrived and the whole hashes to the digest (otherwise the partial
+/// file is removed), and `AttachmentStore.publish(_:)` then names it by its digest: nothing
+/// unverified is ever visible.
 ///
 /// Used from one thread at a time; the file is closed when the download is released.
 public final class AttachmentDownload {
@@ -89,20 +90,16 @@ public final class AttachmentDownload {
         received += Int64(part.count)
     }
 
-    /// Every byte arrived: checks the digest, syncs, and names the file by its digest. A digest
-    /// mismatch removes the partial file and throws `StoreError.attachment` saying so (the
-    /// content must be fetched again, from the start).
-    public func finish() throws(StoreError) {
+    /// Every byte arrived: checks the digest. A mismatch removes the partial file and throws
+    /// `StoreError.attachment` saying so (the content must be fetched again, from the start).
+    /// The content stays in its partial file until `AttachmentStore.publish(_:)` makes it
+    /// durable and names it by its digest, so that many small contents share one sync.
+    public func verify() throws(StoreError) {
         guard remaining == 0 else { throw .attachment("\(digest) is \(remaining) bytes short of its \(length)") }
         guard hash.finish() == digest.bytes else {
             unlink(partial)
             throw .attachment("the content received for \(digest) does not match its digest: discarded")
         }
-        guard fsync(output) == 0 else { throw .attachment("syncing \(partial) failed: \(String(cString: strerror(errno)))") }
-        guard rename(partial, store.path(of: digest)) == 0 else {
-            throw .attachment("storing \(digest) failed: \(String(cString: strerror(errno)))")
-        }
-        try store.syncDirectory()
     }
 
     /// Gives up: the partial file is removed (a peer that sent content of another length).
@@ -112,6 +109,50 @@ public final class AttachmentDownload {
 }
 
 extension AttachmentStore {
+    /// Makes verified downloads durable and names each by its digest: one sync of the file
+    /// system for all of them (`syncfs`), then the renames, then a sync of the directory. The
+    /// data is on disk before any name points at it, so a crash leaves each content either
+    /// complete under its name or still in its partial file (hashed again on resume).
+    public func publish(_ digests: [AttachmentDigest]) throws(StoreError) {
+        guard !digests.isEmpty else { return }
+        let handle = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard handle >= 0 else { throw .attachment("cannot open \(directory): \(String(cString: strerror(errno)))") }
+        defer { close(handle) }
+        if let syncFileSystem = Self.syncFileSystem {
+            guard syncFileSystem(handle) == 0 else { throw .attachment("syncing \(directory) failed: \(String(cString: strerror(errno)))") }
+        } else {
+            for digest in digests { try Self.sync(directory + "/partial-" + digest.hex) }
+        }
+        for digest in digests {
+            let partial = directory + "/partial-" + digest.hex
+            guard rename(partial, path(of: digest)) == 0 else {
+                // Published before (a settle retried after a crash): the content is in place.
+                if errno == ENOENT, contains(digest) { continue }
+                throw .attachment("storing \(digest) failed: \(String(cString: strerror(errno)))")
+            }
+        }
+        guard fsync(handle) == 0 else { throw .attachment("syncing \(directory) failed: \(String(cString: strerror(errno)))") }
+    }
+
+    /// Linux's `syncfs(2)`, looked up at run time (the C library's header declares it only for
+    /// `_GNU_SOURCE`, which Swift's import does not set); nil where it does not exist, and each
+    /// file is then synced on its own.
+    private static let syncFileSystem: (@convention(c) (Int32) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
+    }()
+
+    /// Syncs one file's data to disk.
+    private static func sync(_ path: String) throws(StoreError) {
+        let handle = open(path, O_RDONLY | O_CLOEXEC)
+        guard handle >= 0 else {
+            if errno == ENOENT { return }  // published before
+            throw .attachment("cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(handle) }
+        guard fsync(handle) == 0 else { throw .attachment("syncing \(path) failed: \(String(cString: strerror(errno)))") }
+    }
+
     /// Opens or resumes the fetch of `digest` (`AttachmentDownload`), creating the directory.
     public func beginDownload(_ digest: AttachmentDigest, length: Int64) throws(StoreError) -> AttachmentDownload {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {

@@ -217,6 +217,11 @@ extension DocumentStore {
         try attachments.beginDownload(digest, length: length)
     }
 
+    /// Makes verified downloads durable and names them (`AttachmentStore.publish(_:)`).
+    public func publishDownloads(_ digests: [AttachmentDigest]) throws(StoreError) {
+        try attachments.publish(digests)
+    }
+
     /// A part of the content named `digest`, for a peer (`AttachmentStore.part(of:offset:maxBytes:)`).
     public func attachmentPart(of digest: AttachmentDigest, offset: Int64, maxBytes: Int) throws(StoreError) -> (length: Int64, bytes: [UInt8])? {
         try attachments.part(of: digest, offset: offset, maxBytes: maxBytes)

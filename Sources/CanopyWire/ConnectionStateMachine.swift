@@ -68,6 +68,10 @@ public struct ConnectionStateMachine: Sendable {
         return localHello.features & Hello.attachmentsFeature != 0 && peerHello.features & Hello.attachmentsFeature != 0
     }
 
+    /// Our requests outstanding other than batches and subscriptions (checkpoint and attachment
+    /// requests), of the `inFlightRequestsMax` the peer accepts.
+    public var ourRequestsOutstanding: Int { tables.ourRequests.count }
+
     /// True when another `changes` request fits in the window the peer announced.
     public var canSendChanges: Bool {
         guard let peerHello else { return false }

@@ -278,5 +278,7 @@ extension FakeReplicationStore {
 
     func refuseAwaiting(digest: AttachmentDigest) throws(StoreError) -> [String] { [] }
 
+    func publishDownloads(_ digests: [AttachmentDigest]) throws(StoreError) {}
+
     func attachmentPart(of digest: AttachmentDigest, offset: Int64, maxBytes: Int) throws(StoreError) -> (length: Int64, bytes: [UInt8])? { nil }
 }

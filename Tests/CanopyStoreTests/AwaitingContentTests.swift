@@ -46,7 +46,8 @@ struct AwaitingContentTests {
         #expect(download.received == 300_000, "the fetch resumes from the bytes on disk")
         try bytes[300_000...].withUnsafeBytes { try download.append($0) }
         #expect(try reopened.settleAwaitingContent(digests: [digest]).results.isEmpty, "nothing merges before the content is complete")
-        try download.finish()
+        try download.verify()
+        try reopened.publishDownloads([digest])
         let settled = try reopened.settleAwaitingContent(digests: [digest])
         #expect(settled.results.map(\.documentID) == ["photo"] && !settled.more)
         #expect(try reopened.get(id: "photo").revision == revision.path.leaf)
@@ -66,7 +67,7 @@ struct AwaitingContentTests {
         wrong[10] ^= 1
         let download = try test.store.beginDownload(digest, length: Int64(bytes.count))
         try wrong.withUnsafeBytes { try download.append($0) }
-        #expect(throws: StoreError.self) { try download.finish() }
+        #expect(throws: StoreError.self) { try download.verify() }
         #expect(!test.store.attachments.contains(digest))
         #expect(try test.store.refuseAwaiting(digest: digest).sorted() == ["one", "two"])
         #expect(try test.store.awaitingContentCount() == 0)

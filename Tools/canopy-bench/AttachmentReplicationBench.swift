@@ -54,7 +54,7 @@ struct AttachmentReplicationBench: ParsableCommand {
         let mib = { (bytes: Int) in Double(bytes) / Double(1 << 20) }
         // 1. The large attachment, from a source loaded in-process before it starts.
         let source = try BenchAgent(name: "source", parent: base, canopyd: canopyd)
-        let large = try Self.loadLarge(source, base: base, mebibytes: mebibytes)
+        let (large, copySeconds) = try Self.loadLarge(source, base: base, mebibytes: mebibytes)
         try source.start()
         defer { source.stop() }
         let address = try source.listenAddress()
@@ -72,6 +72,9 @@ struct AttachmentReplicationBench: ParsableCommand {
         figures.append(Figure(
             name: "one \(mebibytes) MiB attachment pulled", value: Double(total) / seconds / 1e6, unit: "MB/s",
             ceiling: ceiling.megabytesPerSecond, ceilingName: "raw secretstream", note: String(format: "%.2f s; target ≥ 50%%", seconds)))
+        figures.append(Figure(
+            name: "the same pull against a disk copy", value: Double(total) / seconds / 1e6, unit: "MB/s",
+            ceiling: Double(total) / copySeconds / 1e6, ceilingName: "disk copy + fsync"))
         figures.append(Figure(
             name: "receiver peak RSS above idle", value: mib(try target.peakResidentBytes() - idleTarget), unit: "MiB", ceiling: 16,
             ceilingName: "target", note: String(format: "idle peak %.1f MiB", mib(idleTarget))))
@@ -153,17 +156,21 @@ struct AttachmentReplicationBench: ParsableCommand {
         try DocumentStore(path: agent.databasePath, configuration: .init(attachmentsDirectory: agent.dataDir + "/attachments"))
     }
 
-    /// Document `large` with one `mebibytes` attachment of random bytes; returns its digest.
-    static func loadLarge(_ agent: BenchAgent, base: String, mebibytes: Int) throws -> AttachmentDigest {
+    /// Document `large` with one `mebibytes` attachment of random bytes; returns its digest, and
+    /// the seconds a file-to-file copy of the same bytes took (read, write, `fsync`: what a
+    /// receiver has to do at least on this disk).
+    static func loadLarge(_ agent: BenchAgent, base: String, mebibytes: Int) throws -> (AttachmentDigest, Double) {
         let store = try store(agent)
         var block = [UInt8](repeating: 0, count: 1 << 20)
         randombytes_buf(&block, block.count)
         let file = base + "/large.bin"
         try AttachmentStorageBench.writeFile(file, block, repeated: mebibytes, hashing: false)
+        let copy = try AttachmentStorageBench.time { try AttachmentAdminBench.copy(file, to: base + "/copy.bin") }
+        try FileManager.default.removeItem(atPath: base + "/copy.bin")
         let large = try store.attachments.add(contentsOf: file)
         try FileManager.default.removeItem(atPath: file)
         try store.put(id: "large", body: Self.naming(large.digest, large.length), replacing: nil)
-        return large.digest
+        return (large.digest, copy)
     }
 
     /// Documents `doc-N`, each with a different attachment of `kibibytes` random bytes.
