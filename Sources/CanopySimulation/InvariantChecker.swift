@@ -64,7 +64,48 @@ struct InvariantChecker {
         violations += try deletions(views)
         violations += try conflicts()
         for node in nodes { violations += try checkCheckpoints(involving: node.index) }
+        if simulation.configuration.attachments { violations += try attachmentContent() }
         return violations
+    }
+
+    /// Invariant 9: no revision still waits for content, and every open leaf's attachments are
+    /// on the node, whole, hashing to their digests.
+    private func attachmentContent() throws -> [Violation] {
+        var violations: [Violation] = []
+        for node in nodes {
+            guard let store = node.store else { continue }
+            let waiting = try store.awaitingContentCount()
+            if waiting > 0 {
+                violations.append(Violation(
+                    invariant: .attachments, documentID: nil, nodes: [node.index], detail: "\(waiting) revisions still wait for content after the heal"))
+            }
+            var verified = Set<AttachmentDigest>()
+            for change in try allChanges(store) {
+                for leaf in change.leaves where !leaf.kind.isClosed {
+                    let body = try store.get(id: change.documentID, rev: leaf.revision).body
+                    for (name, stub) in (try? Attachments.metadata(in: body)) ?? [:] where !verified.contains(stub.digest) {
+                        if try contentMatches(stub, in: store.attachments) {
+                            verified.insert(stub.digest)
+                        } else {
+                            violations.append(Violation(
+                                invariant: .attachments, documentID: change.documentID, nodes: [node.index],
+                                detail: "\(leaf.revision) names attachment \(name) (\(stub.digest), \(stub.length) bytes), which is missing or damaged"))
+                        }
+                    }
+                }
+            }
+        }
+        return violations
+    }
+
+    private func contentMatches(_ stub: AttachmentMetadata, in attachments: AttachmentStore) throws -> Bool {
+        guard attachments.contains(stub.digest, length: stub.length) else { return false }
+        do {
+            try attachments.read(stub.digest) { _ in }
+            return true
+        } catch {
+            return false
+        }
     }
 
     /// Invariant 1: every node has the same current revision and open leaves for every document.

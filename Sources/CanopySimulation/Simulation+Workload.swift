@@ -16,11 +16,13 @@ import Foundation
 ///                 with a small revsLimit they outrun stemming)
 ///     identical   two nodes that hold the same current revision write the same body on it
 ///                 (same content address: no conflict must appear)
+///     attach      (with `attachments`) a new revision naming new content of 1 byte to 600 KiB,
+///                 or one in four times content the node attached before (shared content)
 ///
 /// Only a running node writes (a crashed or paused process takes no writes).
 extension Simulation {
     enum Operation: CaseIterable {
-        case create, update, delete, recreate, hot, chain, identical
+        case create, update, delete, recreate, hot, chain, identical, attach
     }
 
     func scheduleWorkload(until end: Double) {
@@ -37,7 +39,8 @@ extension Simulation {
     }
 
     private func performRandomOperation() {
-        let weights: [(Operation, UInt64)] = [(.create, 6), (.update, 10), (.delete, 3), (.recreate, 2), (.hot, 3), (.chain, 1), (.identical, 2)]
+        var weights: [(Operation, UInt64)] = [(.create, 6), (.update, 10), (.delete, 3), (.recreate, 2), (.hot, 3), (.chain, 1), (.identical, 2)]
+        if configuration.attachments { weights.append((.attach, 4)) }
         var pick = workloadRandom.next(below: weights.map(\.1).reduce(0, +))
         var operation = Operation.update
         for (candidate, weight) in weights {
@@ -62,6 +65,7 @@ extension Simulation {
                 let id = documentID(workloadRandom.index(below: configuration.documents))
                 for _ in 0..<(8 + workloadRandom.index(below: 23)) { try update(on: node, store, documentID: id) }
             case .identical: try identicalEdit()
+            case .attach: try attach(on: node, store, documentID: documentID(workloadRandom.index(below: configuration.documents)))
             }
         } catch {
             trace.record("n\(node.index) write failed: \(error)")
@@ -118,6 +122,30 @@ extension Simulation {
         let id = documentID(workloadRandom.index(below: configuration.documents))
         guard let document = try current(store, id), document.isDeleted else { return }
         let revision = try store.put(id: id, body: nextBody(node, for: id), replacing: nil)
+        acknowledge(node: node.index, documentID: id, revision: revision, deletion: false)
+    }
+
+    /// Writes a revision of `id` naming content stored on `node` first: new content drawn from
+    /// the workload stream, or (one time in four) content the node attached before.
+    private func attach(on node: SimulationNode, _ store: DocumentStore, documentID id: String) throws {
+        let stub: AttachmentMetadata
+        if let earlier = attachedContent[node.index], workloadRandom.chance(1, in: 4), store.attachments.contains(earlier.digest) {
+            stub = earlier
+        } else {
+            var content = SplitMix64(seed: workloadRandom.next())
+            let count = 1 + workloadRandom.index(below: 600 << 10)
+            var bytes = [UInt8](repeating: 0, count: count)
+            for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: content.next()) }
+            let upload = try store.attachments.beginUpload(length: Int64(count), from: "the workload")
+            try bytes.withUnsafeBytes { try upload.write($0) }
+            let stored = try upload.finish()
+            stub = AttachmentMetadata(contentType: "application/octet-stream", length: stored.length, digest: stored.digest, revpos: 1)
+            attachedContent[node.index] = stub
+        }
+        let document = try current(store, id)
+        let parent = document.flatMap { $0.isDeleted ? nil : $0.revision }
+        let body = Attachments.body(nextBody(node, for: id), with: ["file": stub])
+        let revision = try store.put(id: id, body: body, replacing: parent)
         acknowledge(node: node.index, documentID: id, revision: revision, deletion: false)
     }
 

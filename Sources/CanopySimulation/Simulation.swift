@@ -61,6 +61,8 @@ public final class Simulation: @unchecked Sendable {
     /// Hook run after the run settled and before the checks (tests plant violations with it).
     public var beforeChecks: ((Simulation) throws -> Void)?
     var nextBodyNumber: Int64 = 0
+    /// Per node, the content it last attached (the workload names it again sometimes).
+    var attachedContent: [Int: AttachmentMetadata] = [:]
     /// Invariant 4 violations found at crash moments and restarts during the fault phase.
     var crashCheckViolations: [Violation] = []
     /// The races the run went through (worker overlap and reordering, simultaneous connects).
@@ -125,9 +127,12 @@ public final class Simulation: @unchecked Sendable {
             }
             // Under rules, each node's own, and the conflicts kept are offered by the node's
             // resolver hub's scan (the agent's start), not retried by the store's open.
-            let storeConfiguration = DocumentStore.Configuration(
+            // The attachment directory is the node's for all its process lifetimes, as an agent's
+            // `DIR/attachments` is: a crash gives the database file a new path, not the content.
+            var storeConfiguration = DocumentStore.Configuration(
                 revsLimit: configuration.revsLimit, conflictPolicy: nodeRules.isEmpty ? policy : .rules(nodeRules[index]),
                 logger: logger, databaseID: databaseIDs[index], retriesConflictsOnOpen: nodeRules.isEmpty)
+            storeConfiguration.attachmentsDirectory = directory.appendingPathComponent("n\(index)-attachments").path
             let node = try SimulationNode(
                 index: index, path: directory.appendingPathComponent("n\(index).sqlite").path, peers: peers,
                 network: network, random: engineRandom, configuration: storeConfiguration,

@@ -132,6 +132,9 @@ public struct SimulationConfiguration: Sendable {
     /// ignore the filter the peer subscribed with, so the peer refuses what arrives outside it
     /// (`SharingSimulation.liars`).
     public var liars = 0
+    /// The workload also attaches content (1 byte to 600 KiB, so up to three parts) to documents,
+    /// and the settled nodes must hold every attachment their documents' leaves name.
+    public var attachments = false
 
     /// `changes` entries per batch (small batches exercise the in-flight window).
     public var batchSize: Int
@@ -177,6 +180,7 @@ public struct SimulationConfiguration: Sendable {
                      "--batch-size \(batchSize) --window \(window) --seconds \(faultPhaseSeconds)"]
         if databases > 1 { parts.append("--databases \(databases)") }
         if liars > 0 { parts.append("--liars \(liars)") }
+        if attachments { parts.append("--attachments") }
         if worker == .inline { parts.append("--inline-worker") }
         if !storageFaults { parts.append("--no-storage-faults") }
         if let traceDocument { parts.append("--trace \(traceDocument)") }

@@ -10,6 +10,7 @@ public struct Violation: Sendable, Equatable, CustomStringConvertible {
         case determinism = "6 determinism (same seed, same trace)"
         case readAccess = "7 no document reaches a node that may not read it (multi-database runs)"
         case writeAccess = "8 no revision applied from a peer that may not write it (multi-database runs)"
+        case attachments = "9 every node holds all the attachment content its leaves name, with the right digest (attachment runs)"
     }
 
     /// Which invariant broke.

@@ -57,6 +57,14 @@ struct Run: ParsableCommand {
             nodes with a peer that subscribes to them with a narrower prefix first; the invariants are checked at every node.
             """)) var liars: Int = 0
 
+    @Flag(help: ArgumentHelp(
+        "Attach content in the workload (one database only).",
+        discussion: """
+            Some writes name new content of 1 byte to 600 KiB (up to three 256 KiB parts on the wire), or content the \
+            node attached before; peers fetch it in parts through every fault. Checked after the heal: no revision \
+            still waits for content, and every open leaf's attachments are on each node with the right digest (9).
+            """)) var attachments = false
+
     func validate() throws {
         guard (seed == nil) != (seeds == nil) else { throw ValidationError("give exactly one of --seed or --seeds") }
         if let seeds, Self.parseRange(seeds) == nil { throw ValidationError("--seeds must look like 1..100") }
@@ -67,6 +75,7 @@ struct Run: ParsableCommand {
         guard (1...10_000).contains(docs) else { throw ValidationError("--docs must be 1–10000") }
         guard (1...16).contains(databases) else { throw ValidationError("--databases must be 1–16") }
         guard liars >= 0, liars == 0 || databases > 1 else { throw ValidationError("--liars needs --databases 2 or more") }
+        guard !attachments || databases == 1 else { throw ValidationError("--attachments runs with one database") }
     }
 
     /// One run: `Simulation` for one database, `SharingSimulation` for several.
@@ -99,6 +108,7 @@ struct Run: ParsableCommand {
             if noStorageFaults { configuration.storageFaults = false }
             configuration.databases = databases
             configuration.liars = liars
+            configuration.attachments = attachments
             let report = try Self.run(configuration)
             print(report.summary)
             var violations = report.violations.map(\.description)
