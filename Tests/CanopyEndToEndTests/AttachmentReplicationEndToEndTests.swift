@@ -161,3 +161,26 @@ extension AttachmentReplicationEndToEndTests {
         #expect(sent <= Int64(bytes.count) * 11 / 10, "a sent \(sent) bytes for \(bytes.count) of content (\(written) kept across the kill)")
     }
 }
+
+extension AttachmentReplicationEndToEndTests {
+    @Test("a one-shot pull's sync --wait returns once the attachment content is fetched and the revision visible")
+    func syncWaitsForContent() throws {
+        let a = try AgentProcess()
+        let b = try AgentProcess()
+        try a.start()
+        try b.start()
+        let file = a.temporary.path + "/report.bin"
+        let bytes = AttachmentsEndToEndTests.content(3 << 20 + 5, seed: 17)
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        #expect(try a.ctl(["attach", "report", "data", "--file", file]).status == 0)
+        #expect(try a.ctl(["peer", "add", b.nodeID, "-", "--direction", "push"]).status == 0)
+        #expect(try b.ctl(["peer", "add", a.nodeID, try a.listenAddress(), "--direction", "pull", "--mode", "once"]).status == 0)
+        let sync = try b.ctl(["sync", a.nodeID, "--wait"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        // No polling: the revision and its content are there when the command returns.
+        let output = b.temporary.path + "/copy.bin"
+        let read = try b.ctl(["attachment", "report", "data", "--output", output])
+        #expect(read.status == 0, "\(read.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == Data(bytes))
+    }
+}
