@@ -229,7 +229,8 @@ struct InvariantChecker {
     /// Invariant 4 for every replication into and out of `node` whose both ends are up: the
     /// checkpoint a target keeps (and the copy its source keeps) names a source sequence Q; every
     /// document whose source sequence is ≤ Q has not changed since the batch that reached Q was
-    /// read, so the target must hold all of its leaves (or have stemmed them).
+    /// read, so the target must hold all of its leaves (or have stemmed them, or set them aside
+    /// until their attachment content arrives).
     func checkCheckpoints(involving node: Int) throws -> [Violation] {
         var violations: [Violation] = []
         for peer in nodes[node].peers {
@@ -259,7 +260,10 @@ struct InvariantChecker {
         for change in covered { offered[change.documentID] = change.leaves.map(\.revision) }
         for entry in try target.revsDiff(offered).sorted(by: { $0.documentID < $1.documentID }) {
             let tree = try target.revisionTree(id: entry.documentID) ?? RevTree()
-            if let missing = entry.missing.sorted().first(where: { !wasStemmed($0, from: tree) }) {
+            // A revision set aside until its attachment content arrives is durable on the
+            // target: the checkpoint may pass it.
+            let setAside = Set(try target.setAsideRevisions(of: entry.documentID))
+            if let missing = entry.missing.sorted().first(where: { !wasStemmed($0, from: tree) && !setAside.contains($0) }) {
                 return (entry.documentID, missing)
             }
         }

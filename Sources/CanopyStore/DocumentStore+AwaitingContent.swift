@@ -97,6 +97,13 @@ extension DocumentStore {
         try read { db in Int(try db.scalarInt("SELECT count(*) FROM awaiting_revisions") ?? 0) }
     }
 
+    /// The revisions of `documentID` set aside for their content, oldest generation first.
+    public func setAsideRevisions(of documentID: String) throws(StoreError) -> [RevisionID] {
+        try read { db in
+            try db.query("SELECT rev FROM awaiting_revisions WHERE doc_id = ?", [.text(documentID)]) { RevisionID($0.text(0)) }
+        }.compactMap { $0 }.sorted()
+    }
+
     /// The content set-aside revisions wait for and that is not here, by digest.
     public func awaitedAttachments() throws(StoreError) -> [AwaitedAttachment] {
         let rows = try read { db in

@@ -131,17 +131,22 @@ struct DatabaseAttachmentTests {
         await #expect(throws: DatabaseError.self) { _ = try await collect(test.db.attachmentContents("f", of: "doc")) }
     }
 
-    @Test("a revision from a peer that has attachments is refused with the reason, as attachments do not replicate yet")
-    func peerRevisionsWithAttachmentsAreRefused() throws {
-        let test = try TestDatabase()
+    @Test("a peer's revision with well-formed stubs passes the check (its content is fetched later); one whose _attachments is malformed is refused with the reason")
+    func peerRevisionsWithAttachmentsAreChecked() throws {
         let stub = AttachmentMetadata(contentType: "text/plain", length: 1, digest: AttachmentDigest(bytes: [UInt8](repeating: 1, count: 32)), revpos: 1)
         let body = Attachments.body(.object(["n": .int(1)]), with: ["x": stub])
         let id = RevisionHasher.revisionID(parent: nil, kind: .live, body: body)
-        let batch = try DocumentStore.checkForeign([
+        let good = try DocumentStore.checkForeign([
             ForeignRevision(documentID: "doc", path: try RevisionPath(leaf: id, kind: .live, ancestors: []), body: .value(body))
         ])
-        #expect(batch.count == 0)
-        #expect(batch.rejected.first?.description.contains("attachments, whose content does not replicate yet") == true, "\(batch.rejected)")
+        #expect(good.count == 1 && good.rejected.isEmpty)
+        let malformed: JSONValue = .object(["_attachments": .object(["x": .object(["stub": .bool(true)])])])
+        let badID = RevisionHasher.revisionID(parent: nil, kind: .live, body: malformed)
+        let bad = try DocumentStore.checkForeign([
+            ForeignRevision(documentID: "doc", path: try RevisionPath(leaf: badID, kind: .live, ancestors: []), body: .value(malformed))
+        ])
+        #expect(bad.count == 0)
+        #expect(bad.rejected.first?.description.contains("doc") == true, "\(bad.rejected)")
     }
 
     @Test("content that arrives in parts is stored under its digest only once every announced byte came; a short, long or dropped upload leaves nothing")
