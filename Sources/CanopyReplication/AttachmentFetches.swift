@@ -59,6 +59,20 @@ struct AttachmentFetches {
     /// The store's `setAsideCount` when the waiting list was last read.
     var seenSetAside = -1
 
+    /// Completed contents merged in one write once this many are waiting, or sooner when
+    /// nothing being fetched is about to complete: each merge syncs the file system once, so many
+    /// small attachments share a sync and the writer stays free for the batches behind them,
+    /// while a small attachment fetched beside a large one is merged without waiting for it.
+    static let settleBatch = 256
+    /// Bytes still to fetch above which an active content is not "about to complete".
+    static let largeRemaining: Int64 = 8 << 20
+
+    /// True when the completed contents should be merged now.
+    var settleDue: Bool {
+        !completed.isEmpty
+            && (completed.count >= Self.settleBatch || active.values.allSatisfy { $0.download.remaining >= Self.largeRemaining })
+    }
+
     /// Nothing to fetch, nothing in flight, nothing to merge.
     var isIdle: Bool { waiting.isEmpty && active.isEmpty && requests.isEmpty && completed.isEmpty && !settling && !settleAll }
 

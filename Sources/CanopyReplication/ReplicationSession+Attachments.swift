@@ -133,7 +133,7 @@ extension ReplicationSession {
     /// Merges, on the writer, the set-aside revisions the completed content lets through; one
     /// write at a time, each reporting its documents.
     func settleCompletedAttachments() {
-        guard !fetches.settling, fetches.settleAll || !fetches.completed.isEmpty else { return }
+        guard !fetches.settling, fetches.settleAll || fetches.settleDue else { return }
         let digests: [AttachmentDigest]? = fetches.settleAll ? nil : fetches.completed
         if fetches.settleAll { fetches.settleAll = false } else { fetches.completed = [] }
         fetches.settling = true
