@@ -17,9 +17,10 @@ protocol AdminRequestHandler: AnyObject, Sendable {
 
     /// Starts an upload (a request whose command is in `AdminClient.uploadCommands`): called on
     /// the client's queue as soon as its line is read, before any of its bytes. Returns where the
-    /// bytes go, or why the upload is refused (the client then sends none). Once every byte has
-    /// arrived, the request goes to `handle` in its turn, with `uploaded` set.
-    func beginUpload(_ request: AdminRequest) -> Result<any AdminUploadSink, AdminFailure>
+    /// bytes go, or why the upload is refused (the client then sends none); `length` is the line's
+    /// announced byte count, already checked. Once every byte has arrived, the request goes to
+    /// `handle` in its turn, with `uploaded` set.
+    func beginUpload(_ request: AdminRequest, length: Int64) -> Result<any AdminUploadSink, AdminFailure>
 
     /// Handles a request whose response carries a body (a command in
     /// `AdminClient.downloadCommands`): calls `reply` exactly once, from any queue, with the
@@ -399,10 +400,7 @@ final class AdminClient: @unchecked Sendable {
     /// Whether `line` may be an upload's header: it holds an upload command's name. Lines that do
     /// not are decoded only in their turn (decoding a line twice would cost every `put`).
     private static func mayNameUpload(_ line: [UInt8]) -> Bool {
-        uploadCommands.contains { command in
-            let name = Array(command.utf8)
-            return line.count >= name.count && (0...(line.count - name.count)).contains { line[$0..<($0 + name.count)].elementsEqual(name) }
-        }
+        uploadCommands.contains { line.firstRange(of: Array($0.utf8)) != nil }
     }
 
     /// An upload's line was read: the handler checks it and, when it may go ahead, the client is
@@ -419,7 +417,7 @@ final class AdminClient: @unchecked Sendable {
         } catch {
             return lines.append(.decoded(.failure(AdminDecodeFailure(id: request.id, failure: error))))
         }
-        switch handler.beginUpload(request) {
+        switch handler.beginUpload(request, length: length) {
         case .failure(let failure):
             lines.append(.decoded(.failure(AdminDecodeFailure(id: request.id, failure: failure))))
         case .success(let sink):

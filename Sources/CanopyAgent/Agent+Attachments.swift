@@ -13,10 +13,9 @@ extension Agent {
     /// Checks an `attach` line before its bytes: the arguments, the database, the size limit, and
     /// the revision it replaces (so a stale one is refused before the content is sent). Runs on
     /// the client's queue; the store checks run on `storeQueue`.
-    func beginUpload(_ request: AdminRequest) -> Result<any AdminUploadSink, AdminFailure> {
+    func beginUpload(_ request: AdminRequest, length: Int64) -> Result<any AdminUploadSink, AdminFailure> {
         do {
             let target = try AttachTarget(request)
-            let length = try request.optionalInt("length", in: 0...Int64.max) ?? 0
             let upload = try storeQueue.sync { () throws -> AttachmentUpload in
                 let database = try database(for: request)
                 try target.checkReplaceable(in: database.store)
@@ -129,13 +128,12 @@ extension Agent {
     func compact(_ request: AdminRequest) throws -> [String: JSONValue] {
         let named = try request.optionalString("db") == nil ? nil : try database(for: request)
         let all = databases.sorted
+        let compacted = all.filter { named == nil || named?.name == $0.key }
         var dropped = 0
-        for (name, store) in all where named == nil || named?.name == name {
-            dropped += try store.compact()
-        }
+        for (_, store) in compacted { dropped += try store.compact() }
         let report = try DocumentStore.collectAttachmentGarbage(of: all.map(\.value))
         return [
-            "databases": .array(all.filter { named == nil || named?.name == $0.key }.map { .string($0.key.text) }),
+            "databases": .array(compacted.map { .string($0.key.text) }),
             "bodies_dropped": .int(Int64(dropped)), "attachments_removed": .int(Int64(report.removedFiles)),
             "attachment_bytes_freed": .int(report.freedBytes), "attachments_kept": .int(Int64(report.namedFiles)),
             "attachments_pinned": .int(Int64(report.pinnedFiles)),
