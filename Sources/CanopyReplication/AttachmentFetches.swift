@@ -52,6 +52,10 @@ struct AttachmentFetches {
     private(set) var requests: [RequestID: Request] = [:]
     /// Content complete and verified whose revisions are not merged yet.
     var completed: [AttachmentDigest] = []
+    /// The downloads of `completed`, then of the merge in flight: kept until their content is
+    /// published and merged, so their pins keep a collection away from it.
+    var verified: [AttachmentDownload] = []
+    var publishing: [AttachmentDownload] = []
     /// True while a settle write is with the writer.
     var settling = false
     /// Every set-aside revision is to be looked at (not only those of `completed`).

@@ -94,6 +94,7 @@ extension ReplicationSession {
         }
         fetches.finished(download.digest, available: true)
         fetches.completed.append(download.digest)
+        fetches.verified.append(download)
     }
 
     /// Content that does not match what the revisions named: discarded, and the revisions
@@ -135,7 +136,13 @@ extension ReplicationSession {
     func settleCompletedAttachments() {
         guard !fetches.settling, fetches.settleAll || fetches.settleDue else { return }
         let digests: [AttachmentDigest]? = fetches.settleAll ? nil : fetches.completed
-        if fetches.settleAll { fetches.settleAll = false } else { fetches.completed = [] }
+        if fetches.settleAll {
+            fetches.settleAll = false
+        } else {
+            fetches.completed = []
+            fetches.publishing = fetches.verified
+            fetches.verified = []
+        }
         fetches.settling = true
         let store = store
         let policy = configuration.conflictPolicy
@@ -158,6 +165,7 @@ extension ReplicationSession {
                 return
             }
             self.fetches.settling = false
+            self.fetches.publishing = []
             switch result {
             case .success(let settled):
                 self.reportDocuments(SubscriptionTarget.events(for: settled.results))

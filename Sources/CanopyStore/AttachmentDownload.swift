@@ -24,6 +24,9 @@ public final class AttachmentDownload {
     private let partial: String
     private let output: Int32
     private let hash = Blake2bStream(outputBytes: AttachmentDigest.byteCount)
+    /// Held while the download lives: a collection leaves its partial file (and the content,
+    /// once published) alone.
+    private let pin: AttachmentPin
     /// Bytes on disk and hashed: where the next part goes.
     public private(set) var received: Int64 = 0
 
@@ -37,6 +40,7 @@ public final class AttachmentDownload {
         self.store = store
         self.digest = digest
         self.length = length
+        pin = store.pin(digest)
         partial = store.directory + "/partial-" + digest.hex
         output = open(partial, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard output >= 0 else { throw .attachment("cannot open \(partial): \(String(cString: strerror(errno)))") }

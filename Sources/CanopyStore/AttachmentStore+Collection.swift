@@ -37,8 +37,10 @@ public struct AttachmentGarbageReport: Sendable, Equatable, CustomStringConverti
 extension AttachmentStore {
     /// Removes every content file of the directory whose digest is not in the set `named`
     /// returns and was not pinned at any moment of the collection; syncs the directory after
-    /// removing. Files whose name is not a digest (64 lowercase hex digits), `incoming-` files
-    /// of uploads in progress among them, are never touched.
+    /// removing. The `partial-` file of a fetch is removed on the same terms (no revision, set
+    /// aside ones included, names its digest, and no download holds it). Files whose name is not
+    /// a digest (64 lowercase hex digits), `incoming-` files of uploads in progress among them,
+    /// are never touched.
     ///
     /// `named` runs after the collection has begun, and must read what the revisions name then
     /// (`DocumentStore.namedAttachmentDigests()`, the union over every store sharing the
@@ -57,7 +59,7 @@ extension AttachmentStore {
         var failure: StoreError?
         for (name, digest) in try contentFiles() {
             if keep.contains(digest) {
-                report.namedFiles += 1
+                if !name.hasPrefix(Self.partialPrefix) { report.namedFiles += 1 }
                 continue
             }
             let path = directory + "/" + name
@@ -84,8 +86,12 @@ extension AttachmentStore {
         return report
     }
 
-    /// The content files in the directory, by name, with the digest each name spells; names
-    /// that are not exactly 64 lowercase hex digits are left out. Empty when the directory does
+    /// The name prefix of content being fetched from a peer (`AttachmentDownload`).
+    static let partialPrefix = "partial-"
+
+    /// The content files in the directory, by name, with the digest each name spells: the
+    /// content's, or `partial-` and the digest of content being fetched; other names are left
+    /// out. Empty when the directory does
     /// not exist (no content was ever stored).
     func contentFiles() throws(StoreError) -> [(name: String, digest: AttachmentDigest)] {
         guard let stream = opendir(directory) else {
@@ -98,8 +104,9 @@ extension AttachmentStore {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
             }
-            guard name.utf8.count == 2 * AttachmentDigest.byteCount,
-                  let digest = AttachmentDigest(AttachmentDigest.prefix + name), digest.hex == name else { continue }
+            let hex = name.hasPrefix(Self.partialPrefix) ? String(name.dropFirst(Self.partialPrefix.count)) : name
+            guard hex.utf8.count == 2 * AttachmentDigest.byteCount,
+                  let digest = AttachmentDigest(AttachmentDigest.prefix + hex), digest.hex == hex else { continue }
             files.append((name, digest))
         }
         return files

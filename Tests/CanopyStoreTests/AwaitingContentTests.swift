@@ -99,3 +99,25 @@ struct AwaitingContentTests {
         #expect(try test.store.bulkInsertForeign([ready]).map(\.documentID) == ["ready"])
     }
 }
+
+extension AwaitingContentTests {
+    @Test("a collection removes the partial file of content nothing waits for, and keeps one a set-aside revision waits for or a download holds")
+    func partialFilesCollected() throws {
+        let test = try TestStore()
+        let attachments = test.store.attachments
+        let awaited = pattern(3000, seed: 4)
+        let (revision, awaitedDigest) = try foreignRevision("waits", naming: awaited)
+        try test.store.bulkInsertForeign([revision])
+        let orphan = AttachmentDigest(bytes: Blake2b.hash(pattern(10, seed: 5), outputBytes: AttachmentDigest.byteCount))
+        let held = AttachmentDigest(bytes: Blake2b.hash(pattern(10, seed: 6), outputBytes: AttachmentDigest.byteCount))
+        for digest in [awaitedDigest, orphan] {
+            let download = try test.store.beginDownload(digest, length: 3000)
+            try pattern(100).withUnsafeBytes { try download.append($0) }
+        }
+        let holding = try test.store.beginDownload(held, length: 10)
+        let report = try withExtendedLifetime(holding) { try DocumentStore.collectAttachmentGarbage(of: [test.store]) }
+        let left = try FileManager.default.contentsOfDirectory(atPath: attachments.directory).sorted()
+        #expect(left == ["partial-" + awaitedDigest.hex, "partial-" + held.hex].sorted(), "\(left)")
+        #expect(report.removedFiles == 1 && report.pinnedFiles == 1, "\(report)")
+    }
+}
