@@ -110,7 +110,8 @@ public enum Attachments {
         return .object(members)
     }
 
-    private static func metadata(_ entry: JSONValue, name: String) throws(AttachmentError) -> AttachmentMetadata {
+    /// One `_attachments` entry, `name`'s stub, read and checked (the name itself is not).
+    package static func metadata(_ entry: JSONValue, name: String) throws(AttachmentError) -> AttachmentMetadata {
         let shown = "attachment \"\(name.prefix(80))\""
         guard case .object(let fields) = entry else { throw AttachmentError("\(shown) is not an object") }
         let known: Set<String> = ["content_type", "digest", "length", "revpos", "stub"]

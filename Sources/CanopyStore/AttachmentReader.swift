@@ -11,7 +11,8 @@ import Musl
 /// is read, and the check is made before the last part is handed out: a reader of damaged
 /// content never receives the whole length, so it cannot mistake it for good content.
 ///
-/// Used from one thread at a time. The file is closed when the reader is released.
+/// Used from one thread at a time. The content is pinned (kept by a collection) and its file
+/// open until the reader is released.
 public final class AttachmentReader {
     /// The content's digest.
     public let digest: AttachmentDigest
@@ -21,12 +22,15 @@ public final class AttachmentReader {
     private let hash = Blake2bStream(outputBytes: AttachmentDigest.byteCount)
     private var read: Int64 = 0
     private var buffer: [UInt8]
+    /// Held while the reader lives: a collection leaves the content alone.
+    private let pin: AttachmentPin
 
     /// Opens the content named `digest` in `store`, which must have `length` bytes.
     public init(_ store: AttachmentStore, digest: AttachmentDigest, length: Int64, partBytes: Int = 1 << 20) throws(StoreError) {
         precondition(partBytes > 0, "a reader reads")
         self.digest = digest
         self.length = length
+        pin = store.pin(digest)
         input = open(store.path(of: digest), O_RDONLY | O_CLOEXEC)
         guard input >= 0 else { throw .attachment("the content \(digest) is not on this node") }
         buffer = [UInt8](repeating: 0, count: partBytes)

@@ -134,30 +134,14 @@ public final class AttachmentStore: Sendable {
         return try AttachmentUpload(store: self, length: length, source: source)
     }
 
-    /// Reads the content named `digest` in parts of at most 1 MiB, handing each to `part`, and
-    /// checks it against the digest at the end: content that no longer hashes to its name (a
-    /// damaged disk) throws after the last part. The content is pinned while it is read.
+    /// Reads the content named `digest` in parts of at most 1 MiB, handing each to `part`
+    /// (`AttachmentReader`, which pins the content and checks it against the digest: content that
+    /// no longer hashes to its name, a damaged disk, throws before its last part is handed over).
     public func read(_ digest: AttachmentDigest, _ part: (UnsafeRawBufferPointer) throws -> Void) throws {
-        let pin = pin(digest)
-        defer { pin.release() }
-        let input = open(path(of: digest), O_RDONLY | O_CLOEXEC)
-        guard input >= 0 else { throw StoreError.attachment("the content \(digest) is not on this node") }
-        defer { close(input) }
-        let hash = Blake2bStream(outputBytes: AttachmentDigest.byteCount)
-        var buffer = [UInt8](repeating: 0, count: Self.partBytes)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(input, $0.baseAddress, $0.count) }
-            guard count >= 0 else { throw StoreError.attachment("reading \(digest) failed: \(String(cString: strerror(errno)))") }
-            if count == 0 { break }
-            try buffer.withUnsafeBytes { raw in
-                let slice = UnsafeRawBufferPointer(rebasing: raw[..<count])
-                hash.update(slice)
-                try part(slice)
-            }
-        }
-        guard hash.finish() == digest.bytes else {
-            throw StoreError.attachment("the content stored as \(digest) no longer matches its digest: the file is damaged")
-        }
+        var info = stat()
+        guard stat(path(of: digest), &info) == 0 else { throw StoreError.attachment("the content \(digest) is not on this node") }
+        let reader = try AttachmentReader(self, digest: digest, length: Int64(info.st_size), partBytes: Self.partBytes)
+        while let bytes = try reader.next() { try bytes.withUnsafeBytes(part) }
     }
 
     /// Removes what an interrupted `add` left (`incoming-` files). Call when no `add` runs.

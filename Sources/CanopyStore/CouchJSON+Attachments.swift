@@ -57,7 +57,7 @@ extension DocumentStore {
         }
         guard case .object(let fields) = entry else { throw refuse("not an object") }
         guard case .string(let text)? = fields["data"] else {
-            if (try? Attachments.metadata(in: .object([Attachments.member: .object([name: entry])]))) != nil { return entry }
+            if (try? Attachments.metadata(entry, name: name)) != nil { return entry }
             throw refuse("no inline data (a CouchDB stub names content this node cannot fetch): export from CouchDB with attachments=true")
         }
         if let encoding = fields["encoding"], encoding != .string("identity") {
