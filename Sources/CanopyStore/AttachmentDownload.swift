@@ -29,6 +29,11 @@ public final class AttachmentDownload {
     private let pin: AttachmentPin
     /// Bytes on disk and hashed: where the next part goes.
     public private(set) var received: Int64 = 0
+    /// Where the bytes not yet handed to the disk's write-back start.
+    private var writebackFrom: Int64 = 0
+    /// Bytes written between two starts of write-back: large content goes to the disk while it
+    /// arrives, so the sync that publishes it does not have the whole file still to write.
+    static let writebackBytes: Int64 = 8 << 20
 
     /// Opens (or resumes) the download of `digest`, `length` bytes; refused when `length` is
     /// over the store's size limit. Bytes already in the partial file are hashed again; a file
@@ -77,6 +82,7 @@ public final class AttachmentDownload {
             offset += Int64(count)
         }
         received = kept
+        writebackFrom = kept
         guard lseek(output, off_t(kept), SEEK_SET) >= 0 else {
             throw .attachment("cannot seek in \(partial): \(String(cString: strerror(errno)))")
         }
@@ -92,6 +98,18 @@ public final class AttachmentDownload {
         }
         hash.update(part)
         received += Int64(part.count)
+        if received - writebackFrom >= Self.writebackBytes { startWriteback() }
+    }
+
+    /// Starts writing the bytes received since the last start to the disk, without waiting for
+    /// them (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`; nothing where it does not exist).
+    /// Durability still comes from `AttachmentStore.publish(_:)`: this only spreads the disk's
+    /// work over the transfer.
+    private func startWriteback() {
+        if let syncRange = AttachmentStore.syncFileRange {
+            _ = syncRange(output, off_t(writebackFrom), off_t(received - writebackFrom), AttachmentStore.syncFileRangeWrite)
+        }
+        writebackFrom = received
     }
 
     /// Every byte arrived: checks the digest. A mismatch removes the partial file and throws
@@ -104,6 +122,7 @@ public final class AttachmentDownload {
             unlink(partial)
             throw .attachment("the content received for \(digest) does not match its digest: discarded")
         }
+        if received > writebackFrom { startWriteback() }
     }
 
     /// Gives up: the partial file is removed (a peer that sent content of another length).
@@ -145,6 +164,14 @@ extension AttachmentStore {
         guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") else { return nil }
         return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
     }()
+
+    /// Linux's `sync_file_range(2)`, looked up at run time as `syncfs` is; nil elsewhere.
+    static let syncFileRange: (@convention(c) (Int32, off_t, off_t, UInt32) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "sync_file_range") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32, off_t, off_t, UInt32) -> Int32).self)
+    }()
+    /// `SYNC_FILE_RANGE_WRITE`: start write-back of the range's dirty pages, do not wait.
+    static let syncFileRangeWrite: UInt32 = 2
 
     /// Syncs one file's data to disk.
     private static func sync(_ path: String) throws(StoreError) {

@@ -42,6 +42,11 @@ struct AttachmentReplicationBench: ParsableCommand {
     @Option(help: "Documents naming one shared content.")
     var shared = 1_000
 
+    enum Phase: String, ExpressibleByArgument, CaseIterable { case large, resume, many, shared }
+
+    @Option(parsing: .upToNextOption, help: "Parts to run: large resume many shared.")
+    var phases: [Phase] = Phase.allCases
+
     @Flag(help: "Print the figures as JSON.")
     var json = false
 
@@ -51,39 +56,51 @@ struct AttachmentReplicationBench: ParsableCommand {
         defer { remove() }
         let canopyd = try agents.canopydPath()
         var figures: [Figure] = []
+        if phases.contains(.large) || phases.contains(.resume) { figures += try runLarge(base: base, canopyd: canopyd) }
+        if phases.contains(.many) { figures += try runMany(base: base, canopyd: canopyd) }
+        if phases.contains(.shared) { figures += try runShared(base: base, canopyd: canopyd) }
+        FigureReport.print(figures, json: json)
+    }
+
+    /// 1 and 2: the large attachment, from a source loaded in-process before it starts, pulled
+    /// once, then pulled again by a receiver killed at half way.
+    func runLarge(base: String, canopyd: String) throws -> [Figure] {
+        var figures: [Figure] = []
         let mib = { (bytes: Int) in Double(bytes) / Double(1 << 20) }
-        // 1. The large attachment, from a source loaded in-process before it starts.
         let source = try BenchAgent(name: "source", parent: base, canopyd: canopyd)
         let (large, copySeconds) = try Self.loadLarge(source, base: base, mebibytes: mebibytes)
         try source.start()
         defer { source.stop() }
         let address = try source.listenAddress()
         let total = mebibytes << 20
-        let ceiling = WireBench.rawSecretstream(plaintextBytes: 256 << 10, seconds: 2)
-        let target = try BenchAgent(name: "large", parent: base, canopyd: canopyd)
-        try target.start()
-        defer { target.stop() }
-        let idleTarget = try target.peakResidentBytes()
-        let idleSource = try source.peakResidentBytes()
-        let client = try target.client()
-        try Self.allow(target, on: source)
-        let seconds = try AttachmentStorageBench.time { try target.pullOnce(from: source, address: address, on: client) }
-        try Self.expectContent(target, large, documents: 1)
-        figures.append(Figure(
-            name: "one \(mebibytes) MiB attachment pulled", value: Double(total) / seconds / 1e6, unit: "MB/s",
-            ceiling: ceiling.megabytesPerSecond, ceilingName: "raw secretstream", note: String(format: "%.2f s; target ≥ 50%%", seconds)))
-        figures.append(Figure(
-            name: "the same pull against a disk copy", value: Double(total) / seconds / 1e6, unit: "MB/s",
-            ceiling: Double(total) / copySeconds / 1e6, ceilingName: "disk copy + fsync"))
-        figures.append(Figure(
-            name: "receiver peak RSS above idle", value: mib(try target.peakResidentBytes() - idleTarget), unit: "MiB", ceiling: 16,
-            ceilingName: "target", note: String(format: "idle peak %.1f MiB", mib(idleTarget))))
-        figures.append(Figure(
-            name: "sender peak RSS above idle", value: mib(try source.peakResidentBytes() - idleSource), unit: "MiB", ceiling: 16,
-            ceilingName: "target", note: String(format: "idle peak %.1f MiB", mib(idleSource))))
-        target.stop()
+        if phases.contains(.large) {
+            let ceiling = WireBench.rawSecretstream(plaintextBytes: 256 << 10, seconds: 2)
+            let target = try BenchAgent(name: "large", parent: base, canopyd: canopyd)
+            try target.start()
+            defer { target.stop() }
+            let idleTarget = try target.peakResidentBytes()
+            let idleSource = try source.peakResidentBytes()
+            let client = try target.client()
+            try Self.allow(target, on: source)
+            let seconds = try AttachmentStorageBench.time { try target.pullOnce(from: source, address: address, on: client) }
+            try Self.expectContent(target, large, documents: 1)
+            figures.append(Figure(
+                name: "one \(mebibytes) MiB attachment pulled", value: Double(total) / seconds / 1e6, unit: "MB/s",
+                ceiling: ceiling.megabytesPerSecond, ceilingName: "raw secretstream", note: String(format: "%.2f s; target ≥ 50%%", seconds)))
+            figures.append(Figure(
+                name: "the same pull against a disk copy", value: Double(total) / seconds / 1e6, unit: "MB/s",
+                ceiling: Double(total) / copySeconds / 1e6, ceilingName: "disk copy + fsync"))
+            figures.append(Figure(
+                name: "receiver peak RSS above idle", value: mib(try target.peakResidentBytes() - idleTarget), unit: "MiB", ceiling: 16,
+                ceilingName: "target", note: String(format: "idle peak %.1f MiB", mib(idleTarget))))
+            figures.append(Figure(
+                name: "sender peak RSS above idle", value: mib(try source.peakResidentBytes() - idleSource), unit: "MiB", ceiling: 16,
+                ceilingName: "target", note: String(format: "idle peak %.1f MiB", mib(idleSource))))
+            target.stop()
+        }
 
         // 2. Killed at half way, restarted.
+        guard phases.contains(.resume) else { return figures }
         let resumed = try BenchAgent(name: "resumed", parent: base, canopyd: canopyd)
         try resumed.start()
         defer { resumed.stop() }
@@ -108,8 +125,11 @@ struct AttachmentReplicationBench: ParsableCommand {
             unit: "% of content", ceiling: 110, ceilingName: "target", note: String(format: "%.1f MiB kept across the kill", mib(Int(kept)))))
         resumed.stop()
         source.stop()
+        return figures
+    }
 
-        // 3. Many documents with an attachment each.
+    /// 3. Many documents with an attachment each.
+    func runMany(base: String, canopyd: String) throws -> [Figure] {
         let manySource = try BenchAgent(name: "many-source", parent: base, canopyd: canopyd)
         try Self.loadMany(manySource, documents: documents, kibibytes: kibibytes)
         try manySource.start()
@@ -123,14 +143,17 @@ struct AttachmentReplicationBench: ParsableCommand {
             try many.pullOnce(from: manySource, address: try manySource.listenAddress(), on: manyClient)
         }
         guard try many.documentCount(manyClient) == documents else { throw ValidationError("the many-documents pull is incomplete") }
-        figures.append(Figure(
+        let figure = Figure(
             name: "\(documents) documents × \(kibibytes) KiB attachment pulled", value: Double(documents) / manySeconds, unit: "docs/s",
             ceiling: 2_000, ceilingName: "target",
-            note: String(format: "%.2f s, %.0f MB/s of content", manySeconds, Double(documents * kibibytes << 10) / manySeconds / 1e6)))
+            note: String(format: "%.2f s, %.0f MB/s of content", manySeconds, Double(documents * kibibytes << 10) / manySeconds / 1e6))
         many.stop()
         manySource.stop()
+        return [figure]
+    }
 
-        // 4. One content named by many documents.
+    /// 4. One content named by many documents.
+    func runShared(base: String, canopyd: String) throws -> [Figure] {
         let sharedSource = try BenchAgent(name: "shared-source", parent: base, canopyd: canopyd)
         try Self.loadShared(sharedSource, documents: shared)
         try sharedSource.start()
@@ -145,10 +168,9 @@ struct AttachmentReplicationBench: ParsableCommand {
         guard files.count == 1, try sharing.documentCount(try sharing.client()) == shared else {
             throw ValidationError("the shared content is stored \(files.count) times")
         }
-        figures.append(Figure(
+        return [Figure(
             name: "bytes sent for 1 MiB named by \(shared) documents", value: Double(sharedSent) / Double(1 << 20) * 100,
-            unit: "% of content", ceiling: nil, ceilingName: nil, note: "the whole connection, revisions included; stored once"))
-        FigureReport.print(figures, json: json)
+            unit: "% of content", ceiling: nil, ceilingName: nil, note: "the whole connection, revisions included; stored once")]
     }
 
     /// The store of `agent`, for loading before it starts.
