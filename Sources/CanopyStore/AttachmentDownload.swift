@@ -71,8 +71,9 @@ public final class AttachmentDownload {
             guard ftruncate(output, 0) == 0 else { throw .attachment("cannot reset \(partial): \(String(cString: strerror(errno)))") }
             kept = 0
         }
-        var buffer = [UInt8](repeating: 0, count: AttachmentStore.partBytes)
         var offset: Int64 = 0
+        // Only a resumed fetch has bytes to read back: a new one allocates nothing here.
+        var buffer = kept > 0 ? [UInt8](repeating: 0, count: AttachmentStore.partBytes) : []
         while offset < kept {
             let wanted = Int(min(Int64(buffer.count), kept - offset))
             let count = buffer.withUnsafeMutableBytes { pread(output, $0.baseAddress, wanted, off_t(offset)) }
@@ -207,14 +208,20 @@ extension AttachmentStore {
         let length = Int64(info.st_size)
         guard offset >= 0, offset <= length else { return (length, []) }
         let wanted = Int(min(Int64(maxBytes), length - offset))
-        var bytes = [UInt8](repeating: 0, count: wanted)
-        var count = 0
-        while count < wanted {
-            let got = bytes.withUnsafeMutableBytes { pread(input, $0.baseAddress! + count, wanted - count, off_t(offset) + off_t(count)) }
-            if got < 0 && errno == EINTR { continue }
-            guard got > 0 else { throw .attachment("reading \(digest) failed: the file ended early or could not be read") }
-            count += got
+        // Read straight into the array's storage: no zero fill of bytes about to be overwritten.
+        var failed = false
+        let bytes = [UInt8](unsafeUninitializedCapacity: wanted) { buffer, initialized in
+            var count = 0
+            while count < wanted {
+                let got = pread(input, buffer.baseAddress! + count, wanted - count, off_t(offset) + off_t(count))
+                if got < 0 && errno == EINTR { continue }
+                guard got > 0 else { break }
+                count += got
+            }
+            failed = count < wanted
+            initialized = count
         }
+        guard !failed else { throw .attachment("reading \(digest) failed: the file ended early or could not be read") }
         return (length, bytes)
     }
 }

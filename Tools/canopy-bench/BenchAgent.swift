@@ -188,6 +188,8 @@ struct AgentBenchOptions: ParsableArguments {
     @Flag(help: "Keep the temporary directory (databases and agent logs) for inspection.") var keep = false
     @Option(help: "The agents' [limits] batch-revisions (default: the agent's).") var batchRevisions: Int?
     @Option(help: "The agents' [limits] batches-in-flight (default: the agent's).") var batchesInFlight: Int?
+    @Option(help: "The existing directory the agents' temporary directory is made in (default: /tmp; short, so admin socket paths fit).")
+    var parent = "/tmp"
 
     /// The canopyd binary to run.
     func canopydPath() throws -> String {
@@ -199,11 +201,15 @@ struct AgentBenchOptions: ParsableArguments {
         return path
     }
 
-    /// A new directory under /tmp (short, so admin socket paths fit in sun_path), removed by the
-    /// returned closure unless `--keep`.
+    /// A new directory under `--parent` (short, so admin socket paths fit in sun_path), removed
+    /// by the returned closure unless `--keep`.
     func temporaryDirectory() -> (path: String, remove: () -> Void) {
-        var template = Array("/tmp/canopy-bench-XXXXXX".utf8CString)
-        let path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        var template = Array((parent + "/canopy-bench-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            FileHandle.standardError.write(Data("canopy-bench: cannot make a directory in \(parent): \(String(cString: strerror(errno)))\n".utf8))
+            Foundation.exit(1)
+        }
+        let path = String(cString: made)
         if keep { FileHandle.standardError.write(Data("keeping \(path)\n".utf8)) }
         return (path, { if !keep { try? FileManager.default.removeItem(atPath: path) } })
     }
