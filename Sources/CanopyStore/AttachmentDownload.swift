@@ -123,7 +123,9 @@ public final class AttachmentDownload {
             unlink(partial)
             throw .attachment("the content received for \(digest) does not match its digest: discarded")
         }
-        if received > writebackFrom { startWriteback() }
+        // Large content sends its tail on; small content is left to the publishing sync, which
+        // writes many of them at once.
+        if writebackFrom > 0 && received > writebackFrom { startWriteback() }
     }
 
     /// Gives up: the partial file is removed (a peer that sent content of another length).
