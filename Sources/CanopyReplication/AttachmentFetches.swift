@@ -21,6 +21,11 @@ struct AttachmentFetches {
     /// Contents fetched at once (several small attachments travel in one round trip).
     static let activeMax = 8
 
+    /// Parts received and not yet written, at most, counting those whose requests are still in
+    /// flight: parts are written off the serial context (`ReplicationSession.appendNext`), and
+    /// this bounds what waits for the disk when it is slower than the connection.
+    static let partsHeldMax = 10
+
     /// A content being fetched.
     final class Active {
         let download: AttachmentDownload
@@ -28,11 +33,25 @@ struct AttachmentFetches {
         var requested: Int64
         /// Requests outstanding for it.
         var outstanding = 0
+        /// Bytes received from the peer in order (written, being written or queued).
+        var received: Int64
+        /// Bytes written and hashed: the download's own count, kept here so that the serial
+        /// context never reads the download while a part is being written.
+        var appended: Int64
+        /// Parts received, waiting for the one before them to be written.
+        var queued: Deque<[UInt8]> = []
+        /// True while a part is being written off the serial context (one at a time, in order).
+        var appending = false
 
         init(_ download: AttachmentDownload) {
             self.download = download
             requested = download.received
+            received = download.received
+            appended = download.received
         }
+
+        /// Parts of this content held in memory: queued, and the one being written.
+        var partsHeld: Int { queued.count + (appending ? 1 : 0) }
     }
 
     /// A request in flight: which content, from where, how many bytes.
@@ -50,6 +69,8 @@ struct AttachmentFetches {
     /// Digests of `active` in the order they started (requests go to the oldest first).
     private var order: [AttachmentDigest] = []
     private(set) var requests: [RequestID: Request] = [:]
+    /// Parts received and not yet written, over every active content.
+    private(set) var partsHeld = 0
     /// Content complete and verified whose revisions are not merged yet.
     var completed: [AttachmentDigest] = []
     /// The downloads of `completed`, then of the merge in flight: kept until their content is
@@ -74,7 +95,7 @@ struct AttachmentFetches {
     /// True when the completed contents should be merged now.
     var settleDue: Bool {
         !completed.isEmpty
-            && (completed.count >= Self.settleBatch || active.values.allSatisfy { $0.download.remaining >= Self.largeRemaining })
+            && (completed.count >= Self.settleBatch || active.values.allSatisfy { $0.download.length - $0.appended >= Self.largeRemaining })
     }
 
     /// Nothing to fetch, nothing in flight, nothing to merge.
@@ -101,7 +122,9 @@ struct AttachmentFetches {
     /// The next request to send, if one fits: the oldest active content with bytes not asked for.
     /// `othersOutstanding` is how many other requests of ours the peer holds.
     mutating func nextRequest(othersOutstanding: Int, id: () -> RequestID) -> (RequestID, AttachmentGet)? {
-        guard requests.count < Self.requestsMax, othersOutstanding + requests.count < WireLimits.inFlightRequestsMax - 1 else { return nil }
+        guard requests.count < Self.requestsMax, requests.count + partsHeld < Self.partsHeldMax,
+            othersOutstanding + requests.count < WireLimits.inFlightRequestsMax - 1
+        else { return nil }
         for digest in order {
             guard let item = active[digest], item.requested < item.download.length else { continue }
             let count = Int(min(Int64(Self.partBytes), item.download.length - item.requested))
@@ -122,9 +145,35 @@ struct AttachmentFetches {
         return request
     }
 
+    /// A part arrived in order for `item`: queued to be written.
+    mutating func queue(_ data: [UInt8], for item: Active) {
+        item.received += Int64(data.count)
+        item.queued.append(data)
+        partsHeld += 1
+    }
+
+    /// The next part of `item` to write, if none is being written: it is then being written.
+    mutating func nextToAppend(_ item: Active) -> [UInt8]? {
+        guard !item.appending, let data = item.queued.popFirst() else { return nil }
+        item.appending = true
+        return data
+    }
+
+    /// The part being written for `item` was written (`count` bytes) or failed.
+    mutating func appendEnded(_ item: Active, count: Int) {
+        item.appending = false
+        item.appended += Int64(count)
+        partsHeld -= 1
+    }
+
     /// The content is done with (complete, or given up): it stops being active. Its other
-    /// requests still in flight are answered and ignored.
+    /// requests still in flight are answered and ignored, and a part being written for it is
+    /// ignored when it ends.
     mutating func finished(_ digest: AttachmentDigest, available: Bool) {
+        if let item = active[digest] {
+            partsHeld -= item.partsHeld
+            item.queued.removeAll()
+        }
         active[digest] = nil
         order.removeAll { $0 == digest }
         if !available { unavailable.insert(digest) }
@@ -136,5 +185,6 @@ struct AttachmentFetches {
         active.removeAll()
         order.removeAll()
         requests.removeAll()
+        partsHeld = 0
     }
 }

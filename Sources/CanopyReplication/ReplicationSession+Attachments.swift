@@ -65,33 +65,62 @@ extension ReplicationSession {
         settleCompletedAttachments()
     }
 
-    /// A part arrived: written at the content's end, the content finished when it is whole.
+    /// A part arrived: checked against the request and the content, then queued to be written
+    /// at the content's end, in order, off the serial context (`appendNext`).
     func receiveAttachmentPart(_ part: AttachmentPart) throws(ReplicationError) {
         guard let request = fetches.answered(part.requestID) else { return }
         defer { pumpAttachmentFetches() }
         guard let item = fetches.active[request.digest] else { return }
         let download = item.download
-        guard part.length == UInt64(download.length), part.data.count == request.count, request.offset == download.received else {
+        guard part.length == UInt64(download.length), part.data.count == request.count, request.offset == item.received else {
             return refuseContent(
                 download, reason: "the peer sent \(part.data.count) bytes of \(part.length) for \(download.digest), announced with \(download.length)")
         }
-        do {
-            try part.data.withUnsafeBytes { bytes in try download.append(bytes) }
-        } catch let error as StoreError {
-            return fail(.store(error))
-        } catch {
-            return fail(.store(.attachment("\(error)")))
-        }
-        if download.remaining == 0 { completeDownload(download) }
+        fetches.queue(part.data, for: item)
+        appendNext(item)
     }
 
-    /// Every byte is here: verified (named by its digest by the next settle write), or refused.
+    /// Writes and hashes `item`'s next queued part on the worker, if none is being written:
+    /// parts of one content are written one at a time and in order, those of different contents
+    /// at once. The last part's work also checks the digest. The serial context meanwhile
+    /// decodes, asks for more parts and merges, and reads nothing of the download but its length.
+    private func appendNext(_ item: AttachmentFetches.Active) {
+        guard let data = fetches.nextToAppend(item) else { return }
+        let digest = item.download.digest
+        let identity = ObjectIdentifier(item)
+        let job = PartWrite(item.download)
+        partWriter.run({ job.write(data) }) { [weak self] outcome in
+            self?.partWritten(digest: digest, identity: identity, count: data.count, outcome: outcome)
+        }
+    }
+
+    /// A part's write ended: the next one starts, or the content is complete (verified) or
+    /// refused. A content given up meanwhile (refused, the session closed) ignores it.
+    private func partWritten(digest: AttachmentDigest, identity: ObjectIdentifier, count: Int, outcome: PartWrite.Outcome) {
+        guard !isClosed, let item = fetches.active[digest], ObjectIdentifier(item) == identity else { return }
+        fetches.appendEnded(item, count: count)
+        defer { pumpAttachmentFetches() }
+        switch outcome {
+        case .written: appendNext(item)
+        case .complete: contentVerified(item.download)
+        case .mismatch(let reason): refuseContent(item.download, reason: reason)
+        case .failed(let error): fail(.store(error))
+        }
+    }
+
+    /// Every byte was already on disk when the fetch began (a crash before it was published):
+    /// verified here, or refused.
     private func completeDownload(_ download: AttachmentDownload) {
         do {
             try download.verify()
         } catch {
             return refuseContent(download, reason: "\(error)")
         }
+        contentVerified(download)
+    }
+
+    /// The content hashes to its digest: named by it by the next settle write.
+    private func contentVerified(_ download: AttachmentDownload) {
         fetches.finished(download.digest, available: true)
         fetches.completed.append(download.digest)
         fetches.verified.append(download)
@@ -178,6 +207,46 @@ extension ReplicationSession {
             case .failure(let error):
                 self.fail(.store(error))
             }
+        }
+    }
+}
+
+/// One part of a download written and hashed on the session's worker. The download is used by
+/// one such write at a time (`AttachmentFetches.nextToAppend` holds the next part back until the
+/// one before it ended) and by nothing else while it runs, which is what makes handing it to
+/// another thread sound.
+private final class PartWrite: @unchecked Sendable {
+    enum Outcome: Sendable {
+        /// Written; more is to come.
+        case written
+        /// The last byte was written and the whole hashes to the digest.
+        case complete
+        /// Every byte came and the whole does not hash to the digest (the file is removed).
+        case mismatch(String)
+        /// The disk refused the write.
+        case failed(StoreError)
+    }
+
+    private let download: AttachmentDownload
+
+    init(_ download: AttachmentDownload) {
+        self.download = download
+    }
+
+    func write(_ data: [UInt8]) -> Outcome {
+        do {
+            try data.withUnsafeBytes { bytes in try download.append(bytes) }
+        } catch let error as StoreError {
+            return .failed(error)
+        } catch {
+            return .failed(.attachment("\(error)"))
+        }
+        guard download.remaining == 0 else { return .written }
+        do throws(StoreError) {
+            try download.verify()
+            return .complete
+        } catch {
+            return .mismatch("\(error)")
         }
     }
 }

@@ -54,6 +54,9 @@ package final class ReplicationSession: @unchecked Sendable {
     /// context in the agent, so that the session keeps answering `changes` (read from the
     /// store's snapshot connection) while a transaction runs.
     let writer: any ReplicationWorker
+    /// Where fetched attachment parts are written and hashed (`ReplicationSession+Attachments`):
+    /// the checks' worker, off the serial context.
+    let partWriter: any ReplicationWorker
     public private(set) var isClosed = false
     /// Bytes are counted by transports; messages by the session, for stats.
     public private(set) var messagesSent = 0
@@ -88,6 +91,7 @@ package final class ReplicationSession: @unchecked Sendable {
         self.logger = logger
         self.onEvent = onEvent
         self.writer = writer
+        partWriter = worker
         pusher = Pusher(store: store, configuration: configuration)
         puller = Puller(store: store, configuration: configuration)
         checks = RevisionCheckPipeline(worker: worker)
