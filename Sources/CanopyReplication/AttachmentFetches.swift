@@ -71,6 +71,12 @@ struct AttachmentFetches {
     private(set) var requests: [RequestID: Request] = [:]
     /// Parts received and not yet written, over every active content.
     private(set) var partsHeld = 0
+    /// Contents another fetch of this node is fetching (from another peer): tried again every
+    /// `retrySeconds`, and taken as done once stored.
+    private(set) var heldElsewhere: [AwaitedAttachment] = []
+    /// True while a retry of `heldElsewhere` is scheduled.
+    var retryScheduled = false
+    static let retrySeconds = 0.25
     /// Content complete and verified whose revisions are not merged yet.
     var completed: [AttachmentDigest] = []
     /// The downloads of `completed`, then of the merge in flight: kept until their content is
@@ -99,7 +105,9 @@ struct AttachmentFetches {
     }
 
     /// Nothing to fetch, nothing in flight, nothing to merge.
-    var isIdle: Bool { waiting.isEmpty && active.isEmpty && requests.isEmpty && completed.isEmpty && !settling && !settleAll }
+    var isIdle: Bool {
+        waiting.isEmpty && heldElsewhere.isEmpty && active.isEmpty && requests.isEmpty && completed.isEmpty && !settling && !settleAll
+    }
 
     /// Adds content to fetch (what is known already is skipped).
     mutating func enqueue(_ awaited: [AwaitedAttachment]) {
@@ -112,6 +120,17 @@ struct AttachmentFetches {
     mutating func nextToStart() -> AwaitedAttachment? {
         guard active.count < Self.activeMax else { return nil }
         return waiting.popFirst()
+    }
+
+    /// `item` is being fetched by another fetch of this node: set by until the next retry.
+    mutating func holdElsewhere(_ item: AwaitedAttachment) {
+        heldElsewhere.append(item)
+    }
+
+    /// The contents held elsewhere go back to the front of the queue.
+    mutating func retryHeldElsewhere() {
+        for item in heldElsewhere.reversed() { waiting.prepend(item) }
+        heldElsewhere = []
     }
 
     mutating func started(_ download: AttachmentDownload) {
@@ -186,5 +205,6 @@ struct AttachmentFetches {
         order.removeAll()
         requests.removeAll()
         partsHeld = 0
+        heldElsewhere.removeAll()
     }
 }

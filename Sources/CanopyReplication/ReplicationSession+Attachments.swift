@@ -46,11 +46,20 @@ extension ReplicationSession {
         pumpAttachmentFetches()
     }
 
-    /// Starts contents and sends requests while there is room.
+    /// Starts contents and sends requests while there is room. Content stored meanwhile (by a
+    /// fetch from another peer, or an upload) is merged without a fetch; content another fetch of
+    /// this node holds is tried again later, since one partial file takes one writer.
     func pumpAttachmentFetches() {
         while !isClosed, let next = fetches.nextToStart() {
+            if store.holdsAttachment(next.digest, length: next.length) {
+                fetches.completed.append(next.digest)
+                continue
+            }
             do {
-                let download = try store.beginDownload(next.digest, length: next.length)
+                guard let download = try store.beginDownloadUnlessFetching(next.digest, length: next.length) else {
+                    fetches.holdElsewhere(next)
+                    continue
+                }
                 fetches.started(download)
                 if download.remaining == 0 { completeDownload(download) }
             } catch {
@@ -58,11 +67,25 @@ extension ReplicationSession {
                 fetches.finished(next.digest, available: false)
             }
         }
+        if !fetches.heldElsewhere.isEmpty { scheduleFetchRetry() }
         while !isClosed, let (_, get) = fetches.nextRequest(
             othersOutstanding: machine.ourRequestsOutstanding - fetches.requests.count, id: { allocateRequestID() }) {
             send(.attachmentGet(get))
         }
         settleCompletedAttachments()
+    }
+
+    /// Tries the contents another fetch of this node held again, once, a little later.
+    private func scheduleFetchRetry() {
+        guard !fetches.retryScheduled else { return }
+        fetches.retryScheduled = true
+        _ = scheduler.schedule(after: AttachmentFetches.retrySeconds) { [weak self] in
+            guard let self, !self.isClosed else { return }
+            self.fetches.retryScheduled = false
+            self.fetches.retryHeldElsewhere()
+            self.pumpAttachmentFetches()
+            if self.drainCompletion != nil { self.finishDrainIfIdle() }
+        }
     }
 
     /// A part arrived: checked against the request and the content, then queued to be written

@@ -42,8 +42,11 @@ package protocol ReplicationStore: AnyObject, Sendable {
     var setAsideCount: Int { get }
     /// The attachment content set-aside revisions wait for and this node lacks.
     func awaitedAttachments() throws(StoreError) -> [AwaitedAttachment]
-    /// Opens or resumes the fetch of one content.
-    func beginDownload(_ digest: AttachmentDigest, length: Int64) throws(StoreError) -> AttachmentDownload
+    /// Opens or resumes the fetch of one content; nil while another fetch of this node (with
+    /// another peer) holds it.
+    func beginDownloadUnlessFetching(_ digest: AttachmentDigest, length: Int64) throws(StoreError) -> AttachmentDownload?
+    /// Whether the content is stored whole.
+    func holdsAttachment(_ digest: AttachmentDigest, length: Int64) -> Bool
     /// Makes verified downloads durable and names them by their digests.
     func publishDownloads(_ digests: [AttachmentDigest]) throws(StoreError)
     /// Merges the set-aside revisions whose content is all here now (narrowed to those waiting

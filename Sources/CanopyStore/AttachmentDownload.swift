@@ -35,11 +35,14 @@ public final class AttachmentDownload {
     /// arrives, so the sync that publishes it does not have the whole file still to write.
     static let writebackBytes: Int64 = 8 << 20
 
-    /// Opens (or resumes) the download of `digest`, `length` bytes; refused when `length` is
-    /// over the store's size limit. Bytes already in the partial file are hashed again; a file
-    /// longer than `length` is started over.
-    init(store: AttachmentStore, digest: AttachmentDigest, length: Int64) throws(StoreError) {
+    /// Opens (or resumes) the download of `digest`, `length` bytes, whose partial file the
+    /// caller claimed (`AttachmentPinTable.claimDownload`); the claim is given back when the
+    /// download is released, or here when it cannot open. Refused when `length` is over the
+    /// store's size limit. Bytes already in the partial file are hashed again; a file longer
+    /// than `length` is started over.
+    init(store: AttachmentStore, claimed digest: AttachmentDigest, length: Int64) throws(StoreError) {
         guard length >= 0, length <= store.sizeLimit else {
+            store.pins.releaseDownload(digest)
             throw .attachment("\(digest) has \(length) bytes; an attachment has at most \(store.sizeLimit) (the size limit)")
         }
         self.store = store
@@ -48,16 +51,23 @@ public final class AttachmentDownload {
         pin = store.pin(digest)
         partial = store.directory + "/partial-" + digest.hex
         output = open(partial, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard output >= 0 else { throw .attachment("cannot open \(partial): \(String(cString: strerror(errno)))") }
+        guard output >= 0 else {
+            store.pins.releaseDownload(digest)
+            throw .attachment("cannot open \(partial): \(String(cString: strerror(errno)))")
+        }
         do {
             try rehashExisting()
         } catch {
             close(output)
+            store.pins.releaseDownload(digest)
             throw error
         }
     }
 
-    deinit { close(output) }
+    deinit {
+        close(output)
+        store.pins.releaseDownload(digest)
+    }
 
     /// Bytes still missing.
     public var remaining: Int64 { length - received }
@@ -187,12 +197,24 @@ extension AttachmentStore {
         guard fsync(handle) == 0 else { throw .attachment("syncing \(path) failed: \(String(cString: strerror(errno)))") }
     }
 
-    /// Opens or resumes the fetch of `digest` (`AttachmentDownload`), creating the directory.
+    /// Opens or resumes the fetch of `digest` (`AttachmentDownload`), creating the directory;
+    /// refused while another download of the process fetches the same content.
     public func beginDownload(_ digest: AttachmentDigest, length: Int64) throws(StoreError) -> AttachmentDownload {
+        guard let download = try beginDownloadUnlessFetching(digest, length: length) else {
+            throw .attachment("\(digest) is being fetched by another download of this process")
+        }
+        return download
+    }
+
+    /// Opens or resumes the fetch of `digest` as `beginDownload` does, or returns nil while
+    /// another download of the process (a session with another peer, say) fetches the same
+    /// content: one file, one writer.
+    public func beginDownloadUnlessFetching(_ digest: AttachmentDigest, length: Int64) throws(StoreError) -> AttachmentDownload? {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw .attachment("cannot create the attachment directory \(directory): \(String(cString: strerror(errno)))")
         }
-        return try AttachmentDownload(store: self, digest: digest, length: length)
+        guard pins.claimDownload(digest) else { return nil }
+        return try AttachmentDownload(store: self, claimed: digest, length: length)
     }
 
     /// Up to `maxBytes` of the content named `digest` from `offset`, with the content's length;

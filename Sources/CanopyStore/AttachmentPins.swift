@@ -59,6 +59,8 @@ final class AttachmentPinTable: Sendable {
         var pinnedDuring: [Int: Set<AttachmentDigest>] = [:]
         /// The id the next collection gets.
         var nextCollection = 0
+        /// Content a download of this process is fetching into its `partial-` file.
+        var downloading: Set<AttachmentDigest> = []
     }
 
     let state = Mutex(State())
@@ -78,6 +80,17 @@ final class AttachmentPinTable: Sendable {
             guard let count = state.pins[digest] else { preconditionFailure("unpinning \(digest), which is not pinned") }
             state.pins[digest] = count > 1 ? count - 1 : nil
         }
+    }
+
+    /// Claims the partial file of `digest` for one download: false when another download of
+    /// the process holds it (two fetches writing one file would each verify only its own bytes).
+    func claimDownload(_ digest: AttachmentDigest) -> Bool {
+        state.withLock { state in state.downloading.insert(digest).inserted }
+    }
+
+    /// Gives back the claim `claimDownload` took.
+    func releaseDownload(_ digest: AttachmentDigest) {
+        _ = state.withLock { state in state.downloading.remove(digest) }
     }
 
     /// Starts a collection: from now until `endCollection`, every digest pinned (those pinned

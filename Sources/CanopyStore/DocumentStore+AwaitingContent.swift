@@ -224,6 +224,17 @@ extension DocumentStore {
         try attachments.beginDownload(digest, length: length)
     }
 
+    /// Opens or resumes the fetch of `digest`, or nil while another download of the process
+    /// fetches it (`AttachmentStore.beginDownloadUnlessFetching(_:length:)`).
+    public func beginDownloadUnlessFetching(_ digest: AttachmentDigest, length: Int64) throws(StoreError) -> AttachmentDownload? {
+        try attachments.beginDownloadUnlessFetching(digest, length: length)
+    }
+
+    /// Whether the content `digest` of `length` bytes is stored whole.
+    public func holdsAttachment(_ digest: AttachmentDigest, length: Int64) -> Bool {
+        attachments.contains(digest, length: length)
+    }
+
     /// Makes verified downloads durable and names them (`AttachmentStore.publish(_:)`).
     public func publishDownloads(_ digests: [AttachmentDigest]) throws(StoreError) {
         try attachments.publish(digests)

@@ -268,9 +268,11 @@ extension FakeReplicationStore {
 
     func awaitedAttachments() throws(StoreError) -> [AwaitedAttachment] { [] }
 
-    func beginDownload(_ digest: AttachmentDigest, length: Int64) throws(StoreError) -> AttachmentDownload {
+    func beginDownloadUnlessFetching(_ digest: AttachmentDigest, length: Int64) throws(StoreError) -> AttachmentDownload? {
         throw .attachment("the fake store keeps no attachment content")
     }
+
+    func holdsAttachment(_ digest: AttachmentDigest, length: Int64) -> Bool { false }
 
     func settleAwaitingContent(
         digests: [AttachmentDigest]?, policy: ConflictPolicy?, limit: Int
