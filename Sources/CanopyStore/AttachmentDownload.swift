@@ -27,6 +27,8 @@ public final class AttachmentDownload {
     /// Held while the download lives: a collection leaves its partial file (and the content,
     /// once published) alone.
     private let pin: AttachmentPin
+    /// The process's one writer of the partial file.
+    private let claim: AttachmentDownloadClaim
     /// Bytes on disk and hashed: where the next part goes.
     public private(set) var received: Int64 = 0
     /// Where the bytes not yet handed to the disk's write-back start.
@@ -35,39 +37,28 @@ public final class AttachmentDownload {
     /// arrives, so the sync that publishes it does not have the whole file still to write.
     static let writebackBytes: Int64 = 8 << 20
 
-    /// Opens (or resumes) the download of `digest`, `length` bytes, whose partial file the
-    /// caller claimed (`AttachmentPinTable.claimDownload`); the claim is given back when the
-    /// download is released, or here when it cannot open. Refused when `length` is over the
-    /// store's size limit. Bytes already in the partial file are hashed again; a file longer
+    /// Opens (or resumes) the download of the content `claim` holds the partial file of,
+    /// `length` bytes; the claim lasts as long as the download. Refused when `length` is over
+    /// the store's size limit. Bytes already in the partial file are hashed again; a file longer
     /// than `length` is started over.
-    init(store: AttachmentStore, claimed digest: AttachmentDigest, length: Int64) throws(StoreError) {
+    init(store: AttachmentStore, claim: AttachmentDownloadClaim, length: Int64) throws(StoreError) {
+        let digest = claim.digest
         guard length >= 0, length <= store.sizeLimit else {
-            store.pins.releaseDownload(digest)
             throw .attachment("\(digest) has \(length) bytes; an attachment has at most \(store.sizeLimit) (the size limit)")
         }
         self.store = store
         self.digest = digest
+        self.claim = claim
         self.length = length
         pin = store.pin(digest)
         partial = store.directory + "/partial-" + digest.hex
         output = open(partial, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard output >= 0 else {
-            store.pins.releaseDownload(digest)
-            throw .attachment("cannot open \(partial): \(String(cString: strerror(errno)))")
-        }
-        do {
-            try rehashExisting()
-        } catch {
-            close(output)
-            store.pins.releaseDownload(digest)
-            throw error
-        }
+        guard output >= 0 else { throw .attachment("cannot open \(partial): \(String(cString: strerror(errno)))") }
+        // Every stored property is set: if this throws, deinit runs and closes the file.
+        try rehashExisting()
     }
 
-    deinit {
-        close(output)
-        store.pins.releaseDownload(digest)
-    }
+    deinit { close(output) }
 
     /// Bytes still missing.
     public var remaining: Int64 { length - received }
@@ -213,8 +204,8 @@ extension AttachmentStore {
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw .attachment("cannot create the attachment directory \(directory): \(String(cString: strerror(errno)))")
         }
-        guard pins.claimDownload(digest) else { return nil }
-        return try AttachmentDownload(store: self, claimed: digest, length: length)
+        guard let claim = pins.claimDownload(digest) else { return nil }
+        return try AttachmentDownload(store: self, claim: claim, length: length)
     }
 
     /// Up to `maxBytes` of the content named `digest` from `offset`, with the content's length;

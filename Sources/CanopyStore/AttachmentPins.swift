@@ -40,6 +40,21 @@ public final class AttachmentPin: Sendable {
     }
 }
 
+/// A download's hold on the partial file of `digest` (`AttachmentPinTable.claimDownload`): while
+/// it lives, no other download of the process begins on that content. Released when it is
+/// deinitialised, so a download that fails to open gives it back with nothing to remember.
+final class AttachmentDownloadClaim: Sendable {
+    let digest: AttachmentDigest
+    private let pins: AttachmentPinTable
+
+    fileprivate init(_ digest: AttachmentDigest, in pins: AttachmentPinTable) {
+        self.digest = digest
+        self.pins = pins
+    }
+
+    deinit { pins.releaseDownload(digest) }
+}
+
 /// The pins of one attachment directory and the collections running on it, shared by every
 /// `AttachmentStore` of the process that names the directory (the agent opens one store per
 /// database, all on `DIR/attachments`): a pin taken through one store holds against a collection
@@ -82,14 +97,15 @@ final class AttachmentPinTable: Sendable {
         }
     }
 
-    /// Claims the partial file of `digest` for one download: false when another download of
-    /// the process holds it (two fetches writing one file would each verify only its own bytes).
-    func claimDownload(_ digest: AttachmentDigest) -> Bool {
-        state.withLock { state in state.downloading.insert(digest).inserted }
+    /// Claims the partial file of `digest` for one download: nil when another download of the
+    /// process holds it (two fetches writing one file would each verify only its own bytes).
+    func claimDownload(_ digest: AttachmentDigest) -> AttachmentDownloadClaim? {
+        let claimed = state.withLock { state in state.downloading.insert(digest).inserted }
+        return claimed ? AttachmentDownloadClaim(digest, in: self) : nil
     }
 
-    /// Gives back the claim `claimDownload` took.
-    func releaseDownload(_ digest: AttachmentDigest) {
+    /// Gives back the claim on `digest`.
+    fileprivate func releaseDownload(_ digest: AttachmentDigest) {
         _ = state.withLock { state in state.downloading.remove(digest) }
     }
 
