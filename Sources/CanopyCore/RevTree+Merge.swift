@@ -23,13 +23,13 @@ extension RevTree {
         let revisions = path.revisions
         try validate(path)
         var outcome = MergeOutcome()
-        outcome.leafWasKnown = nodesByID[path.leaf] != nil
+        outcome.leafWasKnown = contains(path.leaf)
         // Oldest first, so that parents are added before their children.
         for index in stride(from: revisions.count - 1, through: 0, by: -1) {
             let id = revisions[index]
             let parent = index + 1 < revisions.count ? revisions[index + 1] : path.rootParent
             let kind: RevisionKind = index == 0 ? path.kind : .live
-            if let existing = nodesByID[id] {
+            if let existing = node(id) {
                 if existing.parent == nil, let parent { setParent(parent, of: id) }
                 if existing.kind == .live, kind != .live { setKind(kind, of: id) }
             } else {
@@ -44,7 +44,7 @@ extension RevTree {
     private func validate(_ path: RevisionPath) throws(RevTreeError) {
         let revisions = path.revisions
         for (index, id) in revisions.enumerated() {
-            guard let existing = nodesByID[id] else { continue }
+            guard let existing = node(id) else { continue }
             let claimed = index + 1 < revisions.count ? revisions[index + 1] : path.rootParent
             if let claimed, let known = existing.parent, known != claimed {
                 throw .conflictingAncestry(revision: id, knownParent: known, claimedParent: claimed)

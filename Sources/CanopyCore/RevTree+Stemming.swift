@@ -9,14 +9,14 @@ extension RevTree {
     @discardableResult
     public mutating func stem(limit: Int, keeping: Set<RevisionID> = []) -> [RevisionID] {
         precondition(limit >= 1, "revsLimit must be at least 1")
-        guard nodesByID.count > limit else { return [] }
+        guard count > limit else { return [] }
         var kept = Set<RevisionID>()
-        for leaf in nodesByID.values where childCounts[leaf.id] == nil {
+        for leaf in leaves {
             let chain = ancestry(of: leaf.id)
             let pinnedDepth = chain.lastIndex { keeping.contains($0) }.map { $0 + 1 } ?? 0
             for id in chain.prefix(Swift.max(limit, pinnedDepth)) { kept.insert(id) }
         }
-        let removed = nodesByID.keys.filter { !kept.contains($0) }.sorted()
+        let removed = sortedNodes.map(\.id).filter { !kept.contains($0) }
         for id in removed { remove(id) }
         return removed
     }

@@ -32,10 +32,28 @@ public struct RevTree: Sendable, Equatable {
         }
     }
 
-    private(set) var nodesByID: [RevisionID: Node] = [:]
-    /// For every revision id named as a parent, how many nodes name it. A node is a leaf iff its id
-    /// is absent here.
-    private(set) var childCounts: [RevisionID: Int] = [:]
+    /// A node and how many nodes of the tree name it as their parent (0: a leaf).
+    private struct Entry: Sendable {
+        var node: Node
+        var children: Int
+    }
+
+    /// The nodes, in no particular order: nothing read from a tree depends on it (every list a
+    /// tree hands out is sorted). Most trees hold a handful of nodes, which a scan finds sooner
+    /// than a hash lookup; past `indexedCountMin` nodes `index` is kept as well.
+    private var entries: [Entry] = []
+    /// Kept once the tree has held `indexedCountMin` nodes, nil before: where each id is in
+    /// `entries`, and for every id named as a parent how many nodes name it (whether or not the
+    /// tree holds that parent).
+    private var index: Index?
+
+    private struct Index: Sendable {
+        var positions: [RevisionID: Int] = [:]
+        var childCounts: [RevisionID: Int] = [:]
+    }
+
+    /// The size from which a tree keeps `index`.
+    static let indexedCountMin = 16
 
     /// An empty tree (a document that does not exist yet).
     public init() {}
@@ -43,32 +61,33 @@ public struct RevTree: Sendable, Equatable {
     /// Rebuilds a tree from stored nodes. Nodes are taken as they are (no validation beyond
     /// de-duplication): this is for reading back what a tree once wrote.
     public init(nodes: some Sequence<Node>) {
-        for node in nodes where nodesByID[node.id] == nil {
-            nodesByID[node.id] = node
-            if let parent = node.parent { childCounts[parent, default: 0] += 1 }
-        }
+        entries.reserveCapacity(nodes.underestimatedCount)
+        for node in nodes where position(of: node.id) == nil { add(node) }
     }
 
     /// Number of revisions held.
-    public var count: Int { nodesByID.count }
+    public var count: Int { entries.count }
     /// True when the tree holds no revision.
-    public var isEmpty: Bool { nodesByID.isEmpty }
+    public var isEmpty: Bool { entries.isEmpty }
 
     /// All nodes, sorted by revision id (a deterministic order).
-    public var sortedNodes: [Node] { nodesByID.values.sorted { $0.id < $1.id } }
+    public var sortedNodes: [Node] { entries.map(\.node).sorted { $0.id < $1.id } }
 
     /// The node for `id`, if the tree holds it.
-    public func node(_ id: RevisionID) -> Node? { nodesByID[id] }
+    public func node(_ id: RevisionID) -> Node? { position(of: id).map { entries[$0].node } }
 
     /// True if the tree holds `id`.
-    public func contains(_ id: RevisionID) -> Bool { nodesByID[id] != nil }
+    public func contains(_ id: RevisionID) -> Bool { position(of: id) != nil }
 
     /// True if the tree holds `id` and no revision of the tree has it as parent.
-    public func isLeaf(_ id: RevisionID) -> Bool { nodesByID[id] != nil && childCounts[id] == nil }
+    public func isLeaf(_ id: RevisionID) -> Bool { position(of: id).map { entries[$0].children == 0 } ?? false }
 
     /// All leaves in canonical order (`RevTree.canonicalOrder`): the current revision first.
     public var leaves: [Node] {
-        nodesByID.values.filter { childCounts[$0.id] == nil }.sorted(by: RevTree.canonicalOrder)
+        var result: [Node] = []
+        for entry in entries where entry.children == 0 { result.append(entry.node) }
+        if result.count > 1 { result.sort(by: RevTree.canonicalOrder) }
+        return result
     }
 
     /// Leaves that are not closing tombstones, in canonical order.
@@ -77,15 +96,20 @@ public struct RevTree: Sendable, Equatable {
     /// The current (display) revision: among open leaves, non-deleted before deleted, then higher
     /// generation, then higher digest (CouchDB's and PouchDB's order). If every leaf is closed
     /// (only possible with data written by other tools), the same order over all leaves.
-    public var current: Node? {
-        let all = leaves
-        return all.first { !$0.kind.isClosed } ?? all.first
+    public var current: Node? { Self.current(amongLeaves: leaves) }
+
+    /// `current` for a tree whose `leaves` are `leaves`.
+    public static func current(amongLeaves leaves: [Node]) -> Node? {
+        leaves.first { !$0.kind.isClosed } ?? leaves.first
     }
 
     /// The open leaves that conflict: two or more live ones, or a deleted one beside a live one.
     /// Empty when the document is not conflicted.
-    public var conflictingLeaves: [Node] {
-        let open = openLeaves
+    public var conflictingLeaves: [Node] { Self.conflicting(amongLeaves: leaves) }
+
+    /// `conflictingLeaves` for a tree whose `leaves` are `leaves`.
+    public static func conflicting(amongLeaves leaves: [Node]) -> [Node] {
+        let open = leaves.filter { !$0.kind.isClosed }
         let live = open.filter { !$0.kind.isDeleted }.count
         let deleted = open.count - live
         return (live >= 2 || (live >= 1 && deleted >= 1)) ? open : []
@@ -94,13 +118,24 @@ public struct RevTree: Sendable, Equatable {
     /// True when the document is conflicted (`Protocol/design.md` §2.6).
     public var isConflicted: Bool { !conflictingLeaves.isEmpty }
 
+    /// Where `id` is in `entries`.
+    private func position(of id: RevisionID) -> Int? {
+        if let index { return index.positions[id] }
+        return entries.firstIndex { $0.node.id == id }
+    }
+
+    public static func == (left: RevTree, right: RevTree) -> Bool {
+        guard left.entries.count == right.entries.count else { return false }
+        return left.entries.allSatisfy { right.node($0.node.id) == $0.node }
+    }
+
     /// The revision and its ancestors the tree holds, newest first, at most `limit` of them.
     public func ancestry(of id: RevisionID, limit: Int = Int.max) -> [RevisionID] {
         var result: [RevisionID] = []
-        var cursor = nodesByID[id]
-        while let node = cursor, result.count < limit {
-            result.append(node.id)
-            cursor = node.parent.flatMap { nodesByID[$0] }
+        var cursor = node(id)
+        while let found = cursor, result.count < limit {
+            result.append(found.id)
+            cursor = found.parent.flatMap { node($0) }
         }
         return result
     }
@@ -135,37 +170,71 @@ public struct RevTree: Sendable, Equatable {
         guard id.generation == (parent?.generation ?? 0) + 1 else {
             throw .wrongGeneration(revision: id, parent: parent)
         }
-        guard nodesByID[id] == nil else { throw .revisionExists(id) }
+        guard position(of: id) == nil else { throw .revisionExists(id) }
         if let parent {
-            guard nodesByID[parent] != nil else { throw .unknownParent(parent) }
-            guard childCounts[parent] == nil else { throw .parentNotLeaf(parent) }
+            guard let found = position(of: parent) else { throw .unknownParent(parent) }
+            guard entries[found].children == 0 else { throw .parentNotLeaf(parent) }
         }
         add(Node(id: id, parent: parent, kind: kind))
     }
 
+    /// The number of nodes of the tree whose parent is `id`.
+    private func childCount(of id: RevisionID) -> Int {
+        if let index { return index.childCounts[id] ?? 0 }
+        var count = 0
+        for entry in entries where entry.node.parent == id { count += 1 }
+        return count
+    }
+
     /// Adds a node the tree does not hold yet, keeping the child counts.
     mutating func add(_ node: Node) {
-        nodesByID[node.id] = node
-        if let parent = node.parent { childCounts[parent, default: 0] += 1 }
+        entries.append(Entry(node: node, children: childCount(of: node.id)))
+        if index == nil && entries.count >= Self.indexedCountMin {
+            var built = Index()
+            built.positions.reserveCapacity(entries.count * 2)
+            for (position, entry) in entries.enumerated() {
+                built.positions[entry.node.id] = position
+                if let parent = entry.node.parent { built.childCounts[parent, default: 0] += 1 }
+            }
+            index = built
+        } else if index != nil {
+            index!.positions[node.id] = entries.count - 1
+            if let parent = node.parent { index!.childCounts[parent, default: 0] += 1 }
+        }
+        if let parent = node.parent, let found = position(of: parent) { entries[found].children += 1 }
     }
 
     /// Removes a node, keeping the child counts.
     mutating func remove(_ id: RevisionID) {
-        guard let node = nodesByID.removeValue(forKey: id) else { return }
+        guard let removed = position(of: id) else { return }
+        let node = entries[removed].node
+        let last = entries.count - 1
+        if removed != last {
+            entries.swapAt(removed, last)
+            index?.positions[entries[removed].node.id] = removed
+        }
+        entries.removeLast()
+        index?.positions[id] = nil
         if let parent = node.parent {
-            let remaining = childCounts[parent, default: 1] - 1
-            childCounts[parent] = remaining == 0 ? nil : remaining
+            if index != nil {
+                let remaining = index!.childCounts[parent, default: 1] - 1
+                index!.childCounts[parent] = remaining == 0 ? nil : remaining
+            }
+            if let found = position(of: parent) { entries[found].children -= 1 }
         }
     }
 
     /// Records `parent` as the parent of the node `id`, which had none recorded.
     mutating func setParent(_ parent: RevisionID, of id: RevisionID) {
-        nodesByID[id]?.parent = parent
-        childCounts[parent, default: 0] += 1
+        guard let found = position(of: id) else { return }
+        entries[found].node.parent = parent
+        index?.childCounts[parent, default: 0] += 1
+        if let parentPosition = position(of: parent) { entries[parentPosition].children += 1 }
     }
 
     /// Replaces the kind of the node `id`.
     mutating func setKind(_ kind: RevisionKind, of id: RevisionID) {
-        nodesByID[id]?.kind = kind
+        guard let found = position(of: id) else { return }
+        entries[found].node.kind = kind
     }
 }

@@ -105,4 +105,29 @@ struct RevTreePropertyTests {
         #expect(twice.stem(limit: limit).isEmpty)
         #expect(twice == stemmed)
     }
+
+    @Test("a tree answers node, isLeaf and leaves as its node list says, small or indexed, through merges, edits and stems", arguments: 0..<40)
+    func queriesMatchNodeList(seed: UInt64) throws {
+        var generator = SplitMix64(seed: seed)
+        let history = RandomHistory(size: 1 + generator.index(below: 3 * RevTree.indexedCountMin), generator: &generator)
+        var tree = RevTree()
+        for path in generator.shuffled(try history.paths(generator: &generator)) {
+            try tree.merge(path)
+            if generator.chance(1, in: 8) { tree.stem(limit: 1 + generator.index(below: 6)) }
+            if generator.chance(1, in: 4), let leaf = tree.leaves.first {
+                let child = RevisionID(generation: leaf.id.generation + 1, digestHigh: generator.next(), digestLow: generator.next())
+                try tree.insertEdit(id: child, parent: leaf.id, kind: .live)
+            }
+            let nodes = tree.sortedNodes
+            let parents = Set(nodes.compactMap(\.parent))
+            #expect(tree.count == nodes.count)
+            #expect(Set(nodes.map(\.id)).count == nodes.count)
+            for node in nodes {
+                #expect(tree.node(node.id) == node)
+                #expect(tree.isLeaf(node.id) == !parents.contains(node.id))
+            }
+            #expect(tree.leaves == nodes.filter { !parents.contains($0.id) }.sorted(by: RevTree.canonicalOrder))
+            #expect(tree == RevTree(nodes: generator.shuffled(nodes)))
+        }
+    }
 }
