@@ -24,6 +24,8 @@ enum PolicyRunner {
         var rule: String?
         // Bodies already parsed (for a rule's field), so a resolver's input does not parse them again.
         var parsed: [RevisionID: JSONValue?] = [:]
+        // Stored bodies already read (for a rule's field), so keeping a leaf does not read it again.
+        var read: [RevisionID: [UInt8]] = [:]
         var resolver: (any ConflictResolver)?
         switch policy {
         case .manual: strategy = .manual
@@ -33,7 +35,7 @@ enum PolicyRunner {
             resolver = custom
         case .rules(let rules):
             let names = rules.fieldsRead
-            let bodies = names.isEmpty ? [] : try leaves.map { try fields(names, of: $0.id, db, document, &parsed) }
+            let bodies = names.isEmpty ? [] : try leaves.map { try fields(names, of: $0.id, db, document, &parsed, &read) }
             (strategy, rule) = rules.strategy(for: document.id, bodies: bodies)
             if let name = strategy.resolverName { resolver = rules.resolvers[name] }
         }
@@ -53,7 +55,7 @@ enum PolicyRunner {
             let local = localRevision.flatMap { document.tree.isLeaf($0) ? $0 : nil }
             let decision = strategy == .localWins ? BuiltInResolver.localWins(leaves: ids, local: local) : BuiltInResolver.remoteWins(leaves: ids, local: local)
             guard case .keep(let kept) = decision else { preconditionFailure("local-wins and remote-wins keep a leaf") }
-            return outcome(.resolved, try keep(kept, &document, conflicting: leaves, db))
+            return outcome(.resolved, try keep(kept, &document, conflicting: leaves, db, read: read))
         case .mergeJSON: resolver = BuiltInResolver.mergeJSON
         case .resolver: break
         }
@@ -156,11 +158,14 @@ enum PolicyRunner {
     /// Carries out `.keep(id)` as `apply` does, with the same revisions, but copies the kept leaf's
     /// stored bytes into the outcome revision instead of parsing and encoding them again (a
     /// stored body is canonical JSON, so its bytes are what encoding the parsed body gives).
-    static func keep(_ id: RevisionID, _ document: inout StoredDocument, conflicting: [RevTree.Node], _ db: Database) throws -> [RevisionID] {
+    static func keep(
+        _ id: RevisionID, _ document: inout StoredDocument, conflicting: [RevTree.Node], _ db: Database,
+        read: [RevisionID: [UInt8]] = [:]
+    ) throws -> [RevisionID] {
         guard let winner = ConflictResolution.automaticWinner(among: conflicting),
             let kept = conflicting.first(where: { $0.id == id }), kept.id != winner.id, !kept.kind.isDeleted
         else { return try apply(.keep(id), &document, conflicting: conflicting, bodies: [:]) }
-        guard let bytes = try RevisionRows.body(db, of: document, revision: id) else {
+        guard let bytes = try read[id] ?? RevisionRows.body(db, of: document, revision: id) else {
             throw ConflictResolution.PlanError.bodyUnavailable(id)
         }
         var planned = conflicting.filter { $0.id != winner.id }.map { leaf in
@@ -177,9 +182,10 @@ enum PolicyRunner {
     /// parsed whole and kept in `parsed`.
     private static func fields(
         _ names: Set<String>, of revision: RevisionID, _ db: Database, _ document: StoredDocument,
-        _ parsed: inout [RevisionID: JSONValue?]
+        _ parsed: inout [RevisionID: JSONValue?], _ read: inout [RevisionID: [UInt8]]
     ) throws -> JSONValue? {
         guard let bytes = try RevisionRows.body(db, of: document, revision: revision) else { return nil }
+        read[revision] = bytes
         var members: [String: JSONValue] = [:]
         for name in names {
             switch CanonicalJSONReader.member(name, of: bytes) {

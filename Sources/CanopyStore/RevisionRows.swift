@@ -134,9 +134,12 @@ enum RevisionRows {
     @discardableResult
     static func persist(_ context: WriteContext, _ document: inout StoredDocument) throws -> Int64? {
         guard !document.touched.isEmpty else { return document.key }
-        let tree = document.tree
-        guard let current = tree.current else { throw StoreError.corrupt(detail: "empty tree for \"\(document.id.prefix(80))\"") }
-        let key = try writeDocumentRow(context, &document, current: current, conflicted: tree.isConflicted, leaves: tree.leaves)
+        let leaves = document.tree.leaves
+        guard let current = RevTree.current(amongLeaves: leaves) else {
+            throw StoreError.corrupt(detail: "empty tree for \"\(document.id.prefix(80))\"")
+        }
+        let key = try writeDocumentRow(
+            context, &document, current: current, conflicted: !RevTree.conflicting(amongLeaves: leaves).isEmpty, leaves: leaves)
         // Sorted so that rows are written in the same order on every node and every run.
         for revision in document.touched.sorted() {
             try persistRevision(context.db, key: key, document: document, revision: revision)

@@ -9,6 +9,8 @@ struct CanonicalJSONMemberTests {
         let body: JSONValue = .object([
             "a": .array([.object(["type": .string("inner")]), .string("x\"}]"), .double(1.5e300), .null, .bool(true)]),
             "b\\\"": .object(["nested": .object(["deep": .array([])])]),
+            "p": .string("ends in a backslash\\"),
+            "q": .string("\\\"\\\\\""),
             "text": .string("line\nbreak \u{1}"),
             "type": .string("note"),
             "z": .int(-7),
