@@ -19,18 +19,19 @@ import Glibc
 ///   client that pipelines its answers; beside as many `put` requests pipelined on one connection.
 /// - replication: a pull in which every document conflicts and is settled on receipt (automatic,
 ///   or by rules), beside the same pull without conflicts.
+/// - store: the write path of that pull alone, in-process (`ResolveStoreWrites`).
 struct ResolveBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "resolve", abstract: "Conflicts settled by a resolver client and by rules: latency, throughput, replication overhead.")
 
-    enum Phase: String, ExpressibleByArgument, CaseIterable { case latency, throughput, replication }
+    enum Phase: String, ExpressibleByArgument, CaseIterable { case latency, throughput, replication, store }
 
     @Option(help: "Conflicts timed one at a time (latency).") var samples = 500
     @Option(help: "Conflicts offered in bulk to a resolver that pipelines its answers (throughput).") var conflicts = 20_000
     @Option(help: "Documents pulled per replication run (overhead).") var count = 20_000
     @Option(help: "Rounds of the three replication runs (no conflicts, automatic, rules); the median ratio is reported.")
     var rounds = 3
-    @Option(parsing: .upToNextOption, help: "Parts to run: latency throughput replication.") var phases: [Phase] = Phase.allCases
+    @Option(parsing: .upToNextOption, help: "Parts to run: latency throughput replication store.") var phases: [Phase] = Phase.allCases
     @OptionGroup var agents: AgentBenchOptions
     @Flag(help: "Print the results as JSON.") var json = false
 
@@ -50,6 +51,7 @@ struct ResolveBench: ParsableCommand {
         if phases.contains(.latency) { figures += try ResolveLatency(setting: setting, samples: samples).run() }
         if phases.contains(.throughput) { figures += try ResolveThroughput(setting: setting, conflicts: conflicts).run() }
         if phases.contains(.replication) { figures += try ResolveReplication(setting: setting, count: count, rounds: rounds).run() }
+        if phases.contains(.store) { figures += try ResolveStoreWrites(directory: directory.path, count: count, rounds: rounds).run() }
         FigureReport.print(figures, json: json)
     }
 }
@@ -401,7 +403,7 @@ struct ResolveReplication {
     }
 
     /// Document `index`'s id and first revision's body (about 1 KiB).
-    private static func document(_ index: Int) -> (id: String, body: [String: JSONValue]) {
+    static func document(_ index: Int) -> (id: String, body: [String: JSONValue]) {
         let note = index % 2 == 0
         return (note ? "note-\(index)" : "set-\(index)", [
             "type": .string(note ? "note" : "setting"), "index": .int(Int64(index)), "title": .string("Document number \(index)"),
@@ -410,7 +412,7 @@ struct ResolveReplication {
     }
 
     /// Each node's edit: A changes `title`, B `owner`, so a three-way merge keeps both.
-    private static func edited(_ body: [String: JSONValue], by node: String) -> JSONValue {
+    static func edited(_ body: [String: JSONValue], by node: String) -> JSONValue {
         .object(body.merging(node == "A" ? ["title": .string("edited on A")] : ["owner": .string("edited on B")]) { $1 })
     }
 
