@@ -8,6 +8,8 @@ public struct PlannedRevision: Sendable, Equatable {
     public let kind: RevisionKind
     /// Its body (`{}` for tombstones).
     public let body: JSONValue
+    /// `body` as canonical JSON, the bytes its id hashes (encoded once, for the id and the write).
+    public let canonicalBody: [UInt8]
 }
 
 /// Turns resolution decisions into revisions. Pure: the store applies the plan in its transaction.
@@ -101,17 +103,21 @@ public enum ConflictResolution {
             planned.append(closing(leaf.id))
         }
         if let outcome {
-            let id = RevisionHasher.revisionID(parent: winner.id, kind: outcome.kind, body: outcome.body)
-            planned.append(PlannedRevision(id: id, parent: winner.id, kind: outcome.kind, body: outcome.body))
+            let bytes = CanonicalJSON.encode(outcome.body)
+            let id = RevisionHasher.revisionID(parent: winner.id, kind: outcome.kind, canonicalBody: bytes)
+            planned.append(PlannedRevision(id: id, parent: winner.id, kind: outcome.kind, body: outcome.body, canonicalBody: bytes))
         }
         return planned
     }
 
     /// The closing tombstone that ends the branch at `leaf`.
     public static func closing(_ leaf: RevisionID) -> PlannedRevision {
-        let id = RevisionHasher.revisionID(parent: leaf, kind: .closed, body: .emptyObject)
-        return PlannedRevision(id: id, parent: leaf, kind: .closed, body: .emptyObject)
+        let id = RevisionHasher.revisionID(parent: leaf, kind: .closed, canonicalBody: emptyObjectBytes)
+        return PlannedRevision(id: id, parent: leaf, kind: .closed, body: .emptyObject, canonicalBody: emptyObjectBytes)
     }
+
+    /// `{}` as canonical JSON.
+    private static let emptyObjectBytes: [UInt8] = CanonicalJSON.encode(.emptyObject)
 }
 
 extension RevTree {

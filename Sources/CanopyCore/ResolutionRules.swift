@@ -111,7 +111,9 @@ public struct ResolutionRule: Sendable, Equatable {
 /// agent's resolvers are processes connected over its admin socket).
 public struct ResolutionRules: Sendable {
     /// The rules, first match wins.
-    public var rules: [ResolutionRule]
+    public var rules: [ResolutionRule] {
+        didSet { fieldsRead = Self.fields(of: rules) }
+    }
     /// How a conflict no rule covers is settled (the agent's `conflicts` setting).
     public var fallback: ResolutionStrategy
     /// In-process resolvers by name, for `.resolver(NAME)` strategies.
@@ -120,13 +122,19 @@ public struct ResolutionRules: Sendable {
     /// Rules with a catch-all.
     public init(_ rules: [ResolutionRule] = [], fallback: ResolutionStrategy = .automatic, resolvers: [String: any ConflictResolver] = [:]) {
         self.rules = rules
+        self.fieldsRead = Self.fields(of: rules)
         self.fallback = fallback
         self.resolvers = resolvers
     }
 
     /// The body members rules look at: a match needs only these of each leaf's body (none: a
     /// match reads no body).
-    public var fieldsRead: Set<String> { Set(rules.filter { $0.fieldValue != nil }.map(\.field)) }
+    /// Kept with the rules, not built per conflict.
+    public private(set) var fieldsRead: Set<String>
+
+    private static func fields(of rules: [ResolutionRule]) -> Set<String> {
+        Set(rules.filter { $0.fieldValue != nil }.map(\.field))
+    }
 
     /// The first rule covering the document, or nil when the catch-all applies.
     public func rule(for id: String, bodies: [JSONValue?]) -> ResolutionRule? {

@@ -217,13 +217,13 @@ extension DocumentStore {
             } catch {
                 throw StoreError.invalidInput(.invalidHistory(documentID: documentID, detail: error.description))
             }
-            for id in revision.path.revisions { document.touched.insert(id) }
+            document.touched.append(contentsOf: revision.path.revisions)
             if let root = revision.path.revisions.last, let parent = document.tree.node(root)?.parent {
-                document.touched.insert(parent)
+                document.touched.append(parent)
             }
             if outcome.added.contains(revision.path.leaf) {
                 document.newBodies[revision.path.leaf] = revision.body
-                if revision.importedID { document.importedIDs.insert(revision.path.leaf) }
+                if revision.importedID { document.importedIDs.append(revision.path.leaf) }
             }
             added.append(contentsOf: outcome.added)
         }

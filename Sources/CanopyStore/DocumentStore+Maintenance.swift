@@ -19,7 +19,7 @@ extension RevisionRows {
         }
         if let ancestor = conflictAncestor(document.tree) { keeping.insert(ancestor) }
         let removed = document.tree.stem(limit: context.revsLimit, keeping: keeping)
-        document.touched.formUnion(removed)
+        document.touched.append(contentsOf: removed)
     }
 
     /// The common ancestor of a conflicted tree's conflicting leaves, if the tree holds one.

@@ -128,9 +128,11 @@ enum PolicyRunner {
     ) throws -> [RevisionID] {
         let plan = try ConflictResolution.plan(decision, conflicting: conflicting ?? document.tree.conflictingLeaves, bodies: bodies)
         return try insert(plan.map { revision in
-            // A closing or deleting tombstone's `{}` needs no encoding.
-            let bytes = revision.body == .emptyObject ? Self.emptyBody : try InputValidation.canonicalBody(revision.body, documentID: document.id)
-            return Insertion(id: revision.id, parent: revision.parent, kind: revision.kind, body: bytes)
+            guard case .object = revision.body else { throw StoreInputError.bodyNotObject(documentID: document.id) }
+            guard revision.canonicalBody.count <= StoreLimits.bodyBytesMax else {
+                throw StoreInputError.bodyTooLarge(documentID: document.id, bytes: revision.canonicalBody.count, limit: StoreLimits.bodyBytesMax)
+            }
+            return Insertion(id: revision.id, parent: revision.parent, kind: revision.kind, body: revision.canonicalBody)
         }, into: &document)
     }
 

@@ -12,12 +12,13 @@ struct StoredDocument {
     var tree: RevTree
     /// Revisions whose rows may need writing: added, relinked, re-kinded, removed, or whose leaf
     /// status may have changed. Only these are compared with `storedTree` when persisting, so a
-    /// write costs O(revisions touched), not O(tree).
-    var touched: Set<RevisionID> = []
+    /// write costs O(revisions touched), not O(tree). A list, not a set (it holds a few ids, which
+    /// hashing cost more than it saved): an id may appear twice; `persist` writes each once.
+    var touched: [RevisionID] = []
     /// Canonical bodies of revisions added in this transaction (never re-read from the file).
-    var newBodies: [RevisionID: [UInt8]] = [:]
+    var newBodies = NewBodies()
     /// Those of `newBodies` whose ids are imported (not content hashes).
-    var importedIDs: Set<RevisionID> = []
+    var importedIDs: [RevisionID] = []
 
     init(id: String, key: Int64?, sequence: Int64?, tree: RevTree) {
         self.id = id
@@ -29,9 +30,28 @@ struct StoredDocument {
 
     /// Records an added revision and its body.
     mutating func noteAdded(_ revision: RevisionID, body: [UInt8]?) {
-        touched.insert(revision)
-        if let parent = tree.node(revision)?.parent { touched.insert(parent) }
+        touched.append(revision)
+        if let parent = tree.node(revision)?.parent { touched.append(parent) }
         if let body { newBodies[revision] = body }
+    }
+}
+
+/// The bodies of the revisions a write adds, by revision: a handful at most per document, so a
+/// list searched in order (hashing revision ids cost more than the search).
+struct NewBodies {
+    private var entries: [(revision: RevisionID, body: [UInt8])] = []
+
+    subscript(revision: RevisionID) -> [UInt8]? {
+        get { entries.first { $0.revision == revision }?.body }
+        set {
+            let found = entries.firstIndex { $0.revision == revision }
+            switch (found, newValue) {
+            case (let index?, let body?): entries[index].body = body
+            case (let index?, nil): entries.remove(at: index)
+            case (nil, let body?): entries.append((revision, body))
+            case (nil, nil): break
+            }
+        }
     }
 }
 
@@ -141,7 +161,9 @@ enum RevisionRows {
         let key = try writeDocumentRow(
             context, &document, current: current, conflicted: !RevTree.conflicting(amongLeaves: leaves).isEmpty, leaves: leaves)
         // Sorted so that rows are written in the same order on every node and every run.
-        for revision in document.touched.sorted() {
+        var previous: RevisionID?
+        for revision in document.touched.sorted() where revision != previous {
+            previous = revision
             try persistRevision(context.db, key: key, document: document, revision: revision)
         }
         document.storedTree = document.tree
@@ -223,9 +245,11 @@ enum RevisionRows {
         case (nil, nil):
             return
         case (.some, nil):
-            try db.run(
-                "DELETE FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?",
-                .integer(key), .integer(generation), .blob(revision.digest))
+            let statement = try db.statement("DELETE FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?")
+            try statement.bind(key, at: 1)
+            try statement.bind(generation, at: 2)
+            try statement.bind(digestOf: revision, at: 3)
+            try statement.run()
         case (nil, .some(let node)):
             try insertRevisionRow(db, key: key, row: RevisionRow(
                 node: node, isLeaf: document.tree.isLeaf(revision), body: document.newBodies[revision],
@@ -233,20 +257,25 @@ enum RevisionRows {
         case (.some(let before), .some(let after)):
             let wasLeaf = document.storedTree.isLeaf(revision)
             let isLeaf = document.tree.isLeaf(revision)
-            guard before != after || wasLeaf != isLeaf || document.newBodies[revision] != nil else { return }
+            let newBody = document.newBodies[revision]
+            guard before != after || wasLeaf != isLeaf || newBody != nil else { return }
             // The imported mark stays with the body it describes: kept unless a body arrives now.
-            let newBody = document.newBodies[revision] != nil
             let imported = document.importedIDs.contains(revision) ? importedKindFlag : 0
-            try db.run(
+            let statement = try db.statement(
                 """
-                UPDATE revisions SET parent = ?, kind = ? | iif(?, kind & \(importedKindFlag), 0), leaf = ?,
-                    body = coalesce(?, body)
-                WHERE doc_key = ? AND generation = ? AND digest = ?
-                """,
-                after.parent.map { .blob($0.digest) } ?? .null, .integer(Int64(Int(after.kind.rawValue) | imported)),
-                .integer(newBody ? 0 : 1),
-                .integer(isLeaf ? 1 : 0), document.newBodies[revision].map { .blob($0) } ?? .null,
-                .integer(key), .integer(generation), .blob(revision.digest))
+                UPDATE revisions SET parent = ?1, kind = ?2 | iif(?3, kind & ?4, 0), leaf = ?5, body = coalesce(?6, body)
+                WHERE doc_key = ?7 AND generation = ?8 AND digest = ?9
+                """)
+            try statement.bind(digestOf: after.parent, at: 1)
+            try statement.bind(Int(after.kind.rawValue) | imported, at: 2)
+            try statement.bind(newBody != nil ? 0 : 1, at: 3)
+            try statement.bind(importedKindFlag, at: 4)
+            try statement.bind(isLeaf ? 1 : 0, at: 5)
+            try statement.bind(newBody, at: 6)
+            try statement.bind(key, at: 7)
+            try statement.bind(generation, at: 8)
+            try statement.bind(digestOf: revision, at: 9)
+            try statement.run()
         }
     }
 }
