@@ -33,6 +33,8 @@ public final class AttachmentDownload {
     public private(set) var received: Int64 = 0
     /// Where the bytes not yet handed to the disk's write-back start.
     private var writebackFrom: Int64 = 0
+    /// The range whose write-back was started last, waited for and dropped at the next start.
+    private var writtenBack: Range<Int64>?
     /// Bytes written between two starts of write-back: large content goes to the disk while it
     /// arrives, so the sync that publishes it does not have the whole file still to write.
     static let writebackBytes: Int64 = 8 << 20
@@ -107,9 +109,22 @@ public final class AttachmentDownload {
     /// them (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`; nothing where it does not exist).
     /// Durability still comes from `AttachmentStore.publish(_:)`: this only spreads the disk's
     /// work over the transfer.
+    ///
+    /// The range started before this one has had the time of a whole range to reach the disk: it
+    /// is waited for and its pages are dropped from the page cache (`POSIX_FADV_DONTNEED`). A
+    /// large download then holds at most two ranges of dirty or cached pages instead of its
+    /// whole size, so it neither evicts the node's database pages nor makes the kernel find a
+    /// fresh page for every byte of it; and it cannot run further ahead of the disk than that.
     private func startWriteback() {
         if let syncRange = AttachmentStore.syncFileRange {
             _ = syncRange(output, off_t(writebackFrom), off_t(received - writebackFrom), AttachmentStore.syncFileRangeWrite)
+            if let previous = writtenBack {
+                let length = off_t(previous.upperBound - previous.lowerBound)
+                if syncRange(output, off_t(previous.lowerBound), length, AttachmentStore.syncFileRangeWaitAll) == 0 {
+                    _ = posix_fadvise(output, off_t(previous.lowerBound), length, Int32(POSIX_FADV_DONTNEED))
+                }
+            }
+            writtenBack = writebackFrom..<received
         }
         writebackFrom = received
     }
@@ -176,6 +191,9 @@ extension AttachmentStore {
     }()
     /// `SYNC_FILE_RANGE_WRITE`: start write-back of the range's dirty pages, do not wait.
     static let syncFileRangeWrite: UInt32 = 2
+    /// `SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER`: the
+    /// range is on the disk when the call returns.
+    static let syncFileRangeWaitAll: UInt32 = 1 | 2 | 4
 
     /// Syncs one file's data to disk.
     private static func sync(_ path: String) throws(StoreError) {
