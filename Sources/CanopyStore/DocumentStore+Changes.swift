@@ -6,7 +6,9 @@ public struct Change: Sendable, Equatable {
     public let sequence: Int64
     /// The document.
     public let documentID: String
-    /// All leaves (open and closed), canonical order: the current revision first.
+    /// All leaves (open and closed), in canonical order (`RevTree.canonicalOrder`): live before
+    /// deleted, then newest first. A closing tombstone counts as deleted, so it can come before an
+    /// open deleted leaf; `current` skips it as `RevTree.current` does.
     public let leaves: [ChangeLeaf]
     /// Whether the current revision is a deletion.
     public let deleted: Bool
@@ -14,8 +16,8 @@ public struct Change: Sendable, Equatable {
     /// carries it back skips looking the document up by id.
     public let documentKey: Int64
 
-    /// The current revision.
-    public var current: RevisionID { leaves[0].revision }
+    /// The current revision: the first open leaf, or the first leaf when every one is closed.
+    public var current: RevisionID { (leaves.first { !$0.kind.isClosed } ?? leaves[0]).revision }
 }
 
 /// A leaf revision in a `Change`.

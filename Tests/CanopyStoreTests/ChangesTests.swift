@@ -35,6 +35,21 @@ struct ChangesTests {
         #expect(last.deleted && last.current == tombstone)
     }
 
+    @Test("a change's current revision is the document's when a closing tombstone sorts before an open deletion")
+    func currentSkipsClosingTombstone() throws {
+        let store = try TestStore(.init(conflictPolicy: .automatic)).store
+        let first = try store.put(id: "d", body: body(1), replacing: nil)
+        try store.put(id: "d", body: body(2), replacing: first)
+        // Deletes win: the live leaf gets a closing tombstone one generation above the deletion.
+        let remote = try foreign("d", parentPath: [first], kind: .deleted, body: .emptyObject)
+        try store.bulkInsertForeign([remote])
+        let change = try #require(try store.changes(since: 0).first)
+        #expect(change.leaves.first?.kind == .closed, "the tombstone sorts first")
+        #expect(change.current == remote.path.leaf)
+        #expect(change.current == (try store.revisionTree(id: "d")?.current?.id))
+        #expect(change.deleted)
+    }
+
     @Test("a leaf list the store did not write is reported as damage and passed over, not misread", arguments: [
         "x'00'", "x'00000000000102030405060708090a0b0c0d0e0f00'", "x'00000001000102030405060708090a0b0c0d0e0f09'",
     ])
