@@ -15,8 +15,12 @@ enum InputValidation {
 
     /// Canonical bytes of a body given as a value: it must be an object within the size limit.
     static func canonicalBody(_ body: JSONValue, documentID: String?) throws(StoreInputError) -> [UInt8] {
+        try canonicalBody(body, encoded: CanonicalJSON.encode(body), documentID: documentID)
+    }
+
+    /// `canonicalBody(_:documentID:)` for a body already encoded as `bytes`.
+    static func canonicalBody(_ body: JSONValue, encoded bytes: [UInt8], documentID: String?) throws(StoreInputError) -> [UInt8] {
         guard case .object = body else { throw .bodyNotObject(documentID: documentID) }
-        let bytes = CanonicalJSON.encode(body)
         guard bytes.count <= StoreLimits.bodyBytesMax else {
             throw .bodyTooLarge(documentID: documentID, bytes: bytes.count, limit: StoreLimits.bodyBytesMax)
         }

@@ -128,11 +128,8 @@ enum PolicyRunner {
     ) throws -> [RevisionID] {
         let plan = try ConflictResolution.plan(decision, conflicting: conflicting ?? document.tree.conflictingLeaves, bodies: bodies)
         return try insert(plan.map { revision in
-            guard case .object = revision.body else { throw StoreInputError.bodyNotObject(documentID: document.id) }
-            guard revision.canonicalBody.count <= StoreLimits.bodyBytesMax else {
-                throw StoreInputError.bodyTooLarge(documentID: document.id, bytes: revision.canonicalBody.count, limit: StoreLimits.bodyBytesMax)
-            }
-            return Insertion(id: revision.id, parent: revision.parent, kind: revision.kind, body: revision.canonicalBody)
+            let bytes = try InputValidation.canonicalBody(revision.body, encoded: revision.canonicalBody, documentID: document.id)
+            return Insertion(id: revision.id, parent: revision.parent, kind: revision.kind, body: bytes)
         }, into: &document)
     }
 
@@ -172,7 +169,7 @@ enum PolicyRunner {
         }
         var planned = conflicting.filter { $0.id != winner.id }.map { leaf in
             let closing = ConflictResolution.closing(leaf.id)
-            return Insertion(id: closing.id, parent: closing.parent, kind: closing.kind, body: Self.emptyBody)
+            return Insertion(id: closing.id, parent: closing.parent, kind: closing.kind, body: closing.canonicalBody)
         }
         let outcome = RevisionHasher.revisionID(parent: winner.id, kind: .resolvedLive, canonicalBody: bytes)
         planned.append(Insertion(id: outcome, parent: winner.id, kind: .resolvedLive, body: bytes))
@@ -221,9 +218,6 @@ enum PolicyRunner {
             return try apply(decision, &document, conflicting: conflicting, bodies: [:])
         }
     }
-
-    /// `{}` as canonical JSON.
-    private static let emptyBody: [UInt8] = Array("{}".utf8)
 
     /// The parsed body of a revision, nil when it was dropped.
     static func parsedBody(_ db: Database, _ document: StoredDocument, _ revision: RevisionID) throws -> JSONValue? {
