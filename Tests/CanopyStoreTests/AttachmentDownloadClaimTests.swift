@@ -9,8 +9,8 @@ import Testing
 struct AttachmentDownloadClaimTests {
     @Test("a second download of the same content waits for the first to be released; other content is not held")
     func oneWriterPerContent() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("claims-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let temporary = TemporaryDirectory()
+        let directory = temporary.path("content")
         let first = AttachmentStore(directory: directory)
         let second = AttachmentStore(directory: directory)
         let digest = AttachmentDigest(bytes: [UInt8](repeating: 1, count: AttachmentDigest.byteCount))
@@ -29,8 +29,8 @@ struct AttachmentDownloadClaimTests {
 
     @Test("a download that cannot open gives its claim back")
     func failedOpenReleases() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("claims-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let temporary = TemporaryDirectory()
+        let directory = temporary.path("content")
         let store = AttachmentStore(directory: directory, sizeLimit: 100)
         let digest = AttachmentDigest(bytes: [UInt8](repeating: 3, count: AttachmentDigest.byteCount))
         #expect(throws: StoreError.self) { try store.beginDownload(digest, length: 1000) }

@@ -13,8 +13,8 @@ import Glibc
 struct AttachmentDownloadWritebackTests {
     @Test("a 40 MiB download is stored whole, and its first range is out of the page cache once two more follow it")
     func largeDownload() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("writeback-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let temporary = TemporaryDirectory()
+        let directory = temporary.path("content")
         let store = AttachmentStore(directory: directory)
         let range = Int(AttachmentDownload.writebackBytes)
         var generator = SplitMix64(seed: 40)
