@@ -232,6 +232,14 @@ enum BenchClock {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// CPU seconds of this process (`CLOCK_PROCESS_CPUTIME_ID`) or of the calling thread
+    /// (`CLOCK_THREAD_CPUTIME_ID`) so far.
+    static func cpuSeconds(_ clock: clockid_t) -> Double {
+        var time = timespec()
+        clock_gettime(clock, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+
     /// The value at `fraction` (0…1) of sorted `samples` (nearest rank).
     static func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
         precondition(!sorted.isEmpty, "no samples")

@@ -71,9 +71,9 @@ struct ResolveStoreWrites {
         }
         var cpu = 0.0
         for batch in batches {
-            let began = Self.threadCPUSeconds()
+            let began = BenchClock.cpuSeconds(CLOCK_THREAD_CPUTIME_ID)
             let results = try store.bulkInsertForeign(checked: batch)
-            cpu += Self.threadCPUSeconds() - began
+            cpu += BenchClock.cpuSeconds(CLOCK_THREAD_CPUTIME_ID) - began
             guard results.allSatisfy({ $0.resolution == .notConflicted || $0.resolution == .resolved }) else {
                 throw ValidationError("\(setup.rawValue): a conflict was left unsettled")
             }
@@ -88,11 +88,5 @@ struct ResolveStoreWrites {
             ResolutionRule(name: "notes", fieldValue: "note", strategy: strategy),
             ResolutionRule(name: "settings", idPrefix: "set-", strategy: .remoteWins),
         ]))
-    }
-
-    private static func threadCPUSeconds() -> Double {
-        var spec = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
-        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
 }

@@ -29,7 +29,7 @@ enum StoreBenchPhases {
         for start in stride(from: 0, to: count, by: batch) {
             let rows = rows(start..<min(start + batch, count))
             let began = DispatchTime.now().uptimeNanoseconds
-            let cpuBegan = cpuSeconds()
+            let cpuBegan = BenchClock.cpuSeconds(CLOCK_PROCESS_CPUTIME_ID)
             try db.transaction { db in
                 let statement = try db.cached("INSERT INTO raw(id, body) VALUES (?, ?)")
                 for (id, body) in rows {
@@ -39,7 +39,7 @@ enum StoreBenchPhases {
                 }
             }
             wall += Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
-            cpu += cpuSeconds() - cpuBegan
+            cpu += BenchClock.cpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - cpuBegan
         }
         return (wall, cpu)
     }
@@ -97,17 +97,11 @@ enum StoreBenchPhases {
     /// gap between the two shows time lost waiting for a core or the disk).
     static func measure(_ body: () throws -> Void) throws -> Double {
         let start = DispatchTime.now().uptimeNanoseconds
-        let cpuStart = cpuSeconds()
+        let cpuStart = BenchClock.cpuSeconds(CLOCK_PROCESS_CPUTIME_ID)
         try body()
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        FileHandle.standardError.write(Data(String(format: "  (%.3f s wall, %.3f s CPU)\n", seconds, cpuSeconds() - cpuStart).utf8))
+        FileHandle.standardError.write(Data(String(format: "  (%.3f s wall, %.3f s CPU)\n", seconds, BenchClock.cpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - cpuStart).utf8))
         return seconds
-    }
-
-    private static func cpuSeconds() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }
 
