@@ -179,7 +179,7 @@ extension AttachmentStore {
     /// Linux's `syncfs(2)`, looked up at run time (the C library's header declares it only for
     /// `_GNU_SOURCE`, which Swift's import does not set); nil where it does not exist, and each
     /// file is then synced on its own.
-    private static let syncFileSystem: (@convention(c) (Int32) -> Int32)? = {
+    package static let syncFileSystem: (@convention(c) (Int32) -> Int32)? = {
         guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") else { return nil }
         return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
     }()

@@ -162,8 +162,7 @@ struct AttachmentReplicationBench: ParsableCommand {
     /// against this, measured in the same run on the same disk. Returns the seconds taken.
     static func writeFiles(in directory: String, count: Int, kibibytes: Int) throws -> Double {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") else { throw ValidationError("no syncfs") }
-        let syncfs = unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
+        guard let syncfs = AttachmentStore.syncFileSystem else { throw ValidationError("no syncfs") }
         var content = [UInt8](repeating: 0, count: kibibytes << 10)
         randombytes_buf(&content, content.count)
         return try AttachmentStorageBench.time {
