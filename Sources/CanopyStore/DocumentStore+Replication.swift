@@ -57,23 +57,37 @@ extension DocumentStore {
     /// cost more than the absent-document lookups themselves. An id offered twice is answered twice.
     package func revsDiff(inOrder offers: [RevisionOffer]) throws(StoreError) -> [RevsDiffEntry?] {
         try readSnapshot { db in
-            let trees = try RevisionRows.loadTrees(db, documentIDs: offers.map(\.documentID))
-            return zip(trees, offers).map { Self.revsDiff($0, $1) }
+            let documents = try RevisionRows.loadLeaves(db, documentIDs: offers.map(\.documentID))
+            return try zip(documents, offers).map { try Self.revsDiff($0, $1, db) }
         }
     }
 
     /// One document's answer: its missing revisions (sorted) and possible ancestors, or nil.
-    private static func revsDiff(_ tree: RevTree, _ offer: RevisionOffer) -> RevsDiffEntry? {
+    ///
+    /// Answered from the document's leaf list, without reading its tree: an offered revision
+    /// that is a leaf is held; one that is not, at a generation no lower than every leaf's, is
+    /// not held (every revision a tree holds that is not a leaf has a descendant leaf of a higher
+    /// generation); only one below some leaf's generation is looked up, in the revisions index.
+    /// The pull of an edit is the second case, so a pull reads no revision row to ask.
+    private static func revsDiff(
+        _ document: RevisionRows.DocumentLeaves?, _ offer: RevisionOffer, _ db: Database
+    ) throws -> RevsDiffEntry? {
         let offered = offer.revisions
-        guard !tree.isEmpty else {
+        guard let document else {
             // Absent (most documents of an initial replication): everything is missing.
             let missing = offered.count == 1 ? offered : Set(offered).sorted()
             return missing.isEmpty ? nil : RevsDiffEntry(documentID: offer.documentID, missing: missing, possibleAncestors: [])
         }
-        let missing = Set(offered).filter { !tree.contains($0) }.sorted()
+        let highest = document.leaves.reduce(0) { max($0, $1.revision.generation) }
+        var missing: [RevisionID] = []
+        for revision in offered.count == 1 ? offered : Set(offered).sorted() {
+            if document.leaves.contains(where: { $0.revision == revision }) { continue }
+            if revision.generation < highest, try RevisionRows.holdsRevision(db, key: document.key, revision: revision) { continue }
+            missing.append(revision)
+        }
         guard let newest = missing.last else { return nil }
-        let ancestors = tree.openLeaves.filter { $0.id.generation < newest.generation }
-            .map(\.id).sorted(by: >)
+        let ancestors = document.leaves.filter { !$0.kind.isClosed && $0.revision.generation < newest.generation }
+            .map(\.revision).sorted(by: >)
         return RevsDiffEntry(documentID: offer.documentID, missing: missing, possibleAncestors: ancestors)
     }
 

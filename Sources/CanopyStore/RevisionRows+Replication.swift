@@ -89,42 +89,66 @@ extension RevisionRows {
         }
         // Requests without a key, and keys that found no rows.
         let byID = requests.indices.filter { pending[$0] == nil }
-        try forEachRevisionRow(db, byID.map { requests[$0].documentID }, withBodies: true) { index, row in
+        try forEachRevisionRow(db, byID.map { requests[$0].documentID }) { index, row in
             try add(byID[index], row)
         }
         return pending.map { $0?.document }
     }
 
-    /// For each of `documentIDs` (by position), its revision tree, empty when it does not exist.
-    static func loadTrees(_ db: Database, documentIDs: [String]) throws -> [RevTree] {
-        var nodes = [[RevTree.Node]](repeating: [], count: documentIDs.count)
-        try forEachRevisionRow(db, documentIDs, withBodies: false) { position, row in
-            nodes[position].append(try revisionNode(row, documentID: documentIDs[position]))
+    /// A document's leaves as its row lists them (`documents.leaves`), with its key.
+    struct DocumentLeaves {
+        let key: Int64
+        let leaves: [(revision: RevisionID, kind: RevisionKind)]
+    }
+
+    /// For each of `documentIDs` (by position), its key and leaves; nil when it does not exist.
+    /// Reads `documents` alone: no revision row.
+    static func loadLeaves(_ db: Database, documentIDs: [String]) throws -> [DocumentLeaves?] {
+        var found = [DocumentLeaves?](repeating: nil, count: documentIDs.count)
+        guard !documentIDs.isEmpty else { return found }
+        func add(_ position: Int, _ row: Statement) throws {
+            let leaves = try LeafList.decode(row.borrowedBlob(1), documentID: documentIDs[position]) { ($0, $1) }
+            found[position] = DocumentLeaves(key: row.int64(0), leaves: leaves)
         }
-        return nodes.map { $0.isEmpty ? RevTree() : RevTree(nodes: $0) }
+        let list = DocumentIDList(documentIDs)
+        let batch = try db.statement(
+            """
+            SELECT d.doc_key, d.leaves, j.key FROM json_each(?1) AS j CROSS JOIN documents AS d ON d.doc_id = j.value
+            """)
+        try forEachRow(batch, json: list.json, keyColumn: 2, count: documentIDs.count, add)
+        guard !list.unlisted.isEmpty else { return found }
+        let single = try db.statement("SELECT doc_key, leaves FROM documents WHERE doc_id = ?")
+        for position in list.unlisted {
+            defer { single.reset() }
+            try single.bind(documentIDs[position], at: 1)
+            if try single.step() { try add(position, single) }
+        }
+        return found
+    }
+
+    /// True when the document of `key` holds a row for `revision`: a probe of the revisions
+    /// primary key's index, which holds every column it asks about.
+    static func holdsRevision(_ db: Database, key: Int64, revision: RevisionID) throws -> Bool {
+        let statement = try db.statement("SELECT 1 FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?")
+        defer { statement.reset() }
+        try statement.bind(key, at: 1)
+        try statement.bind(revision.generation, at: 2)
+        try statement.bind(digestOf: revision, at: 3)
+        return try statement.step()
     }
 
     /// Calls `row` with the position of the id and the statement on each revision row of each
-    /// document of `ids`: columns generation, digest, parent, kind and, `withBodies`, body.
-    private static func forEachRevisionRow(
-        _ db: Database, _ ids: [String], withBodies: Bool, _ row: (Int, Statement) throws -> Void
-    ) throws {
+    /// document of `ids`: columns generation, digest, parent, kind, body.
+    private static func forEachRevisionRow(_ db: Database, _ ids: [String], _ row: (Int, Statement) throws -> Void) throws {
         guard !ids.isEmpty else { return }
         let list = DocumentIDList(ids)
-        let batch = withBodies
-            ? try db.statement(
-                """
-                SELECT r.generation, r.digest, r.parent, r.kind, r.body, j.key
-                FROM json_each(?1) AS j CROSS JOIN documents AS d ON d.doc_id = j.value
-                CROSS JOIN revisions AS r ON r.doc_key = d.doc_key
-                """)
-            : try db.statement(
-                """
-                SELECT r.generation, r.digest, r.parent, r.kind, j.key
-                FROM json_each(?1) AS j CROSS JOIN documents AS d ON d.doc_id = j.value
-                CROSS JOIN revisions AS r ON r.doc_key = d.doc_key
-                """)
-        try forEachRow(batch, json: list.json, keyColumn: withBodies ? 5 : 4, count: ids.count, row)
+        let batch = try db.statement(
+            """
+            SELECT r.generation, r.digest, r.parent, r.kind, r.body, j.key
+            FROM json_each(?1) AS j CROSS JOIN documents AS d ON d.doc_id = j.value
+            CROSS JOIN revisions AS r ON r.doc_key = d.doc_key
+            """)
+        try forEachRow(batch, json: list.json, keyColumn: 5, count: ids.count, row)
         guard !list.unlisted.isEmpty else { return }
         let single = try db.statement(
             """
