@@ -370,6 +370,8 @@ struct ResolveReplication {
     private struct Pull {
         let wall: Double
         let cpuB: Double
+        /// A's CPU over the same interval: with B's, how much of the machine the pull used.
+        let cpuA: Double
     }
 
     func run() throws -> [Figure] {
@@ -397,7 +399,9 @@ struct ResolveReplication {
                 note: String(format: "overhead %.1f%%; rounds: ", 100 * (1 - ratios[median]))
                     + ratios.map { String(format: "%.0f%%", 100 * $0) }.joined(separator: " / ")
                     + String(format: "; CPU of B %.1f µs per document (no conflicts %.1f)", run.cpuB / Double(count) * 1e6,
-                             pulls[.noConflicts]![median].cpuB / Double(count) * 1e6)))
+                             pulls[.noConflicts]![median].cpuB / Double(count) * 1e6)
+                    + String(format: "; A and B used %.2f cores (no conflicts %.2f)", (run.cpuA + run.cpuB) / run.wall,
+                             (pulls[.noConflicts]![median].cpuA + pulls[.noConflicts]![median].cpuB) / pulls[.noConflicts]![median].wall)))
         }
         return figures
     }
@@ -444,9 +448,12 @@ struct ResolveReplication {
         let client = try b.client()
         let address = try a.listenAddress()
         let cpuB = BenchClock.cpuSeconds(pid: b.pid)
+        let cpuA = BenchClock.cpuSeconds(pid: a.pid)
         let start = BenchClock.now()
         try b.pullOnce(from: a, address: address, on: client)
-        let pull = Pull(wall: BenchClock.now() - start, cpuB: BenchClock.cpuSeconds(pid: b.pid) - cpuB)
+        let pull = Pull(
+            wall: BenchClock.now() - start, cpuB: BenchClock.cpuSeconds(pid: b.pid) - cpuB,
+            cpuA: BenchClock.cpuSeconds(pid: a.pid) - cpuA)
         let stats = try BenchAgent.checked(client.request("stats"), "stats")
         guard stats["doc_count"] == .int(Int64(count)), stats["conflicted_count"] == .int(0) else {
             throw ValidationError("\(setup.rawValue): B holds \(String(describing: stats["doc_count"])) documents, \(String(describing: stats["conflicted_count"])) conflicted")
