@@ -100,9 +100,10 @@ extension DocumentStore {
             try batch.flush(
                 context,
                 written: { item in results[item.slot] = RevisionRows.newChainResult(documentID: item.documentID, path: item.path) },
-                oneByOne: { item in
+                oneByOne: { item, afterMiss in
                     let revisions = groups.revisions(at: item.slot, of: checked)
-                    results[item.slot] = try mergeForeign(context, documentID: item.documentID, revisions: revisions, policy: policy)
+                    results[item.slot] = try mergeForeign(
+                        context, documentID: item.documentID, revisions: revisions, policy: policy, updating: afterMiss)
                 })
         }
         for (position, index) in groups.first.enumerated() {
@@ -187,18 +188,24 @@ extension DocumentStore {
             documentID: id, path: revision.path, body: body, importedID: imported, namesAttachments: namesAttachments)
     }
 
-    /// Merges one document's foreign revisions, applies the policy, stems, and writes.
+    /// Merges one document's foreign revisions, applies the policy, stems, and writes. A document
+    /// that receives one path is first tried as a new one (`insertNewChain`, an insert that does
+    /// nothing when it exists) — unless the batch is `updating` documents, where it is looked up
+    /// first and only an absent one is inserted so: in a batch of edits the failed insert cost as
+    /// much as the lookup that follows it.
     private static func mergeForeign(
-        _ context: WriteContext, documentID: String, revisions: [CheckedRevision], policy: ConflictPolicy
+        _ context: WriteContext, documentID: String, revisions: [CheckedRevision], policy: ConflictPolicy,
+        updating: Bool = false
     ) throws -> ForeignDocumentResult {
-        if revisions.count == 1,
-            let result = try RevisionRows.insertNewChain(
+        let newChain = { () throws -> ForeignDocumentResult? in
+            guard revisions.count == 1 else { return nil }
+            return try RevisionRows.insertNewChain(
                 context, documentID: documentID, path: revisions[0].path, body: revisions[0].body,
                 importedID: revisions[0].importedID)
-        {
-            return result
         }
+        if !updating, let result = try newChain() { return result }
         let document = try RevisionRows.loadForWrite(context.db, documentID: documentID)
+        if updating, document.key == nil, let result = try newChain() { return result }
         return try mergeForeign(context, document, revisions, policy: policy)
     }
 

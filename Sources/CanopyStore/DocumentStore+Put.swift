@@ -110,7 +110,7 @@ extension DocumentStore {
         let flush = { (batch: inout NewChainBatch) throws in
             try batch.flush(
                 context, written: { item in results[item.slot] = .success(item.path.leaf) },
-                oneByOne: { item in try apply(item.slot, item.body) })
+                oneByOne: { item, _ in try apply(item.slot, item.body) })
         }
         for (slot, write) in writes.enumerated() {
             if let creation = prepared[slot].creation {

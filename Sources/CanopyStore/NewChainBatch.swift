@@ -41,15 +41,17 @@ struct NewChainBatch {
 
     /// Writes the queued items in order. `written` is called for each item written here;
     /// `oneByOne` must write an item through the per-document path (which handles a document that
-    /// exists). The queue is empty afterwards.
+    /// exists), and is told whether a chunk of this batch already met an existing document (the
+    /// batch then likely updates documents rather than creates them). The queue is empty
+    /// afterwards.
     mutating func flush(
-        _ context: WriteContext, written: (Item) -> Void, oneByOne: (Item) throws -> Void
+        _ context: WriteContext, written: (Item) -> Void, oneByOne: (Item, _ afterMiss: Bool) throws -> Void
     ) throws {
         var start = 0
         while start < items.count {
             let remaining = items.count - start
             guard chunksEnabled, let size = Self.chunkSize(remaining) else {
-                try oneByOne(items[start])
+                try oneByOne(items[start], !chunksEnabled)
                 start += 1
                 continue
             }
@@ -73,7 +75,7 @@ struct NewChainBatch {
                 for index in chunk { written(items[index]) }
             } else {
                 chunksEnabled = false
-                for index in chunk { try oneByOne(items[index]) }
+                for index in chunk { try oneByOne(items[index], true) }
             }
             start += size
         }
