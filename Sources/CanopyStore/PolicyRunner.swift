@@ -64,7 +64,8 @@ enum PolicyRunner {
         guard ConflictResolution.needsResolver(among: leaves) else { return outcome(.resolved, try applyAutomatic(&document, leaves)) }
         guard let resolver else { return outcome(.awaiting(resolver: strategy.resolverName ?? strategy.description)) }
         do {
-            return outcome(.resolved, try resolve(with: resolver, db, &document, leaves: leaves, localRevision: localRevision, parsed: parsed))
+            return outcome(.resolved, try resolve(
+                with: resolver, db, &document, leaves: leaves, localRevision: localRevision, parsed: parsed, read: read))
         } catch let error as ResolverFailure {
             return outcome(.failed(error.description))
         }
@@ -85,9 +86,11 @@ enum PolicyRunner {
     /// applies its decision. Throws `ResolverFailure` when the resolver or its decision fails.
     static func resolve(
         with resolver: any ConflictResolver, _ db: Database, _ document: inout StoredDocument,
-        leaves: [RevTree.Node], localRevision: RevisionID?, parsed: [RevisionID: JSONValue?] = [:]
+        leaves: [RevTree.Node], localRevision: RevisionID?, parsed: [RevisionID: JSONValue?] = [:],
+        read: [RevisionID: [UInt8]] = [:]
     ) throws -> [RevisionID] {
-        let (conflict, bodies) = try describe(db, document, leaves: leaves, localRevision: localRevision, parsed: parsed)
+        let (conflict, bodies) = try describe(
+            db, document, leaves: leaves, localRevision: localRevision, parsed: parsed, read: read)
         let decision: ResolutionDecision
         do { decision = try resolver.resolve(conflict) } catch {
             throw ResolverFailure(description: "resolver threw: \(error)")
@@ -102,14 +105,16 @@ enum PolicyRunner {
 
     /// The conflict among `leaves` as a resolver sees it (bodies, the common ancestor's body, the
     /// node's revision before the write when it is still a leaf), and the leaves' bodies by id.
+    /// Bodies already parsed (`parsed`) or read (`read`) for a rule are not read again.
     static func describe(
         _ db: Database, _ document: StoredDocument, leaves: [RevTree.Node], localRevision: RevisionID?,
-        parsed: [RevisionID: JSONValue?] = [:]
+        parsed: [RevisionID: JSONValue?] = [:], read: [RevisionID: [UInt8]] = [:]
     ) throws -> (Conflict, [RevisionID: JSONValue]) {
         var bodies: [RevisionID: JSONValue] = [:]
         var conflictLeaves: [ConflictLeaf] = []
         for leaf in leaves {
-            let body = try parsed[leaf.id] ?? parsedBody(db, document, leaf.id)
+            let body = try parsed[leaf.id]
+                ?? read[leaf.id].map { try parse($0, of: leaf.id, document) } ?? parsedBody(db, document, leaf.id)
             if let body { bodies[leaf.id] = body }
             conflictLeaves.append(ConflictLeaf(revision: leaf.id, kind: leaf.kind, body: body))
         }
@@ -191,7 +196,7 @@ enum PolicyRunner {
             case .some(.some(let value)): members[name] = value
             case .some(.none): continue
             case .none:
-                let body = try parsedBody(db, document, revision)
+                let body = try parse(bytes, of: revision, document)
                 parsed[revision] = body
                 return body
             }
@@ -222,6 +227,11 @@ enum PolicyRunner {
     /// The parsed body of a revision, nil when it was dropped.
     static func parsedBody(_ db: Database, _ document: StoredDocument, _ revision: RevisionID) throws -> JSONValue? {
         guard let bytes = try RevisionRows.body(db, of: document, revision: revision) else { return nil }
+        return try parse(bytes, of: revision, document)
+    }
+
+    /// `bytes`, the stored body of `revision`, parsed; a body that does not parse is damage.
+    private static func parse(_ bytes: [UInt8], of revision: RevisionID, _ document: StoredDocument) throws -> JSONValue {
         do { return try InputValidation.storedBody(bytes, documentID: document.id) } catch {
             throw StoreError.corrupt(detail: "stored body of \"\(document.id.prefix(80))\" \(revision): \(error)")
         }
