@@ -93,10 +93,19 @@ public struct ResolutionRule: Sendable, Equatable {
     /// current revision first): the id has the prefix, and the first live body that has the field
     /// holds `fieldValue` there as a string.
     public func matches(id: String, bodies: [JSONValue?]) -> Bool {
+        matches(id: id, leafCount: bodies.count) { bodies[$0] }
+    }
+
+    /// `matches(id:bodies:)` with the bodies asked for one at a time, in order, and only as far
+    /// as the match needs them: none when the id decides, and none past the first that has the
+    /// field.
+    public func matches<Failure: Error>(
+        id: String, leafCount: Int, body: (Int) throws(Failure) -> JSONValue?
+    ) throws(Failure) -> Bool {
         if let idPrefix, !id.hasPrefix(idPrefix) { return false }
         guard let fieldValue else { return true }
-        for body in bodies {
-            guard let member = body?.objectValue?[field] else { continue }
+        for index in 0..<leafCount {
+            guard let member = try body(index)?.objectValue?[field] else { continue }
             return member == .string(fieldValue)
         }
         return false
@@ -143,7 +152,15 @@ public struct ResolutionRules: Sendable {
 
     /// The strategy for the document, and the name of the rule that chose it (nil: the catch-all).
     public func strategy(for id: String, bodies: [JSONValue?]) -> (strategy: ResolutionStrategy, rule: String?) {
-        if let rule = rule(for: id, bodies: bodies) { return (rule.strategy, rule.name) }
+        strategy(for: id, leafCount: bodies.count) { bodies[$0] }
+    }
+
+    /// `strategy(for:bodies:)` with the leaves' bodies asked for only as the rules need them
+    /// (see `ResolutionRule.matches(id:leafCount:body:)`); a body may be asked for more than once.
+    public func strategy<Failure: Error>(
+        for id: String, leafCount: Int, body: (Int) throws(Failure) -> JSONValue?
+    ) throws(Failure) -> (strategy: ResolutionStrategy, rule: String?) {
+        for rule in rules where try rule.matches(id: id, leafCount: leafCount, body: body) { return (rule.strategy, rule.name) }
         return (fallback, nil)
     }
 }

@@ -34,9 +34,16 @@ enum PolicyRunner {
             strategy = .resolver("custom")
             resolver = custom
         case .rules(let rules):
+            // A leaf's body is read only when a rule gets to it: an id prefix may decide first,
+            // and the first leaf with the field ends the search.
             let names = rules.fieldsRead
-            let bodies = names.isEmpty ? [] : try leaves.map { try fields(names, of: $0.id, db, document, &parsed, &read) }
-            (strategy, rule) = rules.strategy(for: document.id, bodies: bodies)
+            var found: [JSONValue??] = Array(repeating: nil, count: leaves.count)
+            (strategy, rule) = try rules.strategy(for: document.id, leafCount: names.isEmpty ? 0 : leaves.count) { index in
+                if let known = found[index] { return known }
+                let members = try fields(names, of: leaves[index].id, db, document, &parsed, &read)
+                found[index] = .some(members)
+                return members
+            }
             if let name = strategy.resolverName { resolver = rules.resolvers[name] }
         }
         let conflict = DetectedConflict(

@@ -47,6 +47,39 @@ struct ResolutionRulesTests {
         #expect(!both.matches(id: "m:1", bodies: [.object(["kind": .string("note")])]))
     }
 
+    @Test("rules ask for a leaf's body only when they get to it, and decide as with every body at hand")
+    func lazyBodies() {
+        let note: JSONValue = .object(["type": .string("note")])
+        let other: JSONValue = .object(["type": .string("other")])
+        let choices: [JSONValue?] = [nil, .object([:]), note, other]
+        // Every id and every three leaves' bodies drawn from `choices`: the lazy form decides the
+        // same, and never asks for a body past the first that has the field.
+        for id in ["settings/x", "review:1", "a"] {
+            for first in choices { for second in choices { for third in choices {
+                let bodies = [first, second, third]
+                var asked: [Int] = []
+                let lazy = Self.rules.strategy(for: id, leafCount: bodies.count) { (index: Int) -> JSONValue? in
+                    asked.append(index)
+                    return bodies[index]
+                }
+                #expect(lazy == Self.rules.strategy(for: id, bodies: bodies))
+                let decisive = bodies.firstIndex { $0?.objectValue?["type"] != nil }
+                #expect(asked.allSatisfy { $0 <= (decisive ?? bodies.count - 1) })
+            } } }
+        }
+        // An id prefix that decides before any field rule asks for no body at all.
+        let byPrefix = ResolutionRules([
+            ResolutionRule(name: "settings", idPrefix: "settings/", strategy: .remoteWins),
+            ResolutionRule(name: "notes", fieldValue: "note", strategy: .mergeJSON),
+        ])
+        var asked = 0
+        let decided = byPrefix.strategy(for: "settings/x", leafCount: 2) { (_: Int) -> JSONValue? in
+            asked += 1
+            return note
+        }
+        #expect(decided == (.remoteWins, "settings") && asked == 0)
+    }
+
     @Test("each document's conflict is settled by its rule as it arrives, and says which rule did")
     func perTypeRules() throws {
         let store = try TestStore(.init(conflictPolicy: .rules(Self.rules))).store
