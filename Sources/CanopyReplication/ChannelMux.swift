@@ -107,12 +107,15 @@ package final class ChannelMux: @unchecked Sendable {
         perform(machine.open(database))
     }
 
-    /// Ends the connection with `close` (every channel's transport closes as `localClosed`).
-    package func close(code: ErrorCode = .normal, reason: String = "done") {
+    /// Ends the connection with `close`. Every channel's transport closes as `channels`:
+    /// `localClosed` (this node stops replicating over it), or `peerClosed` when the connection
+    /// is replaced by a newer one, so that each session's replicator reconnects over that one
+    /// with its syncs still waiting, as after a peer hung up.
+    package func close(code: ErrorCode = .normal, reason: String = "done", channels: TransportCloseReason = .localClosed) {
         scheduler.assertOnContext()
         guard !isClosed else { return }
         perform(machine.close(code: code, reason: reason))
-        finish(.localClosed)
+        finish(.localClosed, channels: channels)
         connection.close(.localClosed)
     }
 
@@ -200,8 +203,9 @@ package final class ChannelMux: @unchecked Sendable {
         }
     }
 
-    /// The connection is over: every channel and every request learns it.
-    private func finish(_ reason: TransportCloseReason) {
+    /// The connection is over: every channel (as `channels`, by default `reason`) and every
+    /// request learns it.
+    private func finish(_ reason: TransportCloseReason, channels channelReason: TransportCloseReason? = nil) {
         guard !isClosed else { return }
         closeReason = reason
         heartbeatTimer?.cancel()
@@ -210,7 +214,7 @@ package final class ChannelMux: @unchecked Sendable {
         let waiting = pendingOpens.sorted { $0.key < $1.key }
         pendingOpens = [:]
         acceptedAttaches = [:]
-        for channel in open { channel.deliver(.closed(reason)) }
+        for channel in open { channel.deliver(.closed(channelReason ?? reason)) }
         // Why the connection ended is why the channel was not opened (a version-1 peer, say).
         let why: String
         switch reason {

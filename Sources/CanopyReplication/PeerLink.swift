@@ -94,7 +94,9 @@ package final class PeerLink: @unchecked Sendable {
             onClosed: { [weak self] reason in self?.closed(reason, created.mux) })
         created.mux = mux
         self.mux = mux
-        previous?.close(code: .normal, reason: "replaced by a newer connection")
+        // Its sessions did not choose to end: they come back on this connection, and a sync
+        // waiting on one of them waits on.
+        previous?.close(code: .normal, reason: "replaced by a newer connection", channels: .peerClosed)
         mux.start()
         onConnection(true, nil)
         let requests = waiting

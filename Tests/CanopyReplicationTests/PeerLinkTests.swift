@@ -106,4 +106,28 @@ struct PeerLinkTests {
         })
         #expect(pair.dialer.dials == 2, "one new connection for both databases")
     }
+
+    /// What a sync waiting on `a` heard.
+    final class SyncResult: @unchecked Sendable { var result: Result<Void, ReplicationError>? }
+
+    @Test("a sync waiting when the peer's own connection replaces this node's (both dialled at once) finishes over the new one")
+    func syncOutlivesAReplacedConnection() throws {
+        let pair = try LinkedPair(seed: 43, replicated: ["a": ["default"], "b": ["default"]])
+        try writeDocuments(pair.stores["a"]!["default"]!.store, prefix: "first", count: 5)
+        #expect(pair.settle { try pair.stores["b"]!["default"]!.store.documentCount == 5 })
+        try writeDocuments(pair.stores["a"]!["default"]!.store, prefix: "second", count: 20)
+        let waiting = SyncResult()
+        pair.replicators["a"]!["default"]!.sync { waiting.result = $0 }
+        // b dials a while a's connection is open: each side adopts the newer one.
+        let newer = ConnectionPipe(scheduler: pair.harness.scheduler)
+        pair.links["a"]!.adopt(newer.ends.0, role: .responder)
+        pair.links["b"]!.adopt(newer.ends.1, role: .initiator)
+        #expect(pair.settle { waiting.result != nil })
+        switch waiting.result {
+        case .success?: break
+        case .failure(let error)?: Issue.record("the sync failed: \(error)")
+        case nil: Issue.record("the sync never finished")
+        }
+        #expect(try pair.stores["b"]!["default"]!.store.documentCount == 25)
+    }
 }
