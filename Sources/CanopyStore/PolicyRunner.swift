@@ -37,8 +37,8 @@ enum PolicyRunner {
             // A leaf's body is read only when a rule gets to it: an id prefix may decide first,
             // and the first leaf with the field ends the search.
             let names = rules.fieldsRead
-            var found: [JSONValue??] = Array(repeating: nil, count: leaves.count)
-            (strategy, rule) = try rules.strategy(for: document.id, leafCount: names.isEmpty ? 0 : leaves.count) { index in
+            var found: [JSONValue??] = names.isEmpty ? [] : Array(repeating: nil, count: leaves.count)
+            (strategy, rule) = try rules.strategy(for: document.id, leafCount: found.count) { index in
                 if let known = found[index] { return known }
                 let members = try fields(names, of: leaves[index].id, db, document, &parsed, &read)
                 found[index] = .some(members)
