@@ -14,6 +14,7 @@ extension Agent {
             "admin_socket": .string(listening?.admin.path ?? ""),
             "data_dir": .string(options.directory.path),
             "conflicts": .string(config.conflicts.description),
+            "rules": .array(config.rules.map(Self.ruleRow)),
             "resolvers": .array(resolvers.statusRows),
             "uptime_seconds": .double((Self.wallClock() - startedAt).rounded()),
         ].merging(damageStatus) { first, _ in first }
@@ -35,6 +36,18 @@ extension Agent {
                 }
             }
         }
+    }
+
+    /// A `[rule NAME]` section as `status` lists it: what it matches (null for what it does not
+    /// look at) and its strategy, as the config file spells them.
+    static func ruleRow(_ rule: ResolutionRule) -> JSONValue {
+        .object([
+            "name": .string(rule.name),
+            "prefix": rule.idPrefix.map(JSONValue.string) ?? .null,
+            "field": rule.fieldValue == nil ? .null : .string(rule.field),
+            "value": rule.fieldValue.map(JSONValue.string) ?? .null,
+            "strategy": .string(rule.strategy.description),
+        ])
     }
 
     func peerList(_ reply: @escaping AdminReply) {

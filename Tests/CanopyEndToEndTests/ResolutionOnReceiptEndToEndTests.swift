@@ -197,13 +197,21 @@ struct ResolutionOnReceiptEndToEndTests {
         #expect(detected["leaves"]?.arrayValue?.count == 2)
         let status = try agent.client().request("status")
         #expect(status["conflicts_kept"] == .int(1) && status["conflicts_awaiting_resolver"] == .int(0), "\(status)")
-        #expect(try agent.ctl(["status"]).stdout.contains("1 (0 waiting for a resolver, 1 kept for resolve)"))
+        let table = try agent.ctl(["status"]).stdout
+        #expect(table.contains("1 (0 waiting for a resolver, 1 kept for resolve)"))
+        // The rules in force, in the order they are tried.
+        #expect(table.contains("rules       notes (type = note): merge-json; settings (id settings/…): remote-wins\n"), "\(table)")
+        #expect(status["rules"] == .array([
+            .object(["name": .string("notes"), "prefix": .null, "field": .string("type"), "value": .string("note"), "strategy": .string("merge-json")]),
+            .object(["name": .string("settings"), "prefix": .string("settings/"), "field": .null, "value": .null, "strategy": .string("remote-wins")]),
+        ]), "\(status)")
 
-        // A rule added and reloaded settles the kept conflict without a restart.
+        // A rule added and reloaded settles the kept conflict without a restart, and is listed.
         try appendConfig(agent, "[rule rest]\nprefix = o\nstrategy = automatic\n")
         #expect(try agent.ctl(["reload"]).status == 0)
         #expect(try events.next("conflict.resolved") { $0["doc"] == .string("other") }["by"] == .string("rest"))
         #expect(try conflicted(agent) == 0)
+        #expect(try agent.client().request("status")["rules"]?.arrayValue?.last?.objectValue?["name"] == .string("rest"))
 
         // A rule that is wrong is reported with its file and line, and the running rules stay.
         try appendConfig(agent, "[rule broken]\nstrategy = newest\n")

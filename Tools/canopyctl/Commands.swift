@@ -28,6 +28,17 @@ struct Status: ParsableCommand {
                 + (awaiting == 1 ? "1 revision from a peer waits for its" : "\(awaiting) revisions from peers wait for their")
                 + " attachment content (visible once it is complete and verified)")
         }
+        if case .array(let rules)? = result["rules"], !rules.isEmpty {
+            // First match wins, so the order printed is the order applied.
+            let described = rules.map { row in
+                let members = row.objectValue
+                var matches: [String] = []
+                if case .string(let prefix)? = members?["prefix"] { matches.append("id \(prefix)…") }
+                if case .string(let value)? = members?["value"] { matches.append("\(text(members?["field"])) = \(value)") }
+                return "\(text(members?["name"])) (\(matches.joined(separator: ", "))): \(text(members?["strategy"]))"
+            }
+            print("rules".padding(toLength: 12, withPad: " ", startingAt: 0) + described.joined(separator: "; "))
+        }
         if case .array(let resolvers)? = result["resolvers"], !resolvers.isEmpty {
             let names = resolvers.map { row in
                 let members = row.objectValue
