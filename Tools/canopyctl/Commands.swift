@@ -4,7 +4,7 @@ import CanopyCore
 import Foundation
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Node id, listen address, document counts and every peer.")
+    static let configuration = CommandConfiguration(abstract: "Node id, listen address, document and conflict counts, rules, resolvers and every peer.")
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
