@@ -239,6 +239,7 @@ extension Agent {
                     row["db"] = .string(database.name.text)
                     row["revs_limit"] = .int(Int64(database.revsLimit))
                     row["conflicts"] = .string(database.conflicts.description)
+                    row["rules"] = .array(database.rules.map(Self.ruleRow))
                     row["shared_with"] = .array(sharing[database.name] ?? [])
                     rows.append(.object(row))
                 }

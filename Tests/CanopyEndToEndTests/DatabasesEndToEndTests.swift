@@ -86,11 +86,20 @@ struct DatabasesEndToEndTests {
         #expect(try agent.ctl(["db", "create", "archive", "--revs-limit", "20"]).status == 0)
         #expect(try agent.ctl(["put", "old", "--db", "archive", "--body", #"{"year":1999}"#]).status == 0)
         #expect(try agent.ctl(["shutdown"]).status == 0)
+        // A rule written for the database by hand while the agent was down.
+        let configPath = agent.dataDir + "/canopy.conf"
+        let config = try String(contentsOfFile: configPath, encoding: .utf8)
+        try (config + "\n[rule cards]\ndatabase = archive\nprefix = card:\nstrategy = local-wins\n")
+            .write(toFile: configPath, atomically: true, encoding: .utf8)
         try agent.restart()
         #expect(try agent.ctl(["get", "old", "--db", "archive"]).stdout.contains("1999"))
         let listed = try Self.json(try agent.ctl(["--json", "db", "list"]))
         let archive = listed["databases"]?.arrayValue?.last?.objectValue
         #expect(archive?["db"] == .string("archive") && archive?["revs_limit"] == .int(20), "\(listed)")
+        #expect(archive?["rules"] == .array([.object([
+            "name": .string("cards"), "prefix": .string("card:"), "field": .null, "value": .null, "strategy": .string("local-wins"),
+        ])]), "\(listed)")
+        #expect(listed["databases"]?.arrayValue?.first?.objectValue?["rules"] == .array([]), "the rule is archive's alone")
 
         let backupPath = agent.temporary.path + "/backup"
         let backup = try Self.json(try agent.ctl(["--json", "backup", backupPath, "--with-identity"]))
