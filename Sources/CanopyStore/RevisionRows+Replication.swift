@@ -105,23 +105,13 @@ extension RevisionRows {
     /// Reads `documents` alone: no revision row.
     static func loadLeaves(_ db: Database, documentIDs: [String]) throws -> [DocumentLeaves?] {
         var found = [DocumentLeaves?](repeating: nil, count: documentIDs.count)
-        guard !documentIDs.isEmpty else { return found }
-        func add(_ position: Int, _ row: Statement) throws {
+        try forEachRow(
+            db, documentIDs,
+            batch: "SELECT d.doc_key, d.leaves, j.key FROM json_each(?1) AS j CROSS JOIN documents AS d ON d.doc_id = j.value",
+            single: "SELECT doc_key, leaves FROM documents WHERE doc_id = ?", keyColumn: 2
+        ) { position, row in
             let leaves = try LeafList.decode(row.borrowedBlob(1), documentID: documentIDs[position]) { ($0, $1) }
             found[position] = DocumentLeaves(key: row.int64(0), leaves: leaves)
-        }
-        let list = DocumentIDList(documentIDs)
-        let batch = try db.statement(
-            """
-            SELECT d.doc_key, d.leaves, j.key FROM json_each(?1) AS j CROSS JOIN documents AS d ON d.doc_id = j.value
-            """)
-        try forEachRow(batch, json: list.json, keyColumn: 2, count: documentIDs.count, add)
-        guard !list.unlisted.isEmpty else { return found }
-        let single = try db.statement("SELECT doc_key, leaves FROM documents WHERE doc_id = ?")
-        for position in list.unlisted {
-            defer { single.reset() }
-            try single.bind(documentIDs[position], at: 1)
-            if try single.step() { try add(position, single) }
         }
         return found
     }
@@ -140,25 +130,36 @@ extension RevisionRows {
     /// Calls `row` with the position of the id and the statement on each revision row of each
     /// document of `ids`: columns generation, digest, parent, kind, body.
     private static func forEachRevisionRow(_ db: Database, _ ids: [String], _ row: (Int, Statement) throws -> Void) throws {
+        try forEachRow(
+            db, ids,
+            batch: """
+                SELECT r.generation, r.digest, r.parent, r.kind, r.body, j.key
+                FROM json_each(?1) AS j CROSS JOIN documents AS d ON d.doc_id = j.value
+                CROSS JOIN revisions AS r ON r.doc_key = d.doc_key
+                """,
+            single: """
+                SELECT r.generation, r.digest, r.parent, r.kind, r.body
+                FROM documents AS d CROSS JOIN revisions AS r ON r.doc_key = d.doc_key WHERE d.doc_id = ?
+                """,
+            keyColumn: 5, row)
+    }
+
+    /// Calls `row` with the position of the id and the statement on each row for `ids`: `batch`
+    /// is driven by `json_each(?1)` over the ids JSON can carry (their positions in column
+    /// `keyColumn`, the other columns as `single` gives them), and `single`, with the id bound
+    /// to its one parameter, runs for each id that JSON cannot (`DocumentIDList.unlisted`).
+    private static func forEachRow(
+        _ db: Database, _ ids: [String], batch: StaticString, single: StaticString, keyColumn: Int32, _ row: (Int, Statement) throws -> Void
+    ) throws {
         guard !ids.isEmpty else { return }
         let list = DocumentIDList(ids)
-        let batch = try db.statement(
-            """
-            SELECT r.generation, r.digest, r.parent, r.kind, r.body, j.key
-            FROM json_each(?1) AS j CROSS JOIN documents AS d ON d.doc_id = j.value
-            CROSS JOIN revisions AS r ON r.doc_key = d.doc_key
-            """)
-        try forEachRow(batch, json: list.json, keyColumn: 5, count: ids.count, row)
+        try forEachRow(try db.statement(batch), json: list.json, keyColumn: keyColumn, count: ids.count, row)
         guard !list.unlisted.isEmpty else { return }
-        let single = try db.statement(
-            """
-            SELECT r.generation, r.digest, r.parent, r.kind, r.body
-            FROM documents AS d CROSS JOIN revisions AS r ON r.doc_key = d.doc_key WHERE d.doc_id = ?
-            """)
+        let statement = try db.statement(single)
         for position in list.unlisted {
-            defer { single.reset() }
-            try single.bind(ids[position], at: 1)
-            while try single.step() { try row(position, single) }
+            defer { statement.reset() }
+            try statement.bind(ids[position], at: 1)
+            while try statement.step() { try row(position, statement) }
         }
     }
 
