@@ -372,6 +372,9 @@ struct ResolveReplication {
         let cpuB: Double
         /// A's CPU over the same interval: with B's, how much of the machine the pull used.
         let cpuA: Double
+
+        /// The cores A and B used together over the pull.
+        var cores: Double { (cpuA + cpuB) / wall }
     }
 
     func run() throws -> [Figure] {
@@ -393,15 +396,15 @@ struct ResolveReplication {
             let ratios = (0..<rounds).map { pulls[.noConflicts]![$0].wall / pulls[setup]![$0].wall }
             let median = (0..<rounds).sorted { ratios[$0] < ratios[$1] }[(rounds - 1) / 2]
             let run = pulls[setup]![median]
+            let ceiling = pulls[.noConflicts]![median]
             figures.append(Figure(
                 name: "pull of \(count) edits, \(setup.rawValue)", value: Double(count) / run.wall, unit: "docs/s", ceiling: ceilings[median],
                 ceilingName: "no conflicts, same round",
                 note: String(format: "overhead %.1f%%; rounds: ", 100 * (1 - ratios[median]))
                     + ratios.map { String(format: "%.0f%%", 100 * $0) }.joined(separator: " / ")
                     + String(format: "; CPU of B %.1f µs per document (no conflicts %.1f)", run.cpuB / Double(count) * 1e6,
-                             pulls[.noConflicts]![median].cpuB / Double(count) * 1e6)
-                    + String(format: "; A and B used %.2f cores (no conflicts %.2f)", (run.cpuA + run.cpuB) / run.wall,
-                             (pulls[.noConflicts]![median].cpuA + pulls[.noConflicts]![median].cpuB) / pulls[.noConflicts]![median].wall)))
+                             ceiling.cpuB / Double(count) * 1e6)
+                    + String(format: "; A and B used %.2f cores (no conflicts %.2f)", run.cores, ceiling.cores)))
         }
         return figures
     }

@@ -16,16 +16,16 @@ struct Status: ParsableCommand {
             ("update seq", text(result["update_seq"])),
             ("conflicted", conflictedSummary(result)), ("conflicts", text(result["conflicts"])),
         ]
-        for (name, value) in rows { print(name.padding(toLength: 12, withPad: " ", startingAt: 0) + value) }
+        /// One `name  value` line of the status, the value in the column the rows share.
+        func line(_ name: String, _ value: String) { print(name.padding(toLength: 12, withPad: " ", startingAt: 0) + value) }
+        for (name, value) in rows { line(name, value) }
         if case .int(let damaged)? = result["damaged"], damaged > 0 {
             // Never quiet: the operator has a damaged file to restore.
             let last = result["last_damage"]?.objectValue
-            print("damaged".padding(toLength: 12, withPad: " ", startingAt: 0)
-                + "\(damaged) (last: \(text(last?["doc"])): \(text(last?["reason"]))); run `canopyctl check`, restore from a backup")
+            line("damaged", "\(damaged) (last: \(text(last?["doc"])): \(text(last?["reason"]))); run `canopyctl check`, restore from a backup")
         }
         if case .int(let awaiting)? = result["awaiting_attachments"], awaiting > 0 {
-            print("fetching".padding(toLength: 12, withPad: " ", startingAt: 0)
-                + (awaiting == 1 ? "1 revision from a peer waits for its" : "\(awaiting) revisions from peers wait for their")
+            line("fetching", (awaiting == 1 ? "1 revision from a peer waits for its" : "\(awaiting) revisions from peers wait for their")
                 + " attachment content (visible once it is complete and verified)")
         }
         if case .array(let rules)? = result["rules"], !rules.isEmpty {
@@ -37,7 +37,7 @@ struct Status: ParsableCommand {
                 if case .string(let value)? = members?["value"] { matches.append("\(text(members?["field"])) = \(value)") }
                 return "\(text(members?["name"])) (\(matches.joined(separator: ", "))): \(text(members?["strategy"]))"
             }
-            print("rules".padding(toLength: 12, withPad: " ", startingAt: 0) + described.joined(separator: "; "))
+            line("rules", described.joined(separator: "; "))
         }
         if case .array(let resolvers)? = result["resolvers"], !resolvers.isEmpty {
             let names = resolvers.map { row in
@@ -49,7 +49,7 @@ struct Status: ParsableCommand {
                 }
                 return "\(text(members?["name"])) (\(claims), \(text(members?["offered"])) offered, \(text(members?["waiting"])) waiting)"
             }
-            print("resolvers".padding(toLength: 12, withPad: " ", startingAt: 0) + names.joined(separator: "; "))
+            line("resolvers", names.joined(separator: "; "))
         }
         print("")
         printPeerTable(result["peers"])
