@@ -56,6 +56,7 @@ public final class Node: Sendable {
         do throws(AgentError) {
             // The lock is taken once, for initialising and running both.
             var agentOptions = AgentOptions(directory: data, listen: address, adminSocketPath: options.adminSocket, logger: options.logger)
+            agentOptions.keepsLockUntilProcessExit = options.keepsLockUntilProcessExit
             do {
                 try data.requireInitialized()
             } catch .notInitialized where options.createIfMissing {
@@ -93,6 +94,9 @@ public final class Node: Sendable {
         /// Called once when the node has stopped, whatever stopped it: ``Node/stop()``,
         /// `canopyctl shutdown`, or a database file that vanished while it ran.
         public var onStopped: @Sendable () -> Void
+        /// Whether the data directory's lock is held until the process exits rather than let go
+        /// when the node stops: for `canopyd`, whose `onStopped` exits the process.
+        package var keepsLockUntilProcessExit = false
 
         /// Options: the config file's address, `DIR/admin.sock`, a missing directory
         /// initialised, no environment, unless told otherwise.

@@ -23,6 +23,11 @@ public struct AgentOptions: Sendable {
     /// The directory's lock when the caller took it already (an embedding `Node` that
     /// initialises the directory first); `nil` makes the agent take it.
     package var heldLock: DirectoryLock?
+    /// Whether the lock stays held after shutdown until the process exits (`canopyd`, whose
+    /// `whenStopped` ends the process): a `canopyctl shutdown` that waits for the free lock then
+    /// returns only once the agent's process is gone. An embedding application keeps the default,
+    /// the lock let go when the agent has stopped, so it can open the node again at once.
+    package var keepsLockUntilProcessExit = false
 
     /// Creates options.
     public init(directory: DataDirectory, listen: HostPort? = nil, adminSocketPath: String? = nil, logger: Logger) {
@@ -63,8 +68,8 @@ public final class Agent: @unchecked Sendable {
     /// Databases peers asked for that are not shared with them (`db.pending`).
     let pendingShares: PendingShares
     let notifier: SystemdNotifier
-    /// The data directory's lock, held from `init` until a shutdown has finished (on `queue`
-    /// after `init`).
+    /// The data directory's lock, held from `init` until a shutdown has finished, or until the
+    /// process exits under `keepsLockUntilProcessExit` (on `queue` after `init`).
     private var lock: DirectoryLock?
     let startedAt: Double
 
@@ -220,8 +225,9 @@ public final class Agent: @unchecked Sendable {
             }
         }
         // Everything is checkpointed and nothing runs any more: the directory is free for another
-        // agent (an application may open its node again at once; canopyd's process exits next).
-        lock = nil
+        // agent (an application may open its node again at once). canopyd's process keeps the
+        // lock until it exits, which `whenStopped` does next: the kernel lets go of it then.
+        if !options.keepsLockUntilProcessExit { lock = nil }
         let waiters = shutdownProgress.waiters
         shutdownProgress.waiters = []
         for waiter in waiters { waiter() }

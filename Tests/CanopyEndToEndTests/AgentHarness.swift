@@ -69,7 +69,8 @@ func waitForExit(_ process: Process) throws {
 
 struct TimedOut: Error, CustomStringConvertible {
     var what: String
-    var description: String { "timed out after \(waitLimitSeconds) s waiting for \(what)" }
+    var seconds = waitLimitSeconds
+    var description: String { "timed out after \(seconds) s waiting for \(what)" }
 }
 
 /// Polls `condition` until it holds or `waitLimitSeconds` pass. The interval is how often to look,
@@ -80,7 +81,7 @@ func poll(_ what: String, limitSeconds: Double = waitLimitSeconds, _ condition: 
         if try condition() { return }
         usleep(20_000)
     }
-    throw TimedOut(what: what)
+    throw TimedOut(what: what, seconds: limitSeconds)
 }
 
 /// A temporary data directory under /tmp (short, so the socket path fits in sun_path).

@@ -133,9 +133,11 @@ struct Run: ParsableCommand {
             handler.logLevel = level
             return handler
         }
-        let options = Node.Options(
+        var options = Node.Options(
             listen: listen, adminSocket: adminSocket, createIfMissing: false, environment: Environment.variables(),
             logger: Logger(label: "canopyd"), onStopped: { Glibc.exit(0) })
+        // `canopyctl shutdown` returns when the lock is free: free only once this process is gone.
+        options.keepsLockUntilProcessExit = true
         let node: Node
         do throws(NodeError) {
             node = try Node(directory: directory.dataDir, options: options)
