@@ -63,11 +63,15 @@ public final class ReplicationHarness: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    /// Adds a node with its own database file.
+    /// Adds a node with its own database file; its attachment content lives beside the file, or
+    /// in `attachmentsDirectory` (nodes given the same one share it, as an agent's databases do).
     @discardableResult
-    public func addNode(_ name: String, policy: ConflictPolicy = .automatic, revsLimit: Int? = nil) throws -> Node {
+    public func addNode(
+        _ name: String, policy: ConflictPolicy = .automatic, revsLimit: Int? = nil, attachmentsDirectory: String? = nil
+    ) throws -> Node {
         let path = directory.appendingPathComponent("\(name).sqlite").path
-        let node = try Node(name: name, path: path, configuration: .init(revsLimit: revsLimit, conflictPolicy: policy, logger: logger))
+        let node = try Node(name: name, path: path, configuration: .init(
+            revsLimit: revsLimit, conflictPolicy: policy, logger: logger, attachmentsDirectory: attachmentsDirectory))
         nodes.append(node)
         return node
     }

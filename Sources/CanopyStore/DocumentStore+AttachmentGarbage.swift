@@ -26,23 +26,7 @@ extension DocumentStore {
 
     /// `namedAttachmentDigests()` on `db`, in the caller's transaction.
     static func namedAttachmentDigests(_ db: Database) throws -> Set<AttachmentDigest> {
-        let statement = try db.statement(
-            """
-            SELECT body FROM revisions
-            WHERE body IS NOT NULL AND instr(body, CAST('"_attachments":' AS BLOB)) > 0
-            """)
-        defer { statement.reset() }
-        var named = Set<AttachmentDigest>()
-        while try statement.step() {
-            guard let body = statement.blob(0), AttachmentCheck.names(body) else { continue }
-            let member: JSONValue?
-            if let found = CanonicalJSONReader.member(Attachments.member, of: body) {
-                member = found
-            } else {
-                member = (try? JSONValue.parse(body))?.objectValue?[Attachments.member]
-            }
-            if let member { collectDigests(in: member, into: &named) }
-        }
+        var named = try RevisionRows.digestsNamedByStoredBodies(db)
         // A revision set aside for its content names it too, both what is already here and what
         // is being fetched (`DocumentStore+AwaitingContent`).
         for body in try db.query("SELECT body FROM awaiting_revisions", row: { $0.blob(0) ?? [] }) {
@@ -51,6 +35,19 @@ extension DocumentStore {
             }
         }
         return named
+    }
+
+    /// Adds the digest of every content a stored revision's `body` names in its top-level
+    /// `_attachments` member (nothing when it has none), read as far as that member.
+    static func attachmentDigests(namedIn body: [UInt8], into named: inout Set<AttachmentDigest>) {
+        guard AttachmentCheck.names(body) else { return }
+        let member: JSONValue?
+        if let found = CanonicalJSONReader.member(Attachments.member, of: body) {
+            member = found
+        } else {
+            member = (try? JSONValue.parse(body))?.objectValue?[Attachments.member]
+        }
+        if let member { collectDigests(in: member, into: &named) }
     }
 
     /// Adds every string in `value` that is a digest's text form: for a well-formed

@@ -240,8 +240,12 @@ extension DocumentStore {
         try attachments.publish(digests)
     }
 
-    /// A part of the content named `digest`, for a peer (`AttachmentStore.part(of:offset:maxBytes:)`).
+    /// A part of the content named `digest`, for a peer replicating this database
+    /// (`AttachmentStore.part(of:offset:maxBytes:)`); nil when it is not here, or when no revision
+    /// of this database names it (`namesAttachment(_:)`): content other databases sharing the
+    /// attachment directory name is not this database's to send.
     public func attachmentPart(of digest: AttachmentDigest, offset: Int64, maxBytes: Int) throws(StoreError) -> (length: Int64, bytes: [UInt8])? {
-        try attachments.part(of: digest, offset: offset, maxBytes: maxBytes)
+        guard try namesAttachment(digest) else { return nil }
+        return try attachments.part(of: digest, offset: offset, maxBytes: maxBytes)
     }
 }

@@ -138,6 +138,7 @@ struct NewChainBatch {
                     statement, firstParameter: Int32(offset * 7 + 1), key: entry.key, row: entry.row, borrowed: &borrowed)
             }
             try statement.runBorrowing(borrowed)
+            for entry in rest.prefix(size) { try RevisionRows.nameAttachments(db, body: entry.row.body) }
             rest = rest.dropFirst(size)
         }
         for entry in rest {

@@ -217,6 +217,7 @@ enum RevisionRows {
         var borrowed: [(index: Int32, value: Statement.Borrowed)] = []
         try bindRevisionRow(statement, firstParameter: 1, key: key, row: row, borrowed: &borrowed)
         try statement.runBorrowing(borrowed)
+        try nameAttachments(db, body: row.body)
     }
 
     /// Binds a revision row's integer columns, in the order the INSERTs list them, to parameters
@@ -276,6 +277,7 @@ enum RevisionRows {
             try statement.bind(generation, at: 8)
             try statement.bind(digestOf: revision, at: 9)
             try statement.run()
+            try nameAttachments(db, body: newBody)
         }
     }
 }

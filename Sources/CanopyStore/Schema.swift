@@ -19,6 +19,9 @@
 ///                                                peers' revisions waiting for attachment
 ///                                                content, and the content each waits for
 ///                                                (version 4 on)
+///     attachment_names(digest)                   every attachment content a revision stored
+///                                                here has named, never removed: what a peer
+///                                                may fetch through this database (version 5 on)
 ///
 /// `documents.sequence` is the rowid, so the changes feed is a rowid range scan and a document
 /// write maintains one index (doc_id) besides the table, not two. A document's row moves to a new
@@ -103,7 +106,24 @@ enum Schema {
         ) STRICT;
         CREATE INDEX awaiting_digests_revision ON awaiting_digests(doc_id, rev);
         """,
+        // 5: the attachment content this database's revisions have named
+        // (`DocumentStore+AttachmentNames`): a peer is sent content only on the channel of a
+        // database that names it. The step fills it from the stored bodies (`fill`).
+        """
+        CREATE TABLE attachment_names (
+            digest BLOB PRIMARY KEY NOT NULL
+        ) WITHOUT ROWID, STRICT;
+        """,
     ]
+
+    /// What a step writes beyond its SQL, in the same transaction: rows computed from the rows
+    /// already in the file.
+    private static func fill(_ db: Database, version: Int) throws {
+        switch version {
+        case 5: try RevisionRows.nameAllStoredAttachments(db)
+        default: break
+        }
+    }
 
     /// Brings `db` to `target` (default: the current version), one step per transaction.
     /// Throws `StoreError.schemaTooNew` for a file written by a newer build, touching nothing.
@@ -116,6 +136,7 @@ enum Schema {
         for version in (found + 1)...target {
             try db.transaction { db in
                 try db.execute(migrations[version - 1])
+                try fill(db, version: version)
                 try db.execute("PRAGMA user_version = \(version)")
             }
         }

@@ -128,6 +128,62 @@ struct LyingPeerTests {
         }
     }
 
+    @Test("a peer allowed one database that asks for attachment content only another database names, by its digest, is told it is not here; content its database names is sent")
+    func attachmentsOfAnotherDatabaseAreNotSent() throws {
+        let a = try InProcessReplicationTests.Node(name: "a")
+        defer { a.stop() }
+        var entropy = DeterministicEntropy(seed: [UInt8](repeating: 11, count: DeterministicEntropy.seedBytes))
+        let peer = Identity.generate(random: &entropy)
+        let admin = try AdminSocketClient(path: a.socket, receiveTimeoutSeconds: 60)
+        #expect(try admin.request("peer.add", ["node_id": .string(peer.nodeID.description), "address": .string("-")])["ok"] == .bool(true))
+        #expect(try admin.request("db.create", ["name": .string("secret")])["ok"] == .bool(true))
+        let secret = try #require(a.agent.databases[DatabaseName(validating: "secret")!])
+        #expect(secret.attachments.sharesDirectory(with: a.agent.store.attachments), "the agent's databases share DIR/attachments")
+
+        /// Stores `bytes` and writes document `id` of `store` naming them; returns the digest.
+        func attach(_ bytes: [UInt8], as id: String, in store: DocumentStore) throws -> AttachmentDigest {
+            let upload = try store.attachments.beginUpload(length: Int64(bytes.count), from: "a test")
+            try bytes.withUnsafeBytes { raw in try upload.write(raw) }
+            let content = try upload.finishPinned()
+            defer { content.pin.release() }
+            let stub = AttachmentMetadata(contentType: "application/octet-stream", length: Int64(bytes.count), digest: content.digest, revpos: 1)
+            try store.put(id: id, body: Attachments.body(.object(["id": .string(id)]), with: ["file": stub]), replacing: nil)
+            return content.digest
+        }
+        let hidden = try attach([UInt8](repeating: 0x5A, count: 3000), as: "payroll", in: secret)
+        let open = [UInt8]((0..<3000).map { UInt8(truncatingIfNeeded: $0) })
+        let visible = try attach(open, as: "readme", in: a.agent.store)
+
+        let address = a.agent.queue.sync { a.agent.listening!.address }
+        let transport = try Self.connect(
+            to: address, as: peer, expecting: try #require(AgentIdentity.nodeID(a.agent.nodeID)), delivery: DispatchQueue(label: "test.peer.delivery"))
+        let received = ConnectionEventLog()
+        transport.start { received.append($0) }
+        transport.send(.hello(ConnectionHello(nodeID: [UInt8](repeating: 11, count: 16))))
+        #expect(received.next { if case .message(.hello) = $0 { true } else { false } } != nil)
+        transport.send(.attach(Attach(channel: 1, database: .default)))
+        #expect(received.next { if case .message(.attach) = $0 { true } else { false } } != nil, "default was not opened")
+        transport.send(.channel(1, .hello(Hello(features: Hello.attachmentsFeature, databaseID: [UInt8](repeating: 8, count: 16), revsLimit: 1000, window: 4))))
+        #expect(received.next { if case .message(.channel(1, .hello)) = $0 { true } else { false } } != nil, "no session hello on the channel")
+
+        transport.send(.channel(1, .attachmentGet(AttachmentGet(requestID: 5, digest: hidden.bytes, offset: 0, maxBytes: 1000))))
+        guard case .message(.channel(1, .error(let refusal)))? = received.next(where: {
+            if case .message(.channel(1, .error(let e))) = $0 { e.requestID == 5 } else if case .message(.channel(1, .attachmentPart(let p))) = $0 { p.requestID == 5 } else { false }
+        }) else {
+            Issue.record("the content of the database the peer may not replicate was sent, or nothing came")
+            return
+        }
+        #expect(refusal.code == .notFound, "\(refusal)")
+        transport.send(.channel(1, .attachmentGet(AttachmentGet(requestID: 6, digest: visible.bytes, offset: 0, maxBytes: 1000))))
+        guard case .message(.channel(1, .attachmentPart(let part)))? = received.next(where: {
+            if case .message(.channel(1, .attachmentPart(let p))) = $0 { p.requestID == 6 } else if case .message(.channel(1, .error(let e))) = $0 { e.requestID == 6 } else { false }
+        }) else {
+            Issue.record("the content the shared database names was not sent")
+            return
+        }
+        #expect(part.length == 3000 && part.data == Array(open[0..<1000]))
+    }
+
     @Test("a node of the previous version reads the agent's connection hello as its own hello and gets a close saying it must be upgraded; the agent's status for it says the same")
     func previousVersionPeerIsToldToUpgrade() throws {
         let a = try InProcessReplicationTests.Node(name: "a")

@@ -1,0 +1,68 @@
+import CanopyCore
+
+/// Which attachment content a peer may fetch through this database.
+///
+/// An agent's databases keep their content in one directory, so content is stored once however
+/// many databases name it. A peer replicating one database must not read content only another
+/// names: `attachment_names` lists every content a revision stored in this database has named,
+/// written in the transaction that stores the revision, and a peer's `attachmentGet` is answered
+/// only for content listed there or awaited by a revision set aside here
+/// (`Protocol/replication-v1.md` §6.12). The list only grows: content a revision named once
+/// stays fetchable through the database after compaction drops that revision's body, as it was
+/// while the body was kept; it never becomes fetchable through another database.
+extension DocumentStore {
+    /// Whether a revision of this database, stored or set aside for its content, names `digest`.
+    /// Reads the last committed snapshot (it never waits for a write in progress).
+    public func namesAttachment(_ digest: AttachmentDigest) throws(StoreError) -> Bool {
+        try readSnapshot { db in
+            try db.queryFirst(
+                """
+                SELECT 1 FROM attachment_names WHERE digest = ?1
+                UNION ALL SELECT 1 FROM awaiting_digests WHERE digest = ?1 LIMIT 1
+                """, [.blob(digest.bytes)]) { _ in true } ?? false
+        }
+    }
+}
+
+extension RevisionRows {
+    /// Lists the content a revision body about to be stored names (nothing when it names none:
+    /// a scan for its `_attachments` key, at the C library's `memchr` speed).
+    static func nameAttachments(_ db: Database, body: [UInt8]?) throws {
+        guard let body, AttachmentCheck.names(body) else { return }
+        var named = Set<AttachmentDigest>()
+        DocumentStore.attachmentDigests(namedIn: body, into: &named)
+        try insertAttachmentNames(db, named)
+    }
+
+    /// Fills `attachment_names` from every body the file stores (the schema step that adds it).
+    static func nameAllStoredAttachments(_ db: Database) throws {
+        try insertAttachmentNames(db, try digestsNamedByStoredBodies(db))
+    }
+
+    /// The digest of every content some stored revision body names, in one scan of the
+    /// revisions: SQLite passes on only the bodies holding the bytes `"_attachments":`, and those
+    /// are read as far as their top-level `_attachments` member.
+    static func digestsNamedByStoredBodies(_ db: Database) throws -> Set<AttachmentDigest> {
+        let statement = try db.statement(
+            """
+            SELECT body FROM revisions
+            WHERE body IS NOT NULL AND instr(body, CAST('"_attachments":' AS BLOB)) > 0
+            """)
+        defer { statement.reset() }
+        var named = Set<AttachmentDigest>()
+        while try statement.step() {
+            guard let body = statement.blob(0) else { continue }
+            DocumentStore.attachmentDigests(namedIn: body, into: &named)
+        }
+        return named
+    }
+
+    private static func insertAttachmentNames(_ db: Database, _ digests: Set<AttachmentDigest>) throws {
+        guard !digests.isEmpty else { return }
+        let statement = try db.statement("INSERT OR IGNORE INTO attachment_names(digest) VALUES (?)")
+        for digest in digests {
+            try statement.bind(digest.bytes, at: 1)
+            try statement.run()
+        }
+    }
+}

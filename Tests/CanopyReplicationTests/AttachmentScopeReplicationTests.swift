@@ -1,0 +1,54 @@
+import CanopyCore
+import CanopySimulation
+import CanopyStore
+import Foundation
+import Testing
+@testable import CanopyReplication
+
+/// A peer replicating one database gets only the attachment content that database names, even
+/// where the node's databases keep their content in one directory.
+@Suite("attachment content is sent only through a database that names it")
+struct AttachmentScopeReplicationTests {
+    @Test("a peer awaiting content only another database of the source names is answered notFound; once the replicated database names it, the content comes")
+    func contentOfAnotherDatabaseIsNotSent() throws {
+        let harness = try ReplicationHarness(seed: 41)
+        let shared = harness.directory.appendingPathComponent("a-attachments").path
+        let sourceShared = try harness.addNode("a-shared", attachmentsDirectory: shared)
+        let sourcePrivate = try harness.addNode("a-private", attachmentsDirectory: shared)
+        let target = try harness.addNode("b-shared")
+
+        // The source's private database holds a contract with its content.
+        let bytes = [UInt8]((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+        let upload = try sourcePrivate.store.attachments.beginUpload(length: Int64(bytes.count), from: "a test")
+        try bytes.withUnsafeBytes { raw in try upload.write(raw) }
+        let content = try upload.finishPinned()
+        content.pin.release()
+        let stub = AttachmentMetadata(contentType: "application/pdf", length: Int64(bytes.count), digest: content.digest, revpos: 1)
+        try sourcePrivate.store.put(id: "contract", body: Attachments.body(.object(["secret": .bool(true)]), with: ["c.pdf": stub]), replacing: nil)
+        #expect(sourceShared.store.attachments.contains(content.digest))
+
+        // The target holds a revision naming that content, set aside until the content is here
+        // (a peer that knows the digest asks for it through the database it may replicate).
+        let probe = Attachments.body(.object(["probe": .bool(true)]), with: ["c.pdf": stub])
+        try target.store.bulkInsertForeign([ForeignRevision(
+            documentID: "probe", path: try RevisionPath(leaf: RevisionHasher.revisionID(parent: nil, kind: .live, body: probe), kind: .live, ancestors: []),
+            body: .value(probe))])
+        #expect(try target.store.awaitedAttachments().map(\.digest) == [content.digest])
+
+        harness.connect(sourceShared, target)
+        #expect(harness.runUntilQuiescent())
+        #expect(!target.store.attachments.contains(content.digest), "the content of the private database was sent")
+        #expect(try target.store.awaitedAttachments().map(\.digest) == [content.digest])
+        #expect((try? target.store.get(id: "probe")) == nil, "a revision whose content is not here is not visible")
+
+        // Once a document of the shared database names the same content, it is the shared
+        // database's to send: the next session fetches it and both revisions become visible.
+        try sourceShared.store.put(id: "copy", body: Attachments.body(.object(["copy": .bool(true)]), with: ["c.pdf": stub]), replacing: nil)
+        harness.connect(sourceShared, target)
+        #expect(harness.runUntilQuiescent())
+        #expect(target.store.attachments.contains(content.digest))
+        #expect(try target.store.awaitedAttachments().isEmpty)
+        #expect(try target.store.get(id: "probe").body == probe)
+        #expect(try target.store.get(id: "copy").body == Attachments.body(.object(["copy": .bool(true)]), with: ["c.pdf": stub]))
+    }
+}

@@ -1,0 +1,101 @@
+import CanopyCore
+import Foundation
+import Testing
+@testable import CanopyStore
+
+/// `bytes` stored in `attachments` through an upload, not pinned.
+private func stored(_ bytes: [UInt8], in attachments: AttachmentStore) throws -> AttachmentDigest {
+    let upload = try attachments.beginUpload(length: Int64(bytes.count), from: "a test")
+    try bytes.withUnsafeBytes { raw in try upload.write(raw) }
+    let content = try upload.finishPinned()
+    content.pin.release()
+    return content.digest
+}
+
+/// `{"n": n}` naming `digest` (of `bytes`) as attachment `name`.
+private func naming(_ digest: AttachmentDigest, of bytes: [UInt8], n: Int = 1) -> JSONValue {
+    let stub = AttachmentMetadata(contentType: "application/octet-stream", length: Int64(bytes.count), digest: digest, revpos: 1)
+    return Attachments.body(.object(["n": .int(Int64(n))]), with: ["a": stub])
+}
+
+@Suite("attachment content a peer may fetch through a database")
+struct AttachmentNamesTests {
+    /// Two stores whose content lives in one directory, as an agent's databases do.
+    private static func sharingDirectory(_ directory: TemporaryDirectory) throws -> (DocumentStore, DocumentStore) {
+        let configuration = DocumentStore.Configuration(attachmentsDirectory: directory.path("attachments"))
+        return (
+            try DocumentStore(path: directory.path("shared.sqlite"), configuration: configuration),
+            try DocumentStore(path: directory.path("private.sqlite"), configuration: configuration)
+        )
+    }
+
+    @Test("content only another database names is not sent; once a revision of this database names it, it is, by a local write or a peer's")
+    func onlyWhatTheDatabaseNames() throws {
+        let directory = TemporaryDirectory()
+        let (shared, secret) = try Self.sharingDirectory(directory)
+        let bytes = [UInt8]((0..<3000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        let digest = try stored(bytes, in: secret.attachments)
+        try secret.put(id: "contract", body: naming(digest, of: bytes), replacing: nil)
+        #expect(shared.attachments.contains(digest), "one directory holds it for both")
+        #expect(try secret.attachmentPart(of: digest, offset: 0, maxBytes: 1 << 20)?.bytes == bytes)
+        #expect(try !shared.namesAttachment(digest))
+        #expect(try shared.attachmentPart(of: digest, offset: 0, maxBytes: 1 << 20) == nil)
+
+        // A peer's revision naming it, in a batch of several documents.
+        try shared.bulkInsertForeign([
+            try foreign("plain", body: body(1)),
+            try foreign("copy", body: naming(digest, of: bytes, n: 2)),
+        ])
+        #expect(try shared.namesAttachment(digest))
+        #expect(try shared.attachmentPart(of: digest, offset: 1000, maxBytes: 10)?.bytes == Array(bytes[1000..<1010]))
+
+        // A local write in a third database sharing the directory.
+        let third = try DocumentStore(
+            path: directory.path("third.sqlite"), configuration: DocumentStore.Configuration(attachmentsDirectory: directory.path("attachments")))
+        #expect(try third.attachmentPart(of: digest, offset: 0, maxBytes: 16) == nil)
+        let first = try third.put(id: "doc", body: body(1), replacing: nil)
+        try third.put(id: "doc", body: naming(digest, of: bytes), replacing: first)
+        #expect(try third.attachmentPart(of: digest, offset: 0, maxBytes: 16)?.bytes == Array(bytes[0..<16]))
+    }
+
+    @Test("a revision set aside for content names it: it is sent through that database once here")
+    func setAsideRevisionsName() throws {
+        let directory = TemporaryDirectory()
+        let bytes = [UInt8](repeating: 9, count: 500)
+        let elsewhere = try TestStore()
+        let digest = try stored(bytes, in: elsewhere.store.attachments)
+        let store = try DocumentStore(path: directory.path("s.sqlite"))
+        try store.bulkInsertForeign([try foreign("doc", body: naming(digest, of: bytes))])
+        #expect(try store.awaitedAttachments().map(\.digest) == [digest])
+        #expect(try store.namesAttachment(digest))
+        #expect(try store.attachmentPart(of: digest, offset: 0, maxBytes: 16) == nil, "not here yet")
+    }
+
+    @Test("what a database named stays fetchable through it after compaction drops the revision that named it")
+    func namesOnlyGrow() throws {
+        let test = try TestStore()
+        let bytes = [UInt8](repeating: 3, count: 800)
+        let digest = try stored(bytes, in: test.store.attachments)
+        let first = try test.store.put(id: "doc", body: naming(digest, of: bytes), replacing: nil)
+        try test.store.put(id: "doc", body: body(2), replacing: first)
+        #expect(try test.store.compact() == 1)
+        #expect(try test.store.namedAttachmentDigests().isEmpty, "no stored body names it any more")
+        #expect(try test.store.attachmentPart(of: digest, offset: 0, maxBytes: 8)?.bytes == Array(bytes[0..<8]))
+    }
+
+    @Test("a file from before the list gets it filled from its stored bodies when it is opened")
+    func filledByTheSchemaStep() throws {
+        let test = try TestStore()
+        let bytes = [UInt8](repeating: 5, count: 300)
+        let digest = try stored(bytes, in: test.store.attachments)
+        try test.store.put(id: "named", body: naming(digest, of: bytes), replacing: nil)
+        try test.store.put(id: "plain", body: body(1), replacing: nil)
+        // The file as the build before wrote it: version 4, no list.
+        let db = try Database(path: test.path)
+        try db.execute("DROP TABLE attachment_names; PRAGMA user_version = 4")
+        let reopened = try test.reopen()
+        #expect(try db.pragmaInt("user_version") == Int64(Schema.currentVersion))
+        #expect(try reopened.namesAttachment(digest))
+        #expect(try db.scalarInt("SELECT count(*) FROM attachment_names") == 1)
+    }
+}
