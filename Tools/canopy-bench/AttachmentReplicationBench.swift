@@ -242,7 +242,7 @@ struct AttachmentReplicationBench: ParsableCommand {
             let stored = try Self.add(content, to: store)
             writes.append(LocalWrite(documentID: "doc-\(index)", body: Self.naming(stored.digest, stored.length), replacing: nil))
             if writes.count == 1000 || index == documents - 1 {
-                try store.putBatch(writes)
+                _ = try store.putBatch(writes)
                 writes = []
             }
         }
@@ -254,7 +254,7 @@ struct AttachmentReplicationBench: ParsableCommand {
         var content = [UInt8](repeating: 0, count: 1 << 20)
         randombytes_buf(&content, content.count)
         let stored = try Self.add(content, to: store)
-        try store.putBatch((0..<documents).map { LocalWrite(documentID: "shared-\($0)", body: Self.naming(stored.digest, stored.length), replacing: nil) })
+        _ = try store.putBatch((0..<documents).map { LocalWrite(documentID: "shared-\($0)", body: Self.naming(stored.digest, stored.length), replacing: nil) })
     }
 
     static func add(_ content: [UInt8], to store: DocumentStore) throws -> (digest: AttachmentDigest, length: Int64) {
