@@ -22,16 +22,30 @@ public struct PlannedRevision: Sendable, Equatable {
 /// (`needsResolver` returns false for a conflict among resolution outputs).
 public enum ConflictResolution {
     /// The automatic rule (Couchbase Lite's): if any conflicting open leaf is a deletion, the
-    /// deletion wins (the highest such by generation, then digest); otherwise the highest live
-    /// leaf. Nil when the tree is not conflicted.
+    /// deletion wins (the highest such by generation, then digest); otherwise the highest leaf.
+    /// Nil when the tree is not conflicted.
+    ///
+    /// Except for a deletion that may be a live leaf's own ancestor: when the tree holds a live
+    /// leaf's history only down to some generation (its oldest revision's parent was stemmed
+    /// away by the revs limit), a deletion of a lower generation cannot be told from a revision
+    /// of that missing history that came back as a leaf (as in CouchDB, a revision stemmed away
+    /// and received again is a new branch). Such a deletion does not win for being a deletion:
+    /// the highest leaf does, so an old deletion never deletes the document a node kept editing.
+    /// A node holding the whole history sees no conflict at all there; the closing tombstone the
+    /// others write under the deletion reaches it as a closed branch, so they converge.
     public static func automaticWinner(of tree: RevTree) -> RevTree.Node? {
-        automaticWinner(among: tree.conflictingLeaves)
+        automaticWinner(among: tree.conflictingLeaves, in: tree)
     }
 
-    /// The automatic rule over a tree's `conflictingLeaves` (nil when there are none).
-    public static func automaticWinner(among conflicting: [RevTree.Node]) -> RevTree.Node? {
+    /// The automatic rule over `tree`'s `conflictingLeaves` (nil when there are none).
+    public static func automaticWinner(among conflicting: [RevTree.Node], in tree: RevTree) -> RevTree.Node? {
         guard !conflicting.isEmpty else { return nil }
-        let deletions = conflicting.filter { $0.kind.isDeleted }
+        var deletions = conflicting.filter { $0.kind.isDeleted }
+        if !deletions.isEmpty, deletions.count < conflicting.count,
+            let cut = conflicting.lazy.filter({ !$0.kind.isDeleted }).compactMap({ tree.stemmedGeneration(of: $0.id) }).max()
+        {
+            deletions.removeAll { $0.id.generation < cut }
+        }
         let candidates = deletions.isEmpty ? conflicting : deletions
         return candidates.max { $0.id < $1.id }
     }
@@ -73,14 +87,14 @@ public enum ConflictResolution {
     /// The revisions that carry out `decision` on `tree`. `bodies` holds the conflicting leaves'
     /// bodies (needed only to keep a leaf other than the automatic winner).
     public static func plan(_ decision: ResolutionDecision, tree: RevTree, bodies: [RevisionID: JSONValue]) throws(PlanError) -> [PlannedRevision] {
-        try plan(decision, conflicting: tree.conflictingLeaves, bodies: bodies)
+        try plan(decision, conflicting: tree.conflictingLeaves, in: tree, bodies: bodies)
     }
 
-    /// `plan` over a tree's `conflictingLeaves`, for a caller that has them already.
+    /// `plan` over `tree`'s `conflictingLeaves`, for a caller that has them already.
     public static func plan(
-        _ decision: ResolutionDecision, conflicting: [RevTree.Node], bodies: [RevisionID: JSONValue]
+        _ decision: ResolutionDecision, conflicting: [RevTree.Node], in tree: RevTree, bodies: [RevisionID: JSONValue]
     ) throws(PlanError) -> [PlannedRevision] {
-        guard let winner = automaticWinner(among: conflicting) else { throw .notConflicted }
+        guard let winner = automaticWinner(among: conflicting, in: tree) else { throw .notConflicted }
         var outcome: (kind: RevisionKind, body: JSONValue)?
         switch decision {
         case .keep(let id):

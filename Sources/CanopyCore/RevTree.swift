@@ -140,6 +140,19 @@ public struct RevTree: Sendable, Equatable {
         return result
     }
 
+    /// The generation of the oldest revision the tree holds of `id`'s history when the history
+    /// goes on below it (its parent was stemmed away by the revs limit); nil when the tree holds
+    /// the history down to a first revision, or does not hold `id`.
+    public func stemmedGeneration(of id: RevisionID) -> Int? {
+        var cursor = node(id)
+        while let found = cursor {
+            guard let parent = found.parent else { return nil }
+            guard let next = node(parent) else { return found.id.generation }
+            cursor = next
+        }
+        return nil
+    }
+
     /// The newest revision that is an ancestor of (or equal to) both `a` and `b`, if the tree still
     /// holds one.
     public func commonAncestor(_ a: RevisionID, _ b: RevisionID) -> RevisionID? {

@@ -181,7 +181,8 @@ struct InvariantChecker {
 
     /// Under the automatic rule a deletion loses a conflict only to a higher deletion, so an
     /// acknowledged deletion with a closing tombstone as child needs a higher deletion in the tree.
-    /// (Skipped when stemming may have removed that deletion.)
+    /// (Skipped when stemming may have removed that deletion, or cut a live branch's history
+    /// above it: such a deletion may be that branch's ancestor, and loses to it.)
     private func deletionsClosedWithoutCause(_ node: SimulationNode, _ store: DocumentStore) throws -> [Violation] {
         guard simulation.configuration.policy == .automatic, revsLimit >= 1000 else { return [] }
         var violations: [Violation] = []

@@ -80,7 +80,7 @@ enum PolicyRunner {
 
     /// Applies the automatic rule (deletes win, then most revisions, then higher hash).
     static func applyAutomatic(_ document: inout StoredDocument, _ conflicting: [RevTree.Node]) throws -> [RevisionID] {
-        guard let winner = ConflictResolution.automaticWinner(among: conflicting) else { return [] }
+        guard let winner = ConflictResolution.automaticWinner(among: conflicting, in: document.tree) else { return [] }
         return try apply(.keep(winner.id), &document, conflicting: conflicting, bodies: [:])
     }
 
@@ -138,7 +138,8 @@ enum PolicyRunner {
         _ decision: ResolutionDecision, _ document: inout StoredDocument, conflicting: [RevTree.Node]? = nil,
         bodies: [RevisionID: JSONValue]
     ) throws -> [RevisionID] {
-        let plan = try ConflictResolution.plan(decision, conflicting: conflicting ?? document.tree.conflictingLeaves, bodies: bodies)
+        let plan = try ConflictResolution.plan(
+            decision, conflicting: conflicting ?? document.tree.conflictingLeaves, in: document.tree, bodies: bodies)
         return try insert(plan.map { revision in
             let bytes = try InputValidation.canonicalBody(revision.body, encoded: revision.canonicalBody, documentID: document.id)
             return Insertion(id: revision.id, parent: revision.parent, kind: revision.kind, body: bytes)
@@ -173,7 +174,7 @@ enum PolicyRunner {
         _ id: RevisionID, _ document: inout StoredDocument, conflicting: [RevTree.Node], _ db: Database,
         read: [RevisionID: [UInt8]] = [:]
     ) throws -> [RevisionID] {
-        guard let winner = ConflictResolution.automaticWinner(among: conflicting),
+        guard let winner = ConflictResolution.automaticWinner(among: conflicting, in: document.tree),
             let kept = conflicting.first(where: { $0.id == id }), kept.id != winner.id, !kept.kind.isDeleted
         else { return try apply(.keep(id), &document, conflicting: conflicting, bodies: [:]) }
         guard let bytes = try read[id] ?? RevisionRows.body(db, of: document, revision: id) else {
@@ -222,7 +223,7 @@ enum PolicyRunner {
             return try keep(id, &document, conflicting: conflicting, db)
         case .merged:
             var bodies: [RevisionID: JSONValue] = [:]
-            if let winner = ConflictResolution.automaticWinner(among: conflicting), !winner.kind.isDeleted {
+            if let winner = ConflictResolution.automaticWinner(among: conflicting, in: document.tree), !winner.kind.isDeleted {
                 bodies[winner.id] = try parsedBody(db, document, winner.id)
             }
             return try apply(decision, &document, conflicting: conflicting, bodies: bodies)

@@ -98,6 +98,47 @@ struct ConflictResolutionTests {
         #expect(!settledA.isConflicted)
     }
 
+    @Test("a deletion below where a live leaf's history was stemmed may be its ancestor: it does not win, and the node holding the whole history, which sees no conflict, converges with the node that closed it")
+    func stemmedHistoryDeletion() throws {
+        // The whole history: 1 → 2 (deleted) → 3 … 8 (written on top of the deletion).
+        var whole = RevTree()
+        var chain: [RevisionID] = []
+        var parent: RevisionID? = nil
+        for generation in 1...8 {
+            let kind: RevisionKind = generation == 2 ? .deleted : .live
+            let id = RevisionHasher.revisionID(parent: parent, kind: kind, body: .object(["g": .int(Int64(generation))]))
+            try whole.insertEdit(id: id, parent: parent, kind: kind)
+            chain.append(id)
+            parent = id
+        }
+        #expect(!whole.isConflicted)
+        #expect(whole.stemmedGeneration(of: chain[7]) == nil)
+
+        // A node that kept 5 … 8 only, and got the old deletion back as a leaf of its own.
+        var stemmed = RevTree()
+        try stemmed.merge(try RevisionPath(leaf: chain[7], kind: .live, ancestors: [chain[6], chain[5], chain[4]], rootParent: chain[3]))
+        try stemmed.merge(try RevisionPath(leaf: chain[1], kind: .deleted, ancestors: [chain[0]]))
+        #expect(stemmed.stemmedGeneration(of: chain[7]) == 5)
+        #expect(stemmed.stemmedGeneration(of: chain[1]) == nil)
+        #expect(stemmed.conflictingLeaves.map(\.id).sorted() == [chain[1], chain[7]])
+        #expect(ConflictResolution.automaticWinner(of: stemmed)?.id == chain[7], "the deletion may be 8's ancestor")
+        let plan = try ConflictResolution.plan(try #require(ConflictResolution.automaticDecision(for: stemmed)), tree: stemmed, bodies: [:])
+        #expect(plan == [ConflictResolution.closing(chain[1])])
+        try stemmed.apply(plan)
+        #expect(stemmed.current?.id == chain[7] && !stemmed.isConflicted)
+        // The tombstone reaches the node with the whole history as a closed branch of 2.
+        try whole.merge(try RevisionPath(leaf: plan[0].id, kind: .closed, ancestors: [chain[1], chain[0]]))
+        #expect(whole.current?.id == chain[7] && !whole.isConflicted)
+        #expect(whole.openLeaves.map(\.id) == stemmed.openLeaves.map(\.id))
+
+        // A deletion at or above the cut is not in the missing history: it is concurrent and wins.
+        var concurrent = stemmed
+        let deletion = RevisionHasher.revisionID(parent: chain[5], kind: .deleted, body: .object([:]))
+        try concurrent.merge(try RevisionPath(leaf: deletion, kind: .deleted, ancestors: [chain[5], chain[4]], rootParent: chain[3]))
+        #expect(deletion.generation == 7)
+        #expect(ConflictResolution.automaticWinner(of: concurrent)?.id == deletion)
+    }
+
     @Test("keeping a losing leaf writes its body under the automatic winner and closes the rest")
     func keepLoser() throws {
         var (tree, bodies, leaves) = try conflicted([(#"{"v":"long"}"#, .live, 3), (#"{"v":"short"}"#, .live, 1)])

@@ -181,6 +181,20 @@ struct SimulationCheckTests {
             faultPhaseSeconds: 40, revsLimit: 4, batchSize: 3, window: 8))
     }
 
+    /// A regression seed: a document was deleted, then edited on top of its deletion more times
+    /// than the revs limit keeps. Nodes that stemmed the deletion away got it back as a leaf of its
+    /// own beside the live branch, and the automatic rule (deletes win) closed the live branch:
+    /// the document the nodes kept editing read as deleted everywhere, and the nodes disagreed on
+    /// the open leaves. A deletion below where a live leaf's history was stemmed no longer wins.
+    @Test("an old deletion that came back after stemming does not delete the document the nodes kept editing (seed 1446, revsLimit 12)")
+    func stemmedDeletionComesBack() throws {
+        var configuration = SimulationConfiguration(
+            seed: 1446, nodes: 5, topology: .ring, faults: .high, policy: .throwing, documents: 12,
+            faultPhaseSeconds: 40, revsLimit: 12, batchSize: 3, window: 8)
+        configuration.attachments = true
+        try Self.expectClean(configuration)
+    }
+
     /// A regression seed: with the minimum revsLimit, a revision arrived only as the oldest element
     /// of a path cut at revsLimit, its parent arrived later by another way, and the two were never
     /// linked — the nodes disagreed on the open leaves for good. Paths now carry the cut link
