@@ -1,26 +1,31 @@
 import CanopyCore
 
-/// Which attachment content a peer may fetch through this database.
+/// Which attachment content belongs to this database, for its peers.
 ///
 /// An agent's databases keep their content in one directory, so content is stored once however
 /// many databases name it. A peer replicating one database must not read content only another
 /// names: `attachment_names` lists every content a revision stored in this database has named,
 /// written in the transaction that stores the revision, and a peer's `attachmentGet` is answered
-/// only for content listed there or awaited by a revision set aside here
-/// (`Protocol/replication-v1.md` §6.12). The list only grows: content a revision named once
-/// stays fetchable through the database after compaction drops that revision's body, as it was
-/// while the body was kept; it never becomes fetchable through another database.
+/// only for content listed there (`Protocol/replication-v1.md` §6.12).
+///
+/// Nor may a peer get content into that list by naming it: a peer's revision naming content the
+/// directory holds but this database does not list is set aside and the content fetched from the
+/// peer like content that is not here (it must hold the bytes, which hash to the digest), so a
+/// peer that only knows a digest cannot make another database's content this one's. Content an
+/// application or an administrator names (a local write, an import) is taken as it is.
+///
+/// The list only grows: content a revision named once stays fetchable through the database
+/// after compaction drops that revision's body, as it was while the body was kept.
 extension DocumentStore {
-    /// Whether a revision of this database, stored or set aside for its content, names `digest`.
-    /// Reads the last committed snapshot (it never waits for a write in progress).
+    /// Whether a revision stored in this database has named `digest`. Reads the last committed
+    /// snapshot (it never waits for a write in progress).
     public func namesAttachment(_ digest: AttachmentDigest) throws(StoreError) -> Bool {
-        try readSnapshot { db in
-            try db.queryFirst(
-                """
-                SELECT 1 FROM attachment_names WHERE digest = ?1
-                UNION ALL SELECT 1 FROM awaiting_digests WHERE digest = ?1 LIMIT 1
-                """, [.blob(digest.bytes)]) { _ in true } ?? false
-        }
+        try readSnapshot { db in try Self.namesAttachment(db, digest) }
+    }
+
+    /// `namesAttachment(_:)` on `db`, in the caller's transaction.
+    static func namesAttachment(_ db: Database, _ digest: AttachmentDigest) throws -> Bool {
+        try db.queryFirst("SELECT 1 FROM attachment_names WHERE digest = ?", [.blob(digest.bytes)]) { _ in true } ?? false
     }
 }
 

@@ -34,8 +34,11 @@ public struct AwaitedAttachment: Sendable, Hashable {
 extension DocumentStore {
     /// Splits a checked batch into the revisions to merge now and those whose attachment content
     /// is not all here (a `stat` per content named; bodies without `_attachments` cost nothing).
+    ///
+    /// `fromPeer`: the revisions came from a peer, whose content must be this database's
+    /// (`holdsAttachment(_:length:)`), not merely in the directory.
     func partitionAwaitingContent(
-        _ checked: [CheckedRevision]
+        _ checked: [CheckedRevision], fromPeer: Bool
     ) throws(StoreError) -> (ready: [CheckedRevision], awaiting: [AwaitingRevision]) {
         guard checked.contains(where: \.namesAttachments) else { return (checked, []) }
         var ready: [CheckedRevision] = []
@@ -55,7 +58,8 @@ extension DocumentStore {
             var missing: [AttachmentMetadata] = []
             var seen = Set<AttachmentDigest>()
             for metadata in named.values.sorted(by: { $0.digest.hex < $1.digest.hex })
-            where seen.insert(metadata.digest).inserted && !attachments.contains(metadata.digest, length: metadata.length) {
+            where seen.insert(metadata.digest).inserted
+                && !(fromPeer ? holdsAttachment(metadata.digest, length: metadata.length) : attachments.contains(metadata.digest, length: metadata.length)) {
                 guard metadata.length <= attachments.sizeLimit else {
                     throw .invalidInput(.invalidAttachments(
                         documentID: revision.documentID,
@@ -104,7 +108,8 @@ extension DocumentStore {
         }.compactMap { $0 }.sorted()
     }
 
-    /// The content set-aside revisions wait for and that is not here, by digest.
+    /// The content set-aside revisions wait for and that is not here for this database
+    /// (`holdsAttachment(_:length:)`: a copy other databases named is fetched again), by digest.
     public func awaitedAttachments() throws(StoreError) -> [AwaitedAttachment] {
         let rows = try read { db in
             try db.query("SELECT digest, max(length) FROM awaiting_digests GROUP BY digest ORDER BY digest") { row in
@@ -114,7 +119,7 @@ extension DocumentStore {
         return rows.compactMap { bytes, length in
             guard bytes.count == AttachmentDigest.byteCount else { return nil }
             let digest = AttachmentDigest(bytes: bytes)
-            return attachments.contains(digest, length: length) ? nil : AwaitedAttachment(digest: digest, length: length)
+            return holdsAttachment(digest, length: length) ? nil : AwaitedAttachment(digest: digest, length: length)
         }
     }
 
@@ -136,6 +141,7 @@ extension DocumentStore {
     ) throws(StoreError) -> (results: [ForeignDocumentResult], more: Bool) {
         let policy = policy ?? conflictPolicy
         let attachments = attachments
+        let fetched = Set(digests ?? [])
         return try write { context in
             let db = context.db
             var candidates: [(doc: String, rev: String)] = []
@@ -156,8 +162,13 @@ extension DocumentStore {
                 let needs = try db.query(
                     "SELECT digest, length FROM awaiting_digests WHERE doc_id = ? AND rev = ?", [.text(candidate.doc), .text(candidate.rev)]
                 ) { ($0.blob(0) ?? [], $0.int64(1)) }
-                let complete = needs.allSatisfy { bytes, length in
-                    bytes.count == AttachmentDigest.byteCount && attachments.contains(AttachmentDigest(bytes: bytes), length: length)
+                // Content a fetch of this database just verified, or content this database names
+                // already; content here for other databases only waits for its fetch.
+                let complete = try needs.allSatisfy { bytes, length in
+                    guard bytes.count == AttachmentDigest.byteCount else { return false }
+                    let digest = AttachmentDigest(bytes: bytes)
+                    guard attachments.contains(digest, length: length) else { return false }
+                    return try fetched.contains(digest) || Self.namesAttachment(db, digest)
                 }
                 guard complete else { continue }
                 guard ready.count < limit else {
@@ -230,9 +241,11 @@ extension DocumentStore {
         try attachments.beginDownloadUnlessFetching(digest, length: length)
     }
 
-    /// Whether the content `digest` of `length` bytes is stored whole.
+    /// Whether the content `digest` of `length` bytes is stored whole and this database's
+    /// (`namesAttachment(_:)`): content a peer need not be asked for. Content the directory holds
+    /// for other databases only is fetched from the peer (`DocumentStore+AttachmentNames`).
     public func holdsAttachment(_ digest: AttachmentDigest, length: Int64) -> Bool {
-        attachments.contains(digest, length: length)
+        attachments.contains(digest, length: length) && ((try? namesAttachment(digest)) ?? false)
     }
 
     /// Makes verified downloads durable and names them (`AttachmentStore.publish(_:)`).

@@ -22,7 +22,7 @@ extension DocumentStore {
         } catch {
             throw .invalidInput(error)
         }
-        return try insertChecked(checked)
+        return try insertChecked(checked, fromPeer: false)
     }
 
     /// Writes a batch whose revisions `checkForeign` already checked, in one transaction, exactly
@@ -39,14 +39,14 @@ extension DocumentStore {
     package func bulkInsertForeign(
         checked batch: CheckedForeignBatch, local: LocalDocument? = nil, policy: ConflictPolicy? = nil
     ) throws(StoreError) -> [ForeignDocumentResult] {
-        try insertChecked(batch.revisions, local: local, policy: policy)
+        try insertChecked(batch.revisions, local: local, policy: policy, fromPeer: true)
     }
 
     /// The write of checked revisions shared by both entry points.
     private func insertChecked(
-        _ checked: [CheckedRevision], local: LocalDocument? = nil, policy: ConflictPolicy? = nil
+        _ checked: [CheckedRevision], local: LocalDocument? = nil, policy: ConflictPolicy? = nil, fromPeer: Bool
     ) throws(StoreError) -> [ForeignDocumentResult] {
-        let (ready, awaiting) = try partitionAwaitingContent(checked)
+        let (ready, awaiting) = try partitionAwaitingContent(checked, fromPeer: fromPeer)
         let groups = DocumentGroups(ready)
         let policy = policy ?? conflictPolicy
         let results = try write { context in

@@ -2,6 +2,9 @@ import CanopyCore
 import CanopySimulation
 import CanopyStore
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 @testable import CanopyReplication
 
@@ -50,5 +53,45 @@ struct AttachmentScopeReplicationTests {
         #expect(try target.store.awaitedAttachments().isEmpty)
         #expect(try target.store.get(id: "probe").body == probe)
         #expect(try target.store.get(id: "copy").body == Attachments.body(.object(["copy": .bool(true)]), with: ["c.pdf": stub]))
+    }
+
+    @Test("a peer naming content the receiver holds for another database only must send it: one that only knows the digest gets nothing in; one that holds the bytes sends them")
+    func peersMustHoldWhatTheyName() throws {
+        let harness = try ReplicationHarness(seed: 43)
+        let shared = harness.directory.appendingPathComponent("b-attachments").path
+        let source = try harness.addNode("a-shared")
+        let target = try harness.addNode("b-shared", attachmentsDirectory: shared)
+        let targetPrivate = try harness.addNode("b-private", attachmentsDirectory: shared)
+
+        let bytes = [UInt8]((0..<50_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 1) })
+        func store(_ node: ReplicationHarness.Node) throws -> AttachmentDigest {
+            let upload = try node.store.attachments.beginUpload(length: Int64(bytes.count), from: "a test")
+            try bytes.withUnsafeBytes { raw in try upload.write(raw) }
+            let content = try upload.finishPinned()
+            content.pin.release()
+            return content.digest
+        }
+        let digest = try store(targetPrivate)
+        let stub = AttachmentMetadata(contentType: "text/plain", length: Int64(bytes.count), digest: digest, revpos: 1)
+        try targetPrivate.store.put(id: "secret", body: Attachments.body(.object(["secret": .bool(true)]), with: ["s.txt": stub]), replacing: nil)
+
+        // The source names the content in a document but does not hold it (its file is gone).
+        #expect(try store(source) == digest)
+        let claim = Attachments.body(.object(["claim": .bool(true)]), with: ["s.txt": stub])
+        try source.store.put(id: "claim", body: claim, replacing: nil)
+        #expect(unlink(source.store.attachments.path(of: digest)) == 0)
+        harness.connect(source, target)
+        #expect(harness.runUntilQuiescent())
+        #expect((try? target.store.get(id: "claim")) == nil, "the other database's copy made the claim visible")
+        #expect(try target.store.awaitedAttachments().map(\.digest) == [digest], "still waiting for the peer to send it")
+        #expect(try !target.store.namesAttachment(digest))
+        #expect(try target.store.attachmentPart(of: digest, offset: 0, maxBytes: 16) == nil)
+
+        // With the bytes, the source sends them; they hash to the digest and the claim is merged.
+        #expect(try store(source) == digest)
+        harness.connect(source, target)
+        #expect(harness.runUntilQuiescent())
+        #expect(try target.store.get(id: "claim").body == claim)
+        #expect(try target.store.awaitedAttachments().isEmpty && target.store.namesAttachment(digest))
     }
 }

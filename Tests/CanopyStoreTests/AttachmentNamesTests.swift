@@ -58,17 +58,48 @@ struct AttachmentNamesTests {
         #expect(try third.attachmentPart(of: digest, offset: 0, maxBytes: 16)?.bytes == Array(bytes[0..<16]))
     }
 
-    @Test("a revision set aside for content names it: it is sent through that database once here")
-    func setAsideRevisionsName() throws {
+    @Test("a peer's revision naming content the directory holds for another database only is set aside until a fetch of this database verifies it; a local import is taken as it is")
+    func peersMustSendContentOfOtherDatabases() throws {
         let directory = TemporaryDirectory()
+        let (shared, secret) = try Self.sharingDirectory(directory)
         let bytes = [UInt8](repeating: 9, count: 500)
+        let digest = try stored(bytes, in: secret.attachments)
+        try secret.put(id: "held", body: naming(digest, of: bytes), replacing: nil)
+
+        // From a peer: set aside, as if the content were not here, and not sent on.
+        let probe = try foreign("probe", body: naming(digest, of: bytes))
+        let results = try shared.bulkInsertForeign(checked: DocumentStore.checkForeign([probe]))
+        #expect(results.isEmpty, "nothing merged")
+        #expect(try shared.awaitedAttachments().map(\.digest) == [digest])
+        #expect(!shared.holdsAttachment(digest, length: Int64(bytes.count)), "the peer is asked for it")
+        #expect(try !shared.namesAttachment(digest))
+        #expect(try shared.attachmentPart(of: digest, offset: 0, maxBytes: 16) == nil)
+        #expect(try shared.settleAwaitingContent().results.isEmpty, "a pass over every set-aside revision does not take the other database's copy")
+        #expect(try shared.awaitedAttachments().count == 1)
+
+        // A fetch of this database verified it: the revision is merged and the content is this database's.
+        let settled = try shared.settleAwaitingContent(digests: [digest])
+        #expect(settled.results.map(\.documentID) == ["probe"])
+        #expect(try shared.awaitedAttachments().isEmpty && shared.namesAttachment(digest))
+        #expect(shared.holdsAttachment(digest, length: Int64(bytes.count)))
+
+        // An import (the administrator's, trusted) names content already here as it is.
+        let imported = try DocumentStore(
+            path: directory.path("imported.sqlite"), configuration: DocumentStore.Configuration(attachmentsDirectory: directory.path("attachments")))
+        try imported.bulkInsertForeign([try foreign("copy", body: naming(digest, of: bytes))], idCheck: .trusted)
+        #expect(try imported.awaitedAttachments().isEmpty && imported.namesAttachment(digest))
+    }
+
+    @Test("a revision set aside for content the node lacks does not make it this database's")
+    func setAsideRevisionsDoNotName() throws {
+        let directory = TemporaryDirectory()
+        let bytes = [UInt8](repeating: 7, count: 500)
         let elsewhere = try TestStore()
         let digest = try stored(bytes, in: elsewhere.store.attachments)
         let store = try DocumentStore(path: directory.path("s.sqlite"))
         try store.bulkInsertForeign([try foreign("doc", body: naming(digest, of: bytes))])
         #expect(try store.awaitedAttachments().map(\.digest) == [digest])
-        #expect(try store.namesAttachment(digest))
-        #expect(try store.attachmentPart(of: digest, offset: 0, maxBytes: 16) == nil, "not here yet")
+        #expect(try !store.namesAttachment(digest))
     }
 
     @Test("what a database named stays fetchable through it after compaction drops the revision that named it")
