@@ -11,7 +11,9 @@ import CanopyCore
 /// Nor may a peer get content into that list by naming it: a peer's revision naming content the
 /// directory holds but this database does not list is set aside and the content fetched from the
 /// peer like content that is not here (it must hold the bytes, which hash to the digest), so a
-/// peer that only knows a digest cannot make another database's content this one's. Content an
+/// peer that only knows a digest cannot make another database's content this one's. Content a
+/// fetch of this database verified is listed when the revisions waiting for it are merged (even
+/// if none of them is stored: one the tree already held as an ancestor, say). Content an
 /// application or an administrator names (a local write, an import) is taken as it is.
 ///
 /// The list only grows: content a revision named once stays fetchable through the database
@@ -62,7 +64,8 @@ extension RevisionRows {
         return named
     }
 
-    private static func insertAttachmentNames(_ db: Database, _ digests: Set<AttachmentDigest>) throws {
+    /// Lists `digests` as content of this database.
+    static func insertAttachmentNames(_ db: Database, _ digests: Set<AttachmentDigest>) throws {
         guard !digests.isEmpty else { return }
         let statement = try db.statement("INSERT OR IGNORE INTO attachment_names(digest) VALUES (?)")
         for digest in digests {

@@ -144,6 +144,9 @@ extension DocumentStore {
         let fetched = Set(digests ?? [])
         return try write { context in
             let db = context.db
+            // Content a fetch of this database verified (or that it named already) is its own,
+            // whether or not a revision merged below is stored with a body naming it.
+            try RevisionRows.insertAttachmentNames(db, fetched.filter { attachments.contains($0) })
             var candidates: [(doc: String, rev: String)] = []
             if let digests {
                 var seen = Set<String>()
@@ -162,13 +165,11 @@ extension DocumentStore {
                 let needs = try db.query(
                     "SELECT digest, length FROM awaiting_digests WHERE doc_id = ? AND rev = ?", [.text(candidate.doc), .text(candidate.rev)]
                 ) { ($0.blob(0) ?? [], $0.int64(1)) }
-                // Content a fetch of this database just verified, or content this database names
-                // already; content here for other databases only waits for its fetch.
+                // Content here for other databases only waits for its fetch.
                 let complete = try needs.allSatisfy { bytes, length in
                     guard bytes.count == AttachmentDigest.byteCount else { return false }
                     let digest = AttachmentDigest(bytes: bytes)
-                    guard attachments.contains(digest, length: length) else { return false }
-                    return try fetched.contains(digest) || Self.namesAttachment(db, digest)
+                    return try attachments.contains(digest, length: length) && Self.namesAttachment(db, digest)
                 }
                 guard complete else { continue }
                 guard ready.count < limit else {

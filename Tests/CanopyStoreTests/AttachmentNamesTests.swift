@@ -90,6 +90,26 @@ struct AttachmentNamesTests {
         #expect(try imported.awaitedAttachments().isEmpty && imported.namesAttachment(digest))
     }
 
+    @Test("content a fetch of this database verified is its own even when the revision that waited for it was already held as an ancestor")
+    func verifiedContentIsNamedWithoutAStoredBody() throws {
+        let directory = TemporaryDirectory()
+        let (shared, secret) = try Self.sharingDirectory(directory)
+        let bytes = [UInt8](repeating: 4, count: 700)
+        let digest = try stored(bytes, in: secret.attachments)
+        try secret.put(id: "held", body: naming(digest, of: bytes), replacing: nil)
+        // A peer's revision naming it waits; its child, without attachments, arrives and is merged.
+        let first = try foreign("doc", body: naming(digest, of: bytes))
+        try shared.bulkInsertForeign(checked: DocumentStore.checkForeign([first]))
+        let child = try foreign("doc", parentPath: [first.path.leaf], body: body(2))
+        try shared.bulkInsertForeign(checked: DocumentStore.checkForeign([child]))
+        #expect(try shared.get(id: "doc").revision == child.path.leaf)
+        // The fetch completes: the waiting revision is an ancestor now, stored without a body.
+        _ = try shared.settleAwaitingContent(digests: [digest])
+        #expect(try shared.awaitedAttachments().isEmpty && shared.namesAttachment(digest))
+        let later = try foreign("other", body: naming(digest, of: bytes, n: 3))
+        #expect(try shared.bulkInsertForeign(checked: DocumentStore.checkForeign([later])).count == 1, "merged at once: the content is this database's")
+    }
+
     @Test("a revision set aside for content the node lacks does not make it this database's")
     func setAsideRevisionsDoNotName() throws {
         let directory = TemporaryDirectory()
