@@ -27,10 +27,11 @@ extension Agent {
         }
     }
 
-    /// The settings read only at start-up: the listener is bound, and the stores opened with
-    /// their revs limits and the attachment size limit, once per process; `[database NAME]` sections added or removed by hand
-    /// (`db create` and `db delete` change them at once).
-    static let restartOnlySettings = ["listen", "revs-limit", "databases", "attachment-size-limit"]
+    /// The settings read only at start-up: the listener is bound, the stores opened with their
+    /// revs limits and the attachment size limit, and the handshakes keyed, once per process;
+    /// `[database NAME]` sections added or removed by hand (`db create` and `db delete` change
+    /// them at once).
+    static let restartOnlySettings = ["listen", "revs-limit", "databases", "attachment-size-limit", "network-key"]
 
     /// Applies a parsed config file: peers, limits, `conflicts` and the rules at once, for every
     /// open database (with `rescanning`, a reload's, the conflicts kept so far are scanned again
@@ -49,6 +50,7 @@ extension Agent {
             next.revsLimit != config.revsLimit || next.databases.contains { running[$0.name].map(\.revsLimit) ?? $0.revsLimit != $0.revsLimit },
             Set(next.databases.map(\.name)) != Set(running.keys),
             next.attachmentSizeLimit != config.attachmentSizeLimit,
+            next.networkKey != config.networkKey,
         ]
         let restartRequired = zip(Self.restartOnlySettings, changed).filter(\.1).map(\.0)
         if !restartRequired.isEmpty {
@@ -56,6 +58,7 @@ extension Agent {
             next.listen = config.listen
             next.revsLimit = config.revsLimit
             next.attachmentSizeLimit = config.attachmentSizeLimit
+            next.networkKey = config.networkKey
             // The running databases, with what the file now says of their conflicts and rules.
             let fromFile = Dictionary(uniqueKeysWithValues: next.databases.map { ($0.name, $0) })
             next.databases = config.databases.map { database in

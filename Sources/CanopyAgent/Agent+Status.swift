@@ -11,6 +11,7 @@ extension Agent {
         let base: [String: JSONValue] = [
             "node_id": .string(identity.nodeID),
             "listen": .string(listening?.address.description ?? config.listen.description),
+            "network": .string(config.networkKey == nil ? "open" : "private"),
             "admin_socket": .string(listening?.admin.path ?? ""),
             "data_dir": .string(options.directory.path),
             "conflicts": .string(config.conflicts.description),

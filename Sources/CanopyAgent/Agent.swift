@@ -129,7 +129,9 @@ public final class Agent: @unchecked Sendable {
         notifier = SystemdNotifier(environment: environment)
         startedAt = Self.wallClock()
         events = EventHub(queue: queue)
-        peers = PeerConnectionManager(identity: identity.identity, deliveryQueue: replicationQueue, logger: logger)
+        peers = PeerConnectionManager(
+            identity: identity.identity, networkKey: config.networkKey,
+            deliveryQueue: replicationQueue, logger: logger)
         pendingShares = PendingShares(path: directory.pendingSharesPath, logger: logger)
         let pendingShares = self.pendingShares
         let events = self.events

@@ -13,6 +13,7 @@ import CanopyStore
 ///                                  #   merge-json | manual | resolver NAME
 /// revs-limit = 1000                # ancestors kept per leaf
 /// attachment-size-limit = 4294967296  # bytes one attachment may hold (default 4 GiB)
+/// network-key = 64 hex digits      # a private mesh's shared key (default: the open key)
 ///
 /// [rule NAME]                      # resolution rules, in file order, first match wins
 /// prefix = note:                   # documents whose id starts with this, and/or
@@ -63,6 +64,10 @@ public struct AgentConfig: Sendable, Equatable {
     public var peers: [PeerConfig]
     /// What peers may do to this node's databases (`[share DB NODE-ID]` sections), in file order.
     public var shares: [ShareConfig] = []
+    /// The 32-byte network key the handshake proves (`network-key`; `Protocol/replication-v1.md`
+    /// §4.4): only agents configured with the same key complete a handshake with this one. Nil:
+    /// the open key every agent without one uses.
+    public var networkKey: [UInt8]?
 
     /// The defaults `canopyd init` writes.
     public static let defaultListen = HostPort(host: "127.0.0.1", port: 4987)

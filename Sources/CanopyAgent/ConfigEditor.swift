@@ -13,6 +13,7 @@ package enum ConfigEditor {
             listen = \(config.listen)          # HOST:PORT for peers; port 0 picks a free port
             conflicts = \(config.conflicts)     # automatic | local-wins | remote-wins | merge-json | manual | resolver NAME
             revs-limit = \(config.revsLimit)          # revision ancestors kept per leaf
+            \(networkKeyLine(config.networkKey))
 
             [limits]
             batch-revisions = \(config.limits.batchRevisions)
@@ -31,6 +32,13 @@ package enum ConfigEditor {
             text += "\n" + shareSection(share)
         }
         return text
+    }
+
+    /// The `network-key` line: the key when there is one, else a comment saying how to set one
+    /// (a top-level key: it must come before the first section).
+    static func networkKeyLine(_ key: [UInt8]?) -> String {
+        if let key { return "network-key = \(Hex.encode(key))   # only agents with this key connect (restart to change)" }
+        return "# network-key = <64 hex digits from `openssl rand -hex 32`>   # a private mesh: only agents with the same key connect"
     }
 
     /// The lines of one `[database …]` section, newline-terminated (its rules are `[rule …]`

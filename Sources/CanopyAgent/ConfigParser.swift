@@ -248,8 +248,13 @@ package struct ConfigParser: Sendable {
             config.revsLimit = try integer(value, key: key, in: 2...100_000, line: line)
         case "attachment-size-limit":
             config.attachmentSizeLimit = Int64(try integer(value, key: key, in: 0...999_999_999_999, line: line))
+        case "network-key":
+            guard value.utf8.count == 64, let bytes = Hex.decode(value) else {
+                throw error(line, "network-key must be 64 hex digits (32 bytes; `openssl rand -hex 32` makes one), found \(value.utf8.count) characters")
+            }
+            config.networkKey = bytes
         default:
-            throw error(line, "unknown key `\(key)`; expected listen, conflicts, revs-limit or attachment-size-limit")
+            throw error(line, "unknown key `\(key)`; expected listen, conflicts, revs-limit, attachment-size-limit or network-key")
         }
     }
 

@@ -33,6 +33,8 @@ final class PeerConnectionManager: @unchecked Sendable {
     /// Bytes on every peer connection, for `stats`.
     let traffic = TrafficCounters()
     private let identity: Identity
+    /// The key every handshake of this agent proves (`network-key`).
+    private let networkKey: NetworkKey
     private let deliveryQueue: DispatchQueue
     /// Lines about inbound connections, which anyone who can reach the port can cause.
     private let connectionLog: RateLimitedLog
@@ -49,7 +51,9 @@ final class PeerConnectionManager: @unchecked Sendable {
     private var nextToken = 0
     private var stopped = false
 
-    init(identity: Identity, deliveryQueue: DispatchQueue, logger: Logger) {
+    /// `networkKey`: the 32 bytes of `network-key`, nil for the open key (the parser checks the length).
+    init(identity: Identity, networkKey: [UInt8]? = nil, deliveryQueue: DispatchQueue, logger: Logger) {
+        self.networkKey = networkKey.flatMap { NetworkKey(bytes: $0) } ?? .open
         self.identity = identity
         self.deliveryQueue = deliveryQueue
         self.connectionLog = RateLimitedLog(logger: logger)
@@ -112,7 +116,7 @@ final class PeerConnectionManager: @unchecked Sendable {
                 ) { outcome in
                     switch outcome {
                     case .success(let transport): reply(.success(transport))
-                    case .failure(let error): reply(.failure(.disconnected("handshake with \(address) failed: \(error)")))
+                    case .failure(let error): reply(.failure(.disconnected("handshake with \(address) failed: \(Self.describe(error))")))
                     }
                 }
                 driver.start()
@@ -120,8 +124,17 @@ final class PeerConnectionManager: @unchecked Sendable {
         }
     }
 
+    /// A dialled handshake's failure, for the peer table. A listener answers nothing to a
+    /// first message that does not prove its network key (replication-v1.md §4.4), so a peer that
+    /// closes before its reply most likely has another key.
+    static func describe(_ error: CryptoError) -> String {
+        guard error == .handshakeTruncated else { return "\(error)" }
+        return "handshakeTruncated: the peer closed the connection without answering "
+            + "(it has another network key, or is not a Canopy agent, or is too busy)"
+    }
+
     private func handshakeConfiguration(address: String, allowed: AllowList) -> HandshakeConfiguration {
-        HandshakeConfiguration(identity: identity, authorizer: allowed, pendingPeers: nil, remoteAddress: address)
+        HandshakeConfiguration(identity: identity, authorizer: allowed, pendingPeers: nil, remoteAddress: address, networkKey: networkKey)
     }
 
     private func acceptReady() {

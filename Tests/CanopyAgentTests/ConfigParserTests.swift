@@ -106,6 +106,10 @@ struct ConfigParserTests {
             limits: ReplicationLimits(batchRevisions: 9, batchesInFlight: 3, heartbeatSeconds: 60),
             peers: [PeerConfig(nodeID: nodeA, address: HostPort(host: "h", port: 1), direction: .pull, mode: .once)])
         #expect(try parse(ConfigEditor.render(config)).config == config)
+        var keyed = config
+        keyed.networkKey = Array(0..<32)
+        #expect(try parse(ConfigEditor.render(keyed)).config == keyed)
+        #expect(throws: ConfigError.self) { try parse("network-key = 00ff\n") }
     }
 
     @Test("adding and removing a peer keeps every other line, comments included")

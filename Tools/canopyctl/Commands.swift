@@ -12,6 +12,7 @@ struct Status: ParsableCommand {
         if connection.json { return printJSON(.object(result)) }
         let rows: [(String, String)] = [
             ("node id", text(result["node_id"])), ("listen", text(result["listen"])),
+            ("network", result["network"] == .string("private") ? "private (network-key)" : "open"),
             ("documents", text(result["doc_count"])), ("deleted", text(result["doc_del_count"])),
             ("update seq", text(result["update_seq"])),
             ("conflicted", conflictedSummary(result)), ("conflicts", text(result["conflicts"])),
