@@ -245,8 +245,16 @@ extension DocumentStore {
     /// Whether the content `digest` of `length` bytes is stored whole and this database's
     /// (`namesAttachment(_:)`): content a peer need not be asked for. Content the directory holds
     /// for other databases only is fetched from the peer (`DocumentStore+AttachmentNames`).
+    /// A failed read counts as not this database's: the content is then fetched again, and the
+    /// failure logged.
     public func holdsAttachment(_ digest: AttachmentDigest, length: Int64) -> Bool {
-        attachments.contains(digest, length: length) && ((try? namesAttachment(digest)) ?? false)
+        guard attachments.contains(digest, length: length) else { return false }
+        do {
+            return try namesAttachment(digest)
+        } catch {
+            logger.warning("reading which attachment content the database names failed; fetching it", metadata: ["digest": "\(digest)", "error": "\(error)"])
+            return false
+        }
     }
 
     /// Makes verified downloads durable and names them (`AttachmentStore.publish(_:)`).
