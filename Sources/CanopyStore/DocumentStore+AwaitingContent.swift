@@ -131,11 +131,13 @@ extension DocumentStore {
         setAsideCounter.add(1, ordering: .releasing)
     }
 
-    /// Merges the set-aside revisions whose content is now all here, at most `limit` of them,
-    /// and removes their rows, in one transaction; `policy` (or the store's) settles the
-    /// conflicts they create. `digests` narrows the search to revisions waiting for that content
-    /// (what a fetch just completed); nil looks at every set-aside revision. Returns one result
-    /// per document written, and whether more revisions may be ready (call again).
+    /// Merges the set-aside revisions whose content is now all here for this database, at most
+    /// `limit` of them, and removes their rows, in one transaction; `policy` (or the store's)
+    /// settles the conflicts they create. `digests` is content a fetch of this database just
+    /// completed and verified against its digest (or found this database holds already): it
+    /// becomes this database's (`namesAttachment(_:)`), and the search is narrowed to the
+    /// revisions waiting for it; nil looks at every set-aside revision. Returns one result per
+    /// document written, and whether more revisions may be ready (call again).
     public func settleAwaitingContent(
         digests: [AttachmentDigest]? = nil, policy: ConflictPolicy? = nil, limit: Int = StoreLimits.foreignBatchCountMax
     ) throws(StoreError) -> (results: [ForeignDocumentResult], more: Bool) {
