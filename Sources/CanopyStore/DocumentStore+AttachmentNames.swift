@@ -33,9 +33,10 @@ extension DocumentStore {
 
 extension RevisionRows {
     /// Lists the content a revision body about to be stored names (nothing when it names none:
-    /// a scan for its `_attachments` key, at the C library's `memchr` speed).
+    /// `attachmentDigests(namedIn:into:)` first scans for its `_attachments` key, at the C
+    /// library's `memchr` speed).
     static func nameAttachments(_ db: Database, body: [UInt8]?) throws {
-        guard let body, AttachmentCheck.names(body) else { return }
+        guard let body else { return }
         var named = Set<AttachmentDigest>()
         DocumentStore.attachmentDigests(namedIn: body, into: &named)
         try insertAttachmentNames(db, named)
