@@ -12,6 +12,15 @@ import Testing
 /// where the node's databases keep their content in one directory.
 @Suite("attachment content is sent only through a database that names it")
 struct AttachmentScopeReplicationTests {
+    /// Stores `bytes` in `node`'s attachment directory (unpinned) and returns their digest.
+    static func store(_ bytes: [UInt8], in node: ReplicationHarness.Node) throws -> AttachmentDigest {
+        let upload = try node.store.attachments.beginUpload(length: Int64(bytes.count), from: "a test")
+        try bytes.withUnsafeBytes { raw in try upload.write(raw) }
+        let content = try upload.finishPinned()
+        content.pin.release()
+        return content.digest
+    }
+
     @Test("a peer awaiting content only another database of the source names is answered notFound; once the replicated database names it, the content comes")
     func contentOfAnotherDatabaseIsNotSent() throws {
         let harness = try ReplicationHarness(seed: 41)
@@ -22,13 +31,10 @@ struct AttachmentScopeReplicationTests {
 
         // The source's private database holds a contract with its content.
         let bytes = [UInt8]((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
-        let upload = try sourcePrivate.store.attachments.beginUpload(length: Int64(bytes.count), from: "a test")
-        try bytes.withUnsafeBytes { raw in try upload.write(raw) }
-        let content = try upload.finishPinned()
-        content.pin.release()
-        let stub = AttachmentMetadata(contentType: "application/pdf", length: Int64(bytes.count), digest: content.digest, revpos: 1)
+        let digest = try Self.store(bytes, in: sourcePrivate)
+        let stub = AttachmentMetadata(contentType: "application/pdf", length: Int64(bytes.count), digest: digest, revpos: 1)
         try sourcePrivate.store.put(id: "contract", body: Attachments.body(.object(["secret": .bool(true)]), with: ["c.pdf": stub]), replacing: nil)
-        #expect(sourceShared.store.attachments.contains(content.digest))
+        #expect(sourceShared.store.attachments.contains(digest))
 
         // The target holds a revision naming that content, set aside until the content is here
         // (a peer that knows the digest asks for it through the database it may replicate).
@@ -36,12 +42,12 @@ struct AttachmentScopeReplicationTests {
         try target.store.bulkInsertForeign([ForeignRevision(
             documentID: "probe", path: try RevisionPath(leaf: RevisionHasher.revisionID(parent: nil, kind: .live, body: probe), kind: .live, ancestors: []),
             body: .value(probe))])
-        #expect(try target.store.awaitedAttachments().map(\.digest) == [content.digest])
+        #expect(try target.store.awaitedAttachments().map(\.digest) == [digest])
 
         harness.connect(sourceShared, target)
         #expect(harness.runUntilQuiescent())
-        #expect(!target.store.attachments.contains(content.digest), "the content of the private database was sent")
-        #expect(try target.store.awaitedAttachments().map(\.digest) == [content.digest])
+        #expect(!target.store.attachments.contains(digest), "the content of the private database was sent")
+        #expect(try target.store.awaitedAttachments().map(\.digest) == [digest])
         #expect((try? target.store.get(id: "probe")) == nil, "a revision whose content is not here is not visible")
 
         // Once a document of the shared database names the same content, it is the shared
@@ -49,7 +55,7 @@ struct AttachmentScopeReplicationTests {
         try sourceShared.store.put(id: "copy", body: Attachments.body(.object(["copy": .bool(true)]), with: ["c.pdf": stub]), replacing: nil)
         harness.connect(sourceShared, target)
         #expect(harness.runUntilQuiescent())
-        #expect(target.store.attachments.contains(content.digest))
+        #expect(target.store.attachments.contains(digest))
         #expect(try target.store.awaitedAttachments().isEmpty)
         #expect(try target.store.get(id: "probe").body == probe)
         #expect(try target.store.get(id: "copy").body == Attachments.body(.object(["copy": .bool(true)]), with: ["c.pdf": stub]))
@@ -64,19 +70,12 @@ struct AttachmentScopeReplicationTests {
         let targetPrivate = try harness.addNode("b-private", attachmentsDirectory: shared)
 
         let bytes = [UInt8]((0..<50_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 1) })
-        func store(_ node: ReplicationHarness.Node) throws -> AttachmentDigest {
-            let upload = try node.store.attachments.beginUpload(length: Int64(bytes.count), from: "a test")
-            try bytes.withUnsafeBytes { raw in try upload.write(raw) }
-            let content = try upload.finishPinned()
-            content.pin.release()
-            return content.digest
-        }
-        let digest = try store(targetPrivate)
+        let digest = try Self.store(bytes, in: targetPrivate)
         let stub = AttachmentMetadata(contentType: "text/plain", length: Int64(bytes.count), digest: digest, revpos: 1)
         try targetPrivate.store.put(id: "secret", body: Attachments.body(.object(["secret": .bool(true)]), with: ["s.txt": stub]), replacing: nil)
 
         // The source names the content in a document but does not hold it (its file is gone).
-        #expect(try store(source) == digest)
+        #expect(try Self.store(bytes, in: source) == digest)
         let claim = Attachments.body(.object(["claim": .bool(true)]), with: ["s.txt": stub])
         try source.store.put(id: "claim", body: claim, replacing: nil)
         #expect(unlink(source.store.attachments.path(of: digest)) == 0)
@@ -88,7 +87,7 @@ struct AttachmentScopeReplicationTests {
         #expect(try target.store.attachmentPart(of: digest, offset: 0, maxBytes: 16) == nil)
 
         // With the bytes, the source sends them; they hash to the digest and the claim is merged.
-        #expect(try store(source) == digest)
+        #expect(try Self.store(bytes, in: source) == digest)
         harness.connect(source, target)
         #expect(harness.runUntilQuiescent())
         #expect(try target.store.get(id: "claim").body == claim)

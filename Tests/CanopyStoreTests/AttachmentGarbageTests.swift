@@ -3,26 +3,6 @@ import Foundation
 import Testing
 @testable import CanopyStore
 
-/// `bytes` stored in `attachments` through an upload, returned pinned.
-private func stored(_ bytes: [UInt8], in attachments: AttachmentStore) throws(StoreError) -> (digest: AttachmentDigest, length: Int64, pin: AttachmentPin) {
-    let upload = try attachments.beginUpload(length: Int64(bytes.count), from: "a test")
-    for byte in bytes { try withUnsafeBytes(of: byte) { raw throws(StoreError) in try upload.write(raw) } }
-    return try upload.finishPinned()
-}
-
-/// `bytes` stored in `attachments`, not pinned.
-private func storedUnpinned(_ bytes: [UInt8], in attachments: AttachmentStore) throws -> AttachmentDigest {
-    let content = try stored(bytes, in: attachments)
-    content.pin.release()
-    return content.digest
-}
-
-/// `{"n": n}` naming `digest` (of `bytes`) as attachment `name`.
-private func naming(_ digest: AttachmentDigest, of bytes: [UInt8], as name: String = "a", n: Int = 1) -> JSONValue {
-    let stub = AttachmentMetadata(contentType: "application/octet-stream", length: Int64(bytes.count), digest: digest, revpos: 1)
-    return Attachments.body(.object(["n": .int(Int64(n))]), with: [name: stub])
-}
-
 /// `count` bytes of `value`.
 private func content(_ value: UInt8, count: Int = 1000) -> [UInt8] { [UInt8](repeating: value, count: count) }
 

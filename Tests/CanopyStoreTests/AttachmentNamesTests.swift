@@ -3,21 +3,6 @@ import Foundation
 import Testing
 @testable import CanopyStore
 
-/// `bytes` stored in `attachments` through an upload, not pinned.
-private func stored(_ bytes: [UInt8], in attachments: AttachmentStore) throws -> AttachmentDigest {
-    let upload = try attachments.beginUpload(length: Int64(bytes.count), from: "a test")
-    try bytes.withUnsafeBytes { raw in try upload.write(raw) }
-    let content = try upload.finishPinned()
-    content.pin.release()
-    return content.digest
-}
-
-/// `{"n": n}` naming `digest` (of `bytes`) as attachment `name`.
-private func naming(_ digest: AttachmentDigest, of bytes: [UInt8], n: Int = 1) -> JSONValue {
-    let stub = AttachmentMetadata(contentType: "application/octet-stream", length: Int64(bytes.count), digest: digest, revpos: 1)
-    return Attachments.body(.object(["n": .int(Int64(n))]), with: ["a": stub])
-}
-
 @Suite("attachment content a peer may fetch through a database")
 struct AttachmentNamesTests {
     /// Two stores whose content lives in one directory, as an agent's databases do.
@@ -34,7 +19,7 @@ struct AttachmentNamesTests {
         let directory = TemporaryDirectory()
         let (shared, secret) = try Self.sharingDirectory(directory)
         let bytes = [UInt8]((0..<3000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
-        let digest = try stored(bytes, in: secret.attachments)
+        let digest = try storedUnpinned(bytes, in: secret.attachments)
         try secret.put(id: "contract", body: naming(digest, of: bytes), replacing: nil)
         #expect(shared.attachments.contains(digest), "one directory holds it for both")
         #expect(try secret.attachmentPart(of: digest, offset: 0, maxBytes: 1 << 20)?.bytes == bytes)
@@ -63,7 +48,7 @@ struct AttachmentNamesTests {
         let directory = TemporaryDirectory()
         let (shared, secret) = try Self.sharingDirectory(directory)
         let bytes = [UInt8](repeating: 9, count: 500)
-        let digest = try stored(bytes, in: secret.attachments)
+        let digest = try storedUnpinned(bytes, in: secret.attachments)
         try secret.put(id: "held", body: naming(digest, of: bytes), replacing: nil)
 
         // From a peer: set aside, as if the content were not here, and not sent on.
@@ -95,7 +80,7 @@ struct AttachmentNamesTests {
         let directory = TemporaryDirectory()
         let (shared, secret) = try Self.sharingDirectory(directory)
         let bytes = [UInt8](repeating: 4, count: 700)
-        let digest = try stored(bytes, in: secret.attachments)
+        let digest = try storedUnpinned(bytes, in: secret.attachments)
         try secret.put(id: "held", body: naming(digest, of: bytes), replacing: nil)
         // A peer's revision naming it waits; its child, without attachments, arrives and is merged.
         let first = try foreign("doc", body: naming(digest, of: bytes))
@@ -115,7 +100,7 @@ struct AttachmentNamesTests {
         let directory = TemporaryDirectory()
         let bytes = [UInt8](repeating: 7, count: 500)
         let elsewhere = try TestStore()
-        let digest = try stored(bytes, in: elsewhere.store.attachments)
+        let digest = try storedUnpinned(bytes, in: elsewhere.store.attachments)
         let store = try DocumentStore(path: directory.path("s.sqlite"))
         try store.bulkInsertForeign([try foreign("doc", body: naming(digest, of: bytes))])
         #expect(try store.awaitedAttachments().map(\.digest) == [digest])
@@ -126,7 +111,7 @@ struct AttachmentNamesTests {
     func namesOnlyGrow() throws {
         let test = try TestStore()
         let bytes = [UInt8](repeating: 3, count: 800)
-        let digest = try stored(bytes, in: test.store.attachments)
+        let digest = try storedUnpinned(bytes, in: test.store.attachments)
         let first = try test.store.put(id: "doc", body: naming(digest, of: bytes), replacing: nil)
         try test.store.put(id: "doc", body: body(2), replacing: first)
         #expect(try test.store.compact() == 1)
@@ -138,7 +123,7 @@ struct AttachmentNamesTests {
     func filledByTheSchemaStep() throws {
         let test = try TestStore()
         let bytes = [UInt8](repeating: 5, count: 300)
-        let digest = try stored(bytes, in: test.store.attachments)
+        let digest = try storedUnpinned(bytes, in: test.store.attachments)
         try test.store.put(id: "named", body: naming(digest, of: bytes), replacing: nil)
         try test.store.put(id: "plain", body: body(1), replacing: nil)
         // The file as the build before wrote it: version 4, no list.

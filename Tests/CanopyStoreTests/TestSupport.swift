@@ -90,3 +90,23 @@ func storeRows(_ path: String) throws -> [String] {
     let revisions = try db.query("SELECT * FROM revisions ORDER BY doc_key, generation, digest") { spell($0, columns: 7) }
     return documents + revisions
 }
+
+/// `bytes` stored in `attachments` through an upload, returned pinned.
+func stored(_ bytes: [UInt8], in attachments: AttachmentStore) throws(StoreError) -> (digest: AttachmentDigest, length: Int64, pin: AttachmentPin) {
+    let upload = try attachments.beginUpload(length: Int64(bytes.count), from: "a test")
+    for byte in bytes { try withUnsafeBytes(of: byte) { raw throws(StoreError) in try upload.write(raw) } }
+    return try upload.finishPinned()
+}
+
+/// `bytes` stored in `attachments`, not pinned.
+func storedUnpinned(_ bytes: [UInt8], in attachments: AttachmentStore) throws -> AttachmentDigest {
+    let content = try stored(bytes, in: attachments)
+    content.pin.release()
+    return content.digest
+}
+
+/// `{"n": n}` naming `digest` (of `bytes`) as attachment `name`.
+func naming(_ digest: AttachmentDigest, of bytes: [UInt8], as name: String = "a", n: Int = 1) -> JSONValue {
+    let stub = AttachmentMetadata(contentType: "application/octet-stream", length: Int64(bytes.count), digest: digest, revpos: 1)
+    return Attachments.body(.object(["n": .int(Int64(n))]), with: [name: stub])
+}
