@@ -51,9 +51,15 @@ final class PeerConnectionManager: @unchecked Sendable {
     private var nextToken = 0
     private var stopped = false
 
-    /// `networkKey`: the 32 bytes of `network-key`, nil for the open key (the parser checks the length).
+    /// `networkKey`: the 32 bytes of `network-key`, nil for the open key. Any other length is a
+    /// programming error (`ConfigParser` refuses it), never quietly the open key.
     init(identity: Identity, networkKey: [UInt8]? = nil, deliveryQueue: DispatchQueue, logger: Logger) {
-        self.networkKey = networkKey.flatMap { NetworkKey(bytes: $0) } ?? .open
+        if let networkKey {
+            guard let key = NetworkKey(bytes: networkKey) else { preconditionFailure("a network key of \(networkKey.count) bytes, not 32") }
+            self.networkKey = key
+        } else {
+            self.networkKey = .open
+        }
         self.identity = identity
         self.deliveryQueue = deliveryQueue
         self.connectionLog = RateLimitedLog(logger: logger)
