@@ -29,8 +29,10 @@ public struct ReplicatedDocument: Sendable, Equatable {
         /// conflict policy acts next, and one of the three events below follows;
         /// ``ReplicatedDocument/detail`` names the rule that applies, when one does.
         case conflictDetected
-        /// The conflict was settled by the database's policy: the document is at
-        /// ``ReplicatedDocument/revision``, and ``ReplicatedDocument/detail`` says who settled it.
+        /// The conflict was settled: the document is at ``ReplicatedDocument/revision``, and
+        /// ``ReplicatedDocument/detail`` says who settled it: the rule, the strategy or the
+        /// resolver of the database's policy, or `peer` when the peer's revisions ended a
+        /// conflict this database kept (the peer's own resolution arrived first).
         case conflictResolved
         /// The conflict is kept for the resolver its rule names (``ReplicatedDocument/detail``),
         /// which has not answered yet: the document stays conflicted until it does, or until the

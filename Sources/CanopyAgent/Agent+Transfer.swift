@@ -46,7 +46,7 @@ extension Agent {
                 .invalidArgument, "entry \(index) is a _local/ document, which is not imported: local documents never replicate; write it with put")
         }
         let results = try database.store.importCouchDocuments(docs, couchDB: try request.bool("couchdb"))
-        events.emit(documentEvents: results.flatMap { DocumentEvent.conflictEvents(for: $0) }, peer: "", database: database.name)
+        events.emit(documentEvents: results.flatMap { DocumentEvent.conflictEvents(for: $0, arrivedBy: "import") }, peer: "", database: database.name)
         let added = results.reduce(0) { $0 + $1.added.count }
         events.emit("import.finished", [
             "documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added)), "db": .string(database.name.text),

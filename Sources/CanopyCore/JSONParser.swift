@@ -77,7 +77,7 @@ struct JSONParser {
 
     private mutating func literal(_ word: String, _ value: JSONValue) throws(JSONError) -> JSONValue {
         for expected in word.utf8 {
-            guard peek == expected else { throw unexpected("in \(word)") }
+            guard peek == expected else { throw unexpected("\(word) was expected") }
             index += 1
         }
         return value

@@ -101,11 +101,17 @@ public struct DocumentEvent: Sendable, Equatable {
     /// The conflict events of one written document, in order: `conflictDetected` when the write
     /// left it conflicted, then how the policy left it (`conflictResolved` with `detail` naming
     /// who settled it, `resolutionFailed`, or `conflictAwaitingResolver` naming the resolver).
-    /// A document the write added nothing to (a re-sent revision) gets none.
-    public static func conflictEvents(for result: ForeignDocumentResult) -> [DocumentEvent] {
+    /// A conflict this node kept that the written revisions themselves ended (another node's
+    /// resolution arriving first) gets `conflictResolved` with `detail` `arrivedBy`: `peer` for
+    /// replication, `import` for an import. A document the write added nothing to (a re-sent
+    /// revision) gets none.
+    public static func conflictEvents(for result: ForeignDocumentResult, arrivedBy: String = "peer") -> [DocumentEvent] {
         guard let conflict = result.conflict else {
             if case .failed(let reason) = result.resolution {
                 return [DocumentEvent(kind: .resolutionFailed, documentID: result.documentID, detail: reason)]
+            }
+            if result.settledByRevisions {
+                return [DocumentEvent(kind: .conflictResolved, documentID: result.documentID, revision: result.current, detail: arrivedBy)]
             }
             return []
         }

@@ -248,6 +248,7 @@ extension DocumentStore {
         return ForeignDocumentResult(
             documentID: documentID, added: added, resolution: resolution,
             conflict: added.isEmpty ? nil : policyOutcome.conflict, current: current.id,
-            currentIsDeleted: current.kind.isDeleted)
+            currentIsDeleted: current.kind.isDeleted,
+            settledByRevisions: loaded.wasConflicted && policyOutcome.conflict == nil && !added.isEmpty)
     }
 }

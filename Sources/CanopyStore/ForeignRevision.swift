@@ -81,6 +81,10 @@ public struct ForeignDocumentResult: Sendable, Equatable {
     public let current: RevisionID
     /// Whether the current revision is a deletion.
     public let currentIsDeleted: Bool
+    /// The document was conflicted before the batch and the revisions it received, not this
+    /// node's policy, left it with no conflict: typically another node's resolution (its closing
+    /// tombstones) arriving before this node settled the conflict it kept.
+    public let settledByRevisions: Bool
 
     /// How `added` is held: a new document that received one path keeps the path, and the list
     /// is built only when asked for — replication asks only for the newest (`lastAdded`), and an
@@ -95,7 +99,7 @@ public struct ForeignDocumentResult: Sendable, Equatable {
 
     init(
         documentID: String, added: [RevisionID], resolution: Resolution, conflict: DetectedConflict? = nil,
-        current: RevisionID, currentIsDeleted: Bool
+        current: RevisionID, currentIsDeleted: Bool, settledByRevisions: Bool = false
     ) {
         self.documentID = documentID
         self.addedRevisions = .list(added)
@@ -103,6 +107,7 @@ public struct ForeignDocumentResult: Sendable, Equatable {
         self.conflict = conflict
         self.current = current
         self.currentIsDeleted = currentIsDeleted
+        self.settledByRevisions = settledByRevisions
     }
 
     /// The result for a new document that received `path`: every revision of it added, not
@@ -114,6 +119,7 @@ public struct ForeignDocumentResult: Sendable, Equatable {
         self.conflict = nil
         self.current = path.leaf
         self.currentIsDeleted = path.kind.isDeleted
+        self.settledByRevisions = false
     }
 
     /// The newest revision added (the last of `added`), without building the list.
@@ -136,6 +142,7 @@ public struct ForeignDocumentResult: Sendable, Equatable {
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.documentID == rhs.documentID && lhs.added == rhs.added && lhs.resolution == rhs.resolution && lhs.conflict == rhs.conflict
             && lhs.current == rhs.current && lhs.currentIsDeleted == rhs.currentIsDeleted
+            && lhs.settledByRevisions == rhs.settledByRevisions
     }
 }
 

@@ -6,6 +6,8 @@ struct StoredDocument {
     var key: Int64?
     /// The sequence of the document's row (its rowid), nil before its first write.
     var sequence: Int64?
+    /// The document's row said it was conflicted when it was loaded.
+    var wasConflicted = false
     /// The tree as stored; the baseline `persist` compares against.
     var storedTree: RevTree
     /// The tree being changed.
@@ -67,13 +69,15 @@ enum RevisionRows {
 
     /// Loads a document's row key and tree, or nil when the document does not exist.
     static func load(_ db: Database, documentID: String) throws -> StoredDocument? {
-        let lookup = try db.statement("SELECT doc_key, sequence FROM documents WHERE doc_id = ?")
+        let lookup = try db.statement("SELECT doc_key, sequence, conflicted FROM documents WHERE doc_id = ?")
         try lookup.bind(documentID, at: 1)
-        let found = try lookup.step() ? (key: lookup.int64(0), sequence: lookup.int64(1)) : nil
+        let found = try lookup.step() ? (key: lookup.int64(0), sequence: lookup.int64(1), conflicted: lookup.int(2) != 0) : nil
         lookup.reset()
         guard let found else { return nil }
         let tree = try loadTree(db, key: found.key, documentID: documentID)
-        return StoredDocument(id: documentID, key: found.key, sequence: found.sequence, tree: tree)
+        var document = StoredDocument(id: documentID, key: found.key, sequence: found.sequence, tree: tree)
+        document.wasConflicted = found.conflicted
+        return document
     }
 
     /// Loads a document for writing: the stored one, or an empty one.

@@ -96,7 +96,9 @@ public enum StoreError: Error, CustomStringConvertible {
     public var description: String {
         switch self {
         case .conflict(let id, let replacing, let current):
-            return "conflict on \"\(id.prefix(80))\": replacing \(replacing.map { "\($0)" } ?? "nothing") but current is \(current.map { "\($0)" } ?? "none")"
+            let base = replacing.map { "revision \($0)" } ?? "no revision (a new document)"
+            let now = current.map { "the current revision is \($0)" } ?? "the document does not exist"
+            return "conflict on \"\(id.prefix(80))\": the write was based on \(base) but \(now)"
         case .notFound(let id, let revision):
             return "not found: \"\(id.prefix(80))\"\(revision.map { " revision \($0)" } ?? "")"
         case .bodyUnavailable(let id, let revision): return "body of \"\(id.prefix(80))\" \(revision) was compacted away"

@@ -127,6 +127,7 @@ struct ResolutionOnReceiptEndToEndTests {
         let fromB = try b.client().request("put", ["doc": .string("note:1"), "rev": .string(baseRevision), "body": .object(base.merging(["text": .string("B")]) { $1 })])
         let resolver = try ResolverConnection(b, name: "notes")
         let events = try EventReader(b)
+        let eventsOfA = try EventReader(a)
         try mesh([a, b])
 
         let offer = try resolver.nextOffer()
@@ -145,6 +146,8 @@ struct ResolutionOnReceiptEndToEndTests {
         let waiting = try events.next("conflict.waiting") { $0["doc"] == .string("note:1") }
         #expect(waiting["resolver"] == .string("notes"))
 
+        // A keeps its conflict for `resolve` before B settles its own.
+        try poll("A to hold the conflict") { try conflicted(a) == 1 }
         let merged: JSONValue = .object(base.merging(["title": .string("A"), "text": .string("B")]) { $1 })
         let answered = try resolver.answer(offer, ["body": merged])
         #expect(answered["ok"] == .bool(true), "\(answered)")
@@ -154,6 +157,57 @@ struct ResolutionOnReceiptEndToEndTests {
         // A keeps conflicts for `resolve`, yet B's resolution ends its conflict too: one revision on both.
         try poll("A to take B's resolution") { try revision(a, "note:1") == revision(b, "note:1") && conflicted(a) == 0 }
         #expect(try conflicted(b) == 0)
+        // A kept its conflict; B's revisions ended it, and A says so.
+        _ = try eventsOfA.next("conflict.detected") { $0["doc"] == .string("note:1") }
+        let endedOnA = try eventsOfA.next("conflict.resolved") { $0["doc"] == .string("note:1") }
+        #expect(endedOnA["by"] == .string("peer") && endedOnA["node_id"] == .string(b.nodeID), "\(endedOnA)")
+        #expect(endedOnA["rev"] == resolved["rev"], "\(endedOnA)")
+    }
+
+    @Test("a conflict kept for a resolver that another node's resolution ends first is reported settled by the peer, and no longer waits")
+    func settledByThePeerFirst() throws {
+        let a = try AgentProcess()
+        let b = try AgentProcess()
+        try appendConfig(b, "[rule notes]\nprefix = note:\nstrategy = resolver notes\n")
+        try a.start()
+        try b.start()
+        let base: [String: JSONValue] = ["text": .string("base")]
+        try importBase([a, b], "note:1", base)
+        let baseRevision = try #require(try revision(a, "note:1")?.stringValue)
+        try a.put("note:1", ["text": .string("A")], replacing: baseRevision)
+        try b.put("note:1", ["text": .string("B")], replacing: baseRevision)
+        let resolver = try ResolverConnection(b, name: "notes")
+        let events = try EventReader(b)
+        // B pulls A's edit first: its conflict is kept and offered, and left unanswered.
+        let pushToB = try a.client().request("peer.add", [
+            "node_id": .string(b.nodeID), "address": .string("-"), "direction": .string("push"),
+        ])
+        #expect(pushToB["ok"] == .bool(true), "\(pushToB)")
+        let pullFromA = try b.client().request("peer.add", [
+            "node_id": .string(a.nodeID), "address": .string(try a.listenAddress()), "direction": .string("pull"),
+        ])
+        #expect(pullFromA["ok"] == .bool(true), "\(pullFromA)")
+        let offer = try resolver.nextOffer()
+        #expect(offer["doc"] == .string("note:1"))
+        _ = try events.next("conflict.waiting") { $0["doc"] == .string("note:1") }
+
+        // Both ways now: A settles the conflict automatically, and its closing tombstone ends B's.
+        _ = try a.client().request("peer.add", ["node_id": .string(b.nodeID), "address": .string("-"), "direction": .string("both")])
+        _ = try b.client().request("peer.add", [
+            "node_id": .string(a.nodeID), "address": .string(try a.listenAddress()), "direction": .string("both"),
+        ])
+        let ended = try events.next("conflict.resolved") { $0["doc"] == .string("note:1") }
+        #expect(ended["by"] == .string("peer") && ended["node_id"] == .string(a.nodeID), "\(ended)")
+        try poll("A and B on one revision") { try revision(a, "note:1") == revision(b, "note:1") }
+        #expect(ended["rev"] == (try revision(b, "note:1")), "\(ended)")
+        let status = try b.client().request("status")
+        #expect(status["conflicted_count"] == .int(0) && status["conflicts_awaiting_resolver"] == .int(0), "\(status)")
+        let row = try #require(status["resolvers"]?.arrayValue?.first?.objectValue)
+        #expect(row["waiting"] == .int(0) && row["offered"] == .int(0), "\(row)")
+        // The offer was withdrawn with the conflict: a late answer finds no ticket, and writes nothing.
+        let late = try resolver.answer(offer, ["body": .object(["text": .string("late")])])
+        #expect(late["error"]?.objectValue?["code"] == .string("not_found"), "\(late)")
+        #expect(try b.value(of: "note:1", "text") != .string("late"))
     }
 
     @Test("per-type rules settle each conflict as it arrives and say which rule did; reload applies new rules to the conflicts kept")
@@ -218,6 +272,25 @@ struct ResolutionOnReceiptEndToEndTests {
         let reload = try agent.ctl(["reload"])
         #expect(reload.status != 0)
         #expect(reload.stderr.contains("canopy.conf:") && reload.stderr.contains("strategy must be automatic"), "\(reload.stderr)")
+    }
+
+    @Test("an import that closes a leaf of a kept conflict ends it and says so: conflict.resolved by import")
+    func settledByAnImport() throws {
+        let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
+        try agent.start()
+        let events = try EventReader(agent)
+        try importConflict(agent, "i", ["side": .string("a")], ["side": .string("b")])
+        #expect(try conflicted(agent) == 1)
+        let closing: JSONValue = .object([
+            "_id": .string("i"), "_rev": .string("2-" + String(repeating: "f", count: 32)), "_deleted": .bool(true),
+            "_closed": .bool(true),
+            "_revisions": .object(["start": .int(2), "ids": .array([.string(String(repeating: "f", count: 32)), .string(String(repeating: "b", count: 32))])]),
+        ])
+        #expect(try agent.client().request("import", ["docs": .array([closing])])["ok"] == .bool(true))
+        let ended = try events.next("conflict.resolved") { $0["doc"] == .string("i") }
+        #expect(ended["by"] == .string("import") && ended["node_id"] == nil, "\(ended)")
+        #expect(ended["rev"] == .string("1-" + String(repeating: "a", count: 32)), "\(ended)")
+        #expect(try conflicted(agent) == 0)
     }
 
     @Test("an offer that fails keeps the conflict and it is offered again: refused answer, timeout, disconnect, re-registration, a new revision, a restart")

@@ -84,6 +84,30 @@ struct ForeignInsertTests {
         #expect(try store.conflictedDocumentIDs() == [])
     }
 
+    @Test("a kept conflict that another node's closing tombstone ends is reported settled by the revisions, and only then")
+    func settledByRevisions() throws {
+        let store = try TestStore(.init(conflictPolicy: .manual)).store
+        let first = try store.put(id: "doc", body: body(1), replacing: nil)
+        let local = try store.put(id: "doc", body: body(2, "local"), replacing: first)
+        let remote = try foreign("doc", parentPath: [first], body: body(2, "remote"))
+        let kept = try store.bulkInsertForeign([remote])[0]
+        #expect(kept.resolution == .kept && !kept.settledByRevisions)
+        // Another edit of the open leaf changes nothing about the conflict.
+        let edit = try foreign("doc", parentPath: [remote.path.leaf, first], body: body(3, "remote"))
+        #expect(try !store.bulkInsertForeign([edit])[0].settledByRevisions)
+        // The other node closed this node's leaf: the conflict is over, and not by this node's policy.
+        let closing = ConflictResolution.closing(local)
+        let tombstone = ForeignRevision(
+            documentID: "doc", path: try RevisionPath(leaf: closing.id, kind: .closed, ancestors: [local, first]),
+            body: .canonical(closing.canonicalBody))
+        let ended = try store.bulkInsertForeign([tombstone])[0]
+        #expect(ended.settledByRevisions && ended.conflict == nil && ended.resolution == .notConflicted)
+        #expect(ended.current == edit.path.leaf)
+        #expect(try store.conflictedCount == 0)
+        // Sent again, it teaches nothing and reports nothing.
+        #expect(try !store.bulkInsertForeign([tombstone])[0].settledByRevisions)
+    }
+
     @Test("a custom resolver that throws keeps the conflict, reports it, and opening the store with a policy that can settle it resolves it")
     func failingResolverThenRetry() throws {
         let test = try TestStore(.init(conflictPolicy: .custom(FailingResolver())))
