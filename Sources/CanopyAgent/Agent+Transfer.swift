@@ -92,7 +92,9 @@ extension Agent {
                 conflicts += 1
                 rows.append(.object([
                     "id": .string(write.documentID), "error": .string("conflict"),
-                    "reason": .string("\(write.replacing.map { "\($0)" } ?? "no _rev") is not the current revision (\(current.map { "\($0)" } ?? "none"))"),
+                    "reason": .string(
+                        "\(write.replacing.map { "\($0)" } ?? "no _rev") is not the current revision ("
+                            + (current.map { "\($0)" } ?? "the document does not exist") + ")"),
                 ]))
             }
         }

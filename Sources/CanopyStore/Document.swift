@@ -76,7 +76,8 @@ public struct LocalWrite: Sendable {
 public enum BulkWriteResult: Sendable, Equatable {
     /// Written as this new revision.
     case written(RevisionID)
-    /// Stale: the revision replaced is not an open leaf (or the document exists and no revision
-    /// was named). Nothing was written for it; `current` is the document's current revision.
+    /// Stale: the revision replaced is not an open leaf, or is one of a document that does not
+    /// exist (or the document exists and no revision was named). Nothing was written for it;
+    /// `current` is the document's current revision, nil when it does not exist.
     case conflict(current: RevisionID?)
 }

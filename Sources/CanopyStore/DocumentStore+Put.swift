@@ -43,8 +43,9 @@ extension DocumentStore {
     }
 
     /// CouchDB's `_bulk_docs` (with `new_edits` true): applies `writes` in order in one
-    /// transaction, each on its own — a stale `replacing` (or a creation of a document that
-    /// exists) is reported for that document as `.conflict` and the rest are written. Invalid
+    /// transaction, each on its own — a stale `replacing` (one of a document that does not
+    /// exist included, or a creation of a document that exists) is reported for that document as
+    /// `.conflict` (`current` nil when the document does not exist) and the rest are written. Invalid
     /// input (an id, a body) fails the whole call before anything is written, naming the document.
     /// Creations of new documents take the batched path, so a bulk load runs at the store's
     /// batched-write rate.
@@ -92,7 +93,9 @@ extension DocumentStore {
     /// (multi-row statements); any other write first flushes the queue, so writes apply, and get
     /// their sequences, in order.
     /// With `conflictsPerDocument`, a write that is stale is reported as a failure in its slot
-    /// (nothing of it was written) and the others go on; otherwise the first conflict throws.
+    /// (nothing of it was written) and the others go on — a write naming a revision of a
+    /// document that does not exist too, as the conflict it is in CouchDB's `_bulk_docs`;
+    /// otherwise the first conflict throws.
     private static func applyLocalEdits(
         _ context: WriteContext, _ writes: [LocalWrite], _ prepared: [PreparedWrite], concurrency: WriteConcurrency,
         conflictsPerDocument: Bool
@@ -102,8 +105,13 @@ extension DocumentStore {
             do {
                 results[slot] = .success(try applyLocalEdit(context, writes[slot], canonicalBody: body, concurrency: concurrency))
             } catch let error as StoreError {
-                guard conflictsPerDocument, case .conflict = error else { throw error }
-                results[slot] = .failure(error)
+                guard conflictsPerDocument else { throw error }
+                switch error {
+                case .conflict: results[slot] = .failure(error)
+                case .notFound(let id, _) where writes[slot].replacing != nil:
+                    results[slot] = .failure(.conflict(documentID: id, replacing: writes[slot].replacing, current: nil))
+                default: throw error
+                }
             }
         }
         var batch = NewChainBatch()

@@ -119,6 +119,32 @@ struct LocalEditTests {
         #expect(store.lastSequence == 3)
     }
 
+    @Test("putBulk reports each stale write in its slot, a revision of a missing document included, and writes the rest")
+    func putBulkPerDocument() throws {
+        let store = try TestStore().store
+        let first = try store.put(id: "a", body: body(1), replacing: nil)
+        let ghost = RevisionHasher.revisionID(parent: nil, kind: .live, body: body(9))
+        let results = try store.putBulk([
+            LocalWrite(documentID: "nope", body: body(1), replacing: ghost),
+            LocalWrite(documentID: "nope", body: nil, replacing: ghost),
+            LocalWrite(documentID: "a", body: body(2), replacing: first),
+            LocalWrite(documentID: "a", body: body(3), replacing: first),
+            LocalWrite(documentID: "b", body: body(1), replacing: nil),
+        ])
+        #expect(results[0] == .conflict(current: nil) && results[1] == .conflict(current: nil))
+        guard case .written(let second) = results[2] else {
+            Issue.record("the edit of a was not written: \(results)")
+            return
+        }
+        #expect(results[3] == .conflict(current: second))
+        guard case .written = results[4] else {
+            Issue.record("b was not written: \(results)")
+            return
+        }
+        #expect(try store.documentCount == 2)
+        #expect(throws: StoreError.self) { try store.get(id: "nope") }
+    }
+
     @Test("the same edit made on two stores gets the same revision id")
     func identicalEditsConverge() throws {
         let a = try TestStore().store

@@ -272,7 +272,7 @@ struct BatchLoader {
         showProgress(final: true)
         if newEdits {
             let summary: [String: JSONValue] = ["written": .int(written), "conflicts": .int(conflictCount)]
-            connection.json ? printJSON(.object(summary)) : print("wrote \(written) documents, \(conflictCount) conflicts")
+            connection.json ? printJSON(.object(summary)) : print("wrote \(counted(written, "document")), \(counted(conflictCount, "conflict"))")
             if conflictCount > 0 {
                 for line in conflicts { printError("conflict: \(line)") }
                 throw CtlFailure(
@@ -282,7 +282,7 @@ struct BatchLoader {
             }
         } else {
             let summary: [String: JSONValue] = ["documents": .int(documents), "revisions_added": .int(revisionsAdded)]
-            connection.json ? printJSON(.object(summary)) : print("imported \(documents) documents, \(revisionsAdded) new revisions")
+            connection.json ? printJSON(.object(summary)) : print("imported \(counted(documents, "document")), \(counted(revisionsAdded, "new revision"))")
         }
     }
 }
@@ -341,4 +341,9 @@ struct Export: ParsableCommand {
         output.write(Data("]}\n".utf8))
         if terminal { FileHandle.standardError.write(Data("\rexported \(count) revisions\n".utf8)) }
     }
+}
+
+/// `count` and `noun`, plural unless the count is 1: "1 document", "2 documents".
+private func counted(_ count: Int64, _ noun: String) -> String {
+    "\(count) \(noun)\(count == 1 ? "" : "s")"
 }
