@@ -12,8 +12,10 @@ import Glibc
 /// `path` names a new directory (absolute; it must not exist, or be empty). It gets, mode 0700:
 /// `canopy.sqlite` and `databases/NAME.sqlite` for every other database — each a consistent
 /// snapshot of its store, taken while the agent keeps running and replicating
-/// (`DocumentStore.backup`), 0600 — and `canopy.conf`; with `with_identity`, also
-/// `identity.key`. Restoring: `canopyd run --data-dir PATH` with the identity (the same node,
+/// (`DocumentStore.backup`), 0600 — `attachments/` with the content their revisions name, each
+/// file checked against its digest as it is copied, and `canopy.conf`; with `with_identity`, also
+/// `identity.key`. Content that could not be copied (damaged here) fails the request, naming it,
+/// after everything else was written. Restoring: `canopyd run --data-dir PATH` with the identity (the same node,
 /// which catches up from its peers what it lacks), or `canopyd init --data-dir PATH` without it
 /// (a new node that starts with these documents and keeps the configured peers, who must allow
 /// its new id).
@@ -46,10 +48,18 @@ extension Agent {
         do {
             var documents = 0
             var bytes = 0
+            var attachmentFiles = 0
+            var attachmentBytes: Int64 = 0
+            var problems: [String] = []
             if stores.count > 1 { try target.createDatabasesDirectory() }
+            let attachments = AttachmentStore(directory: target.attachmentsPath)
             for (name, store) in stores {
                 let file = target.databasePath(name)
-                documents += try store.backup(to: file)
+                let written = try store.backup(to: file, attachmentsTo: attachments)
+                documents += written.documents
+                attachmentFiles += written.attachmentFiles
+                attachmentBytes += written.attachmentBytes
+                problems += written.attachmentProblems.map { name == .default ? $0 : "database \(name): \($0)" }
                 guard chmod(file, 0o600) == 0 else { throw AdminFailure(.failed, "cannot chmod \(file)") }
                 bytes += (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
             }
@@ -59,9 +69,17 @@ extension Agent {
                 try DataDirectory.writeFileAtomically(
                     target.identityPath, [UInt8](try Data(contentsOf: URL(fileURLWithPath: source.identityPath))), mode: 0o600)
             }
+            guard problems.isEmpty else {
+                throw AdminFailure(
+                    .failed,
+                    "\(path) holds the documents but lacks \(problems.count) attachment content file\(problems.count == 1 ? "" : "s") "
+                        + "that could not be copied: " + problems.prefix(5).joined(separator: "; ")
+                        + (problems.count > 5 ? "; …" : ""))
+            }
             reply(.success([
                 "path": .string(path), "bytes": .int(Int64(bytes)), "documents": .int(Int64(documents)),
                 "databases": .int(Int64(stores.count)), "with_identity": .bool(withIdentity),
+                "attachments": .int(Int64(attachmentFiles)), "attachment_bytes": .int(attachmentBytes),
             ]))
         } catch let failure as AdminFailure {
             reply(.failure(failure))

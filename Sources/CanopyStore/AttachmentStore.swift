@@ -144,6 +144,27 @@ public final class AttachmentStore: Sendable {
         while let bytes = try reader.next() { try bytes.withUnsafeBytes(part) }
     }
 
+    /// Copies the content named `digest` from `source` (another directory: a backup's) and
+    /// returns its length. It is read part by part and checked against its digest as `read`
+    /// checks it, so content damaged in `source` throws and nothing of it is stored here.
+    public func copy(_ digest: AttachmentDigest, from source: AttachmentStore) throws(StoreError) -> Int64 {
+        var info = stat()
+        guard stat(source.path(of: digest), &info) == 0 else { throw .attachment("the content \(digest) is not on this node") }
+        let upload = try beginUpload(length: Int64(info.st_size), from: source.path(of: digest))
+        do {
+            try source.read(digest) { part in try upload.write(part) }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw .attachment("\(error)")
+        }
+        let stored = try upload.finish()
+        guard stored.digest == digest else {
+            throw .attachment("\(source.path(of: digest)) changed while it was copied; it holds \(stored.digest) now")
+        }
+        return stored.length
+    }
+
     /// Removes what an interrupted `add` left (`incoming-` files). Call when no `add` runs.
     public func removeIncoming() {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }

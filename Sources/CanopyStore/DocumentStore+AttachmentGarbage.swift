@@ -27,14 +27,19 @@ extension DocumentStore {
     /// `namedAttachmentDigests()` on `db`, in the caller's transaction.
     static func namedAttachmentDigests(_ db: Database) throws -> Set<AttachmentDigest> {
         var named = try RevisionRows.digestsNamedByStoredBodies(db)
-        // A revision set aside for its content names it too, both what is already here and what
-        // is being fetched (`DocumentStore+AwaitingContent`).
-        for body in try db.query("SELECT body FROM awaiting_revisions", row: { $0.blob(0) ?? [] }) {
+        try digestsNamedBySetAside(db, into: &named)
+        return named
+    }
+
+    /// Adds the content the revisions set aside for their content name, both what is already here
+    /// and what is being fetched (`DocumentStore+AwaitingContent`). `schema` as in
+    /// `RevisionRows.digestsNamedByStoredBodies(_:schema:)`.
+    static func digestsNamedBySetAside(_ db: Database, schema: String = "main", into named: inout Set<AttachmentDigest>) throws {
+        for body in try db.query("SELECT body FROM \(schema).awaiting_revisions", row: { $0.blob(0) ?? [] }) {
             if let member = (try? JSONValue.parse(body))?.objectValue?[Attachments.member] {
                 collectDigests(in: member, into: &named)
             }
         }
-        return named
     }
 
     /// Adds the digest of every content a stored revision's `body` names in its top-level

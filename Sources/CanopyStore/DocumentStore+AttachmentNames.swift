@@ -49,18 +49,17 @@ extension RevisionRows {
 
     /// The digest of every content some stored revision body names, in one scan of the
     /// revisions: SQLite passes on only the bodies holding the bytes `"_attachments":`, and those
-    /// are read as far as their top-level `_attachments` member.
-    static func digestsNamedByStoredBodies(_ db: Database) throws -> Set<AttachmentDigest> {
-        let statement = try db.statement(
-            """
-            SELECT body FROM revisions
-            WHERE body IS NOT NULL AND instr(body, CAST('"_attachments":' AS BLOB)) > 0
-            """)
-        defer { statement.reset() }
+    /// are read as far as their top-level `_attachments` member. `schema` names the database of
+    /// the connection to read (an attached backup's, for example).
+    static func digestsNamedByStoredBodies(_ db: Database, schema: String = "main") throws -> Set<AttachmentDigest> {
         var named = Set<AttachmentDigest>()
-        while try statement.step() {
-            guard let body = statement.blob(0) else { continue }
-            DocumentStore.attachmentDigests(namedIn: body, into: &named)
+        _ = try db.query(
+            """
+            SELECT body FROM \(schema).revisions
+            WHERE body IS NOT NULL AND instr(body, CAST('"_attachments":' AS BLOB)) > 0
+            """
+        ) { row in
+            if let body = row.blob(0) { DocumentStore.attachmentDigests(namedIn: body, into: &named) }
         }
         return named
     }

@@ -85,6 +85,19 @@ extension DocumentStore {
 
 /// Backups.
 extension DocumentStore {
+    /// What `backup(to:attachmentsTo:)` wrote.
+    public struct BackupResult: Sendable, Equatable {
+        /// Documents the snapshot holds that are not deleted.
+        public var documents: Int
+        /// Attachment content files copied (content already in the target is not counted).
+        public var attachmentFiles = 0
+        /// Their bytes.
+        public var attachmentBytes: Int64 = 0
+        /// Content the snapshot's revisions name that could not be copied, one line each (the
+        /// digest and why: not on this node, or damaged here). Empty for a complete backup.
+        public var attachmentProblems: [String] = []
+    }
+
     /// Writes a consistent snapshot of the store to a new file at `path` (`VACUUM INTO`, compact:
     /// free pages left out), from a connection of its own: a snapshot of the last committed
     /// transaction, taken while the store keeps writing (WAL readers do not block the writer).
@@ -93,13 +106,50 @@ extension DocumentStore {
     /// read from the written file.
     @discardableResult
     public func backup(to path: String) throws(StoreError) -> Int {
+        try backup(to: path, attachmentsTo: nil).documents
+    }
+
+    /// `backup(to:)`, and the attachment content the snapshot's revisions name copied into
+    /// `target` (a backup's own attachment directory), each file read part by part and checked
+    /// against its digest as it is copied, so damaged content is reported rather than copied.
+    /// The content this store's revisions name is pinned from before the snapshot until it is
+    /// copied, so a compaction meanwhile cannot remove what the snapshot names.
+    public func backup(to path: String, attachmentsTo target: AttachmentStore?) throws(StoreError) -> BackupResult {
+        var pins: [AttachmentPin] = []
+        defer { for pin in pins { pin.release() } }
         do {
             let reader = try Database(path: db.path)
+            if target != nil {
+                pins = try reader.query("SELECT digest FROM attachment_names") { row in
+                    row.blob(0).flatMap { $0.count == AttachmentDigest.byteCount ? attachments.pin(AttachmentDigest(bytes: $0)) : nil }
+                }.compactMap { $0 }
+            }
             try reader.run("VACUUM INTO ?", .text(path))
             try reader.run("ATTACH DATABASE ? AS snapshot", .text(path))
             let documents = try reader.scalarInt("SELECT count(*) FROM snapshot.documents WHERE deleted = 0") ?? 0
+            // What the snapshot's revisions name must be copied; what its revisions set aside for
+            // their content name is copied when it is here (the rest is fetched after a restore).
+            let needed = target == nil ? [] : try RevisionRows.digestsNamedByStoredBodies(reader, schema: "snapshot")
+            var setAside = Set<AttachmentDigest>()
+            if target != nil { try Self.digestsNamedBySetAside(reader, schema: "snapshot", into: &setAside) }
             try reader.execute("DETACH DATABASE snapshot")
-            return Int(documents)
+            var result = BackupResult(documents: Int(documents))
+            guard let target else { return result }
+            for digest in needed.union(setAside).sorted(by: { $0.hex < $1.hex }) where !target.contains(digest) {
+                guard attachments.contains(digest) else {
+                    if needed.contains(digest) { result.attachmentProblems.append("\(digest): not on this node") }
+                    continue
+                }
+                do {
+                    result.attachmentBytes += try target.copy(digest, from: attachments)
+                    result.attachmentFiles += 1
+                } catch {
+                    result.attachmentProblems.append("\(digest): \(error)")
+                }
+            }
+            return result
+        } catch let error as StoreError {
+            throw error
         } catch {
             throw StoreError.wrap(error)
         }

@@ -113,6 +113,58 @@ struct DataFilesEndToEndTests {
         #expect(refused.stderr.contains("not an empty directory"), "\(refused.stderr)")
     }
 
+    @Test("a backup holds the attachment content its documents name, checked as it is copied; damaged content fails it, naming the digest")
+    func backupCarriesAttachments() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        let file = agent.temporary.path + "/photo.bin"
+        let content = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+        try content.write(to: URL(fileURLWithPath: file))
+        #expect(try agent.ctl(["attach", "pic", "photo", "--file", file]).status == 0)
+        #expect(try agent.ctl(["db", "create", "archive"]).status == 0)
+        let other = agent.temporary.path + "/notes.txt"
+        try Data("kept in another database".utf8).write(to: URL(fileURLWithPath: other))
+        #expect(try agent.ctl(["attach", "memo", "notes", "--file", other, "--db", "archive"]).status == 0)
+
+        let backup = agent.temporary.path + "/backup"
+        let result = try agent.ctl(["backup", backup, "--with-identity"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("and 2 attachment files (0.3 MiB)"), "\(result.stdout)")
+        let copied = try FileManager.default.contentsOfDirectory(atPath: backup + "/attachments")
+        #expect(copied.count == 2 && copied.allSatisfy { $0.count == 64 }, "\(copied)")
+
+        // The backup restores as a node that serves both files.
+        _ = try agent.ctl(["shutdown"])
+        try waitForExit(agent.process)
+        let restored = Process()
+        restored.executableURL = URL(fileURLWithPath: Binaries.canopyd)
+        restored.arguments = ["run", "--data-dir", backup, "--listen", "127.0.0.1:0"]
+        restored.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try restored.run()
+        defer { if restored.isRunning { kill(restored.processIdentifier, SIGKILL) } }
+        try poll("the restored node to answer") { FileManager.default.fileExists(atPath: backup + "/admin.sock") }
+        let read = try run(Binaries.canopyctl, ["--data-dir", backup, "attachment", "pic", "photo", "--output", backup + "/read.bin"])
+        #expect(read.status == 0, "\(read.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: backup + "/read.bin")) == content)
+        let memo = try run(Binaries.canopyctl, ["--data-dir", backup, "attachment", "memo", "notes", "--db", "archive"])
+        #expect(memo.stdout == "kept in another database", "\(memo.stderr)")
+
+        // Content damaged on the node is not copied, and the backup says which.
+        let damaged = backup + "/attachments/" + copied.sorted().first!
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: damaged)))
+        bytes[bytes.count / 2] ^= 0xFF
+        try Data(bytes).write(to: URL(fileURLWithPath: damaged))
+        let second = agent.temporary.path + "/second"
+        let failed = try run(Binaries.canopyctl, ["--data-dir", backup, "backup", second])
+        #expect(failed.status == 1, "\(failed.stdout)")
+        #expect(failed.stderr.contains("lacks 1 attachment content file that could not be copied: "), "\(failed.stderr)")
+        #expect(failed.stderr.contains("blake2b-" + copied.sorted().first! + ": attachment: the content stored as"), "\(failed.stderr)")
+        #expect(failed.stderr.contains("the file is damaged"), "\(failed.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: second + "/attachments").count == 1)
+        kill(restored.processIdentifier, SIGTERM)
+        try waitForExit(restored)
+    }
+
     @Test("a damaged database is refused at start with a message naming the file and what to do; canopyctl check says a sound one is sound")
     func damagedDatabaseRefused() throws {
         let agent = try AgentProcess()

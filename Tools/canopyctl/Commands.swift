@@ -312,8 +312,9 @@ struct Backup: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Copy the running node into a new directory that restores as a data directory.",
         discussion: """
-            PATH gets canopy.sqlite (a consistent snapshot, taken while the agent runs) and canopy.conf,
-            and with --with-identity identity.key too. Restore: canopyd run --data-dir PATH (with the
+            PATH gets canopy.sqlite (a consistent snapshot, taken while the agent runs), the other
+            databases, the attachment content their documents name, and canopy.conf, and with
+            --with-identity identity.key too. Restore: canopyd run --data-dir PATH (with the
             identity: the same node, which catches up from its peers), or canopyd init --data-dir PATH
             (without it: a new node id with the same documents and peers).
             """)
@@ -325,8 +326,13 @@ struct Backup: ParsableCommand {
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         let result = try connection.call("backup", ["path": .string(absolute), "with_identity": .bool(withIdentity)])
         if connection.json { return printJSON(.object(result)) }
-        let megabytes = Double({ if case .int(let bytes)? = result["bytes"] { return bytes } else { return 0 } }()) / 1_048_576
-        print("backed up \(text(result["documents"])) documents to \(text(result["path"])) (\(String(format: "%.1f", megabytes)) MiB"
+        func megabytes(_ key: String) -> String {
+            let bytes: Int64 = { if case .int(let bytes)? = result[key] { return bytes } else { return 0 } }()
+            return String(format: "%.1f", Double(bytes) / 1_048_576) + " MiB"
+        }
+        let files: Int64 = { if case .int(let count)? = result["attachments"] { return count } else { return 0 } }()
+        let content = files == 0 ? "" : " and \(files) attachment file\(files == 1 ? "" : "s") (\(megabytes("attachment_bytes")))"
+        print("backed up \(text(result["documents"])) documents\(content) to \(text(result["path"])) (database \(megabytes("bytes"))"
             + (withIdentity ? ", with identity.key)" : "; without identity.key)"))
     }
 }
