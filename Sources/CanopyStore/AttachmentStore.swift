@@ -313,8 +313,9 @@ enum AttachmentCheck {
     }
 
     /// Checks each write's `_attachments`: well formed, and every content it names stored in
-    /// `store` with its length.
-    static func check(_ writes: [LocalWrite], against store: AttachmentStore) throws(StoreInputError) {
+    /// `store` with its length. `missing` is added to the refusal of content that is not here
+    /// (what the caller could do about it).
+    static func check(_ writes: [LocalWrite], against store: AttachmentStore, missing: String = "") throws(StoreInputError) {
         for write in writes {
             guard let body = write.body, case .object(let members) = body, members[Attachments.member] != nil else { continue }
             let attachments: [String: AttachmentMetadata]
@@ -324,7 +325,7 @@ enum AttachmentCheck {
             for (name, metadata) in attachments.sorted(by: { $0.key < $1.key }) where !store.contains(metadata.digest, length: metadata.length) {
                 throw .invalidAttachments(
                     documentID: write.documentID,
-                    detail: "the content of attachment \"\(name.prefix(80))\" (\(metadata.digest), \(metadata.length) bytes) is not on this node")
+                    detail: "the content of attachment \"\(name.prefix(80))\" (\(metadata.digest), \(metadata.length) bytes) is not on this node" + missing)
             }
         }
     }

@@ -90,7 +90,9 @@ extension DocumentStore {
             ForeignRevision(documentID: revision.documentID, path: revision.path, body: .value(revision.body))
         }
         do {
-            try AttachmentCheck.check(imported.map { LocalWrite(documentID: $0.documentID, body: $0.body, replacing: nil) }, against: attachments)
+            try AttachmentCheck.check(
+                imported.map { LocalWrite(documentID: $0.documentID, body: $0.body, replacing: nil) }, against: attachments,
+                missing: ", and an import stores only content given inline as `data` (export with `canopyctl export --attachments`, or from CouchDB with attachments=true)")
         } catch {
             throw .invalidInput(error)
         }

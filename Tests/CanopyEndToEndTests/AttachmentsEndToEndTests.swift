@@ -120,6 +120,7 @@ struct AttachmentsEndToEndTests {
         try plain.stdout.write(toFile: stubsOnly, atomically: true, encoding: .utf8)
         let refused = try b.ctl(["import", stubsOnly])
         #expect(refused.status == 1 && refused.stderr.contains("scan"), "content it does not hold: \(refused.stderr)")
+        #expect(refused.stderr.contains("canopyctl export --attachments"), "says how to make an export that imports: \(refused.stderr)")
         let imported = try b.ctl(["import", dump])
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(try b.value(of: "invoice", "_rev") == rev, "the same attachments give the same revision")
