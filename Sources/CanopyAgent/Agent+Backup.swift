@@ -105,8 +105,9 @@ extension Agent {
 }
 
 /// `check`: SQLite's full integrity check of every database, each on a connection of its own (the
-/// agent keeps serving meanwhile). A problem in a database other than `default` is prefixed with
-/// its name.
+/// agent keeps serving meanwhile), then every attachment content the databases' stored revisions
+/// name, read whole and checked against its digest. A problem in a database other than `default`
+/// is prefixed with its name.
 extension Agent {
     func check(_ reply: @escaping AdminReply) {
         storeQueue.async { [self] in
@@ -119,14 +120,29 @@ extension Agent {
         let started = DispatchTime.now().uptimeNanoseconds
         do throws(StoreError) {
             var problems: [String] = []
+            var named = Set<AttachmentDigest>()
             for (name, store) in stores {
                 let found = try store.checkIntegrity(full: true)
                 problems += name == .default ? found : found.map { "database \(name): \($0)" }
+                named.formUnion(try store.namedAttachmentDigests())
+            }
+            var verified = 0
+            var bytes: Int64 = 0
+            if let attachments = stores.first?.value.attachments {
+                for digest in named.sorted(by: { $0.hex < $1.hex }) {
+                    do {
+                        try attachments.read(digest) { part in bytes += Int64(part.count) }
+                        verified += 1
+                    } catch {
+                        problems.append("attachment \(digest): \(error)")
+                    }
+                }
             }
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
             reply(.success([
                 "sound": .bool(problems.isEmpty), "problems": .array(problems.map(JSONValue.string)),
                 "seconds": .double((seconds * 1000).rounded() / 1000),
+                "attachments": .int(Int64(verified)), "attachment_bytes": .int(bytes),
             ]))
         } catch {
             reply(.failure(AdminFailure(.failed, "the check could not run: \(error)")))

@@ -204,11 +204,18 @@ struct AttachmentsEndToEndTests {
         let bytes = Self.content(3 << 20, seed: 9)
         try Data(bytes).write(to: URL(fileURLWithPath: file))
         #expect(try agent.ctl(["attach", "doc", "data", "--file", file]).status == 0)
+        let sound = try agent.ctl(["check"])
+        #expect(sound.status == 0 && sound.stdout.contains("1 attachment file (3.0 MiB) verified"), "\(sound.stdout) \(sound.stderr)")
         let stored = try #require(Self.storedFiles(agent).first)
         let handle = try #require(FileHandle(forWritingAtPath: agent.dataDir + "/attachments/" + stored))
         try handle.seek(toOffset: UInt64(bytes.count - 10))
         try handle.write(contentsOf: Data([bytes[bytes.count - 10] ^ 0xFF]))
         try handle.close()
+
+        // `check` reads every named content whole, and names the damaged one.
+        let checked = try agent.ctl(["check"])
+        #expect(checked.status == 1 && checked.stdout.contains("attachment blake2b-\(stored): "), "\(checked.stdout) \(checked.stderr)")
+        #expect(checked.stderr.contains("the node's data is damaged"), "\(checked.stderr)")
 
         let output = agent.temporary.path + "/out.bin"
         let read = try agent.ctl(["attachment", "doc", "data", "--output", output])

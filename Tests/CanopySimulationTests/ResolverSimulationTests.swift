@@ -21,8 +21,8 @@ struct ResolverSimulationTests {
 
     @Test("a run with resolvers replays exactly, through timeouts, refusals and disconnects")
     func replay() throws {
-        let first = try Simulation(Self.configuration(9, faults: .high)).run()
-        let second = try Simulation(Self.configuration(9, faults: .high)).run()
+        let first = try Simulation(Self.configuration(10, faults: .high)).run()
+        let second = try Simulation(Self.configuration(10, faults: .high)).run()
         #expect(first.traceHash == second.traceHash)
         #expect(first.summary == second.summary)
         #expect(first.summary.contains("resolver [answered="))

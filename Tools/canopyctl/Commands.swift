@@ -339,7 +339,7 @@ struct Backup: ParsableCommand {
 
 struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run SQLite's full integrity check on the running node's database; exits 1 if it is damaged.")
+        abstract: "Run SQLite's full integrity check on every database of the running node and verify the attachment content they name; exits 1 if anything is damaged.")
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
@@ -351,8 +351,11 @@ struct Check: ParsableCommand {
             }
             throw CtlFailure(
                 status: .error,
-                message: "the database is damaged; restore it from a backup (canopyctl backup) or move it aside and let the node resync from its peers")
+                message: "the node's data is damaged; restore it from a backup (canopyctl backup) or move it aside and let the node resync from its peers")
         }
-        if !connection.json { print("the database is sound (integrity check, \(text(result["seconds"])) s)") }
+        let files: Int64 = { if case .int(let count)? = result["attachments"] { return count } else { return 0 } }()
+        let bytes: Int64 = { if case .int(let count)? = result["attachment_bytes"] { return count } else { return 0 } }()
+        let content = files == 0 ? "" : ", \(files) attachment file\(files == 1 ? "" : "s") (\(String(format: "%.1f", Double(bytes) / 1_048_576)) MiB) verified"
+        if !connection.json { print("the database is sound (integrity check\(content), \(text(result["seconds"])) s)") }
     }
 }
