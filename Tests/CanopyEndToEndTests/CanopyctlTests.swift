@@ -25,6 +25,8 @@ struct CanopyctlTests {
         #expect(try agent.ctl(["resolve", "doc1"]).status == 2)  // needs exactly one of --pick/--body/--delete
         #expect(try agent.ctl(["put", "doc1", "--body", "{not json"]).status == 2)
         #expect(try agent.ctl(["delete", "doc1", "--rev", "1-00000000000000000000000000000000"]).status == 3)
+        let noRevision = try agent.ctl(["delete", "doc1"])
+        #expect(noRevision.status == 2 && noRevision.stderr.contains("give --rev REV"), "\(noRevision.stderr)")
         #expect(try agent.ctl(["sync", testNodeID(4)]).status == 4)
 
         let fromStdin = try agent.ctl(["put", "doc2"], stdin: #"{"from":"stdin"}"#)

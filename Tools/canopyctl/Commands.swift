@@ -182,6 +182,12 @@ struct Delete: ParsableCommand {
     @Argument var id: String
     @Option(help: "The current revision.") var rev: String?
 
+    func validate() throws {
+        if rev == nil && !id.hasPrefix("_local/") {
+            throw ValidationError("give --rev REV, the revision deleted: the document's current one (canopyctl get \(id) prints it as _rev)")
+        }
+    }
+
     func run() throws {
         var arguments: [String: JSONValue] = ["doc": .string(id)]
         if let rev { arguments["rev"] = .string(rev) }
