@@ -312,6 +312,8 @@ public final class PeerReplicator: @unchecked Sendable {
             status.lastPulledSequence = sequence
         case .pullRefused(let reason):
             status.lastError = "the peer does not let this node pull from it (\(reason)); check both nodes' direction settings"
+        case .attachmentUnavailable(let reason):
+            status.lastError = reason
         case .pullCaughtUp, .pushCompleted, .progress:
             break
         case .closed(let reason):

@@ -164,13 +164,17 @@ extension ReplicationSession {
     }
 
     /// The peer answered one of our requests with `error`: true when it was an `attachmentGet`
-    /// (the content is not asked of this peer again in this session).
+    /// (the content is not asked of this peer again in this session; the revisions naming it
+    /// stay set aside, and the owner is told why: `SessionEvent.attachmentUnavailable`).
     func receiveAttachmentError(_ error: ErrorMessage) -> Bool {
         guard let request = fetches.answered(error.requestID) else { return false }
         if fetches.active[request.digest] != nil {
-            logger.notice(
+            logger.warning(
                 "the peer cannot send attachment content", metadata: ["digest": "\(request.digest)", "code": "\(error.code)", "message": "\(error.message)"])
             fetches.finished(request.digest, available: false)
+            onEvent(.attachmentUnavailable(
+                "the peer cannot send attachment content \(request.digest) (\(error.code): \(error.message)); "
+                    + "the revisions naming it wait, set aside, and it is asked for again on the next connection"))
         }
         pumpAttachmentFetches()
         return true

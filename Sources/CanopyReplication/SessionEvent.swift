@@ -15,6 +15,9 @@ package enum SessionEvent: Sendable {
     /// The peer refused our subscription (it does not push to us). The session goes on with the
     /// other direction; the reason is for people.
     case pullRefused(String)
+    /// The peer answered a request for attachment content with an error (it does not hold the
+    /// content): the revisions naming it stay set aside. The reason is for people.
+    case attachmentUnavailable(String)
     /// Our subscription caught up with the peer (every batch up to its current end is durable).
     case pullCaughtUp
     /// A one-shot subscription the peer made to us was served completely.

@@ -122,6 +122,37 @@ struct AttachmentReplicationEndToEndTests {
         #expect(try b.value(of: "damaged", "_attachments") == nil, "the revision is not visible")
         #expect(!AttachmentsEndToEndTests.storedFiles(b).contains { $0.hasSuffix(digest.hex) }, "\(AttachmentsEndToEndTests.storedFiles(b))")
     }
+
+    @Test("content the peer no longer holds: the revision waits, set aside, the peer table says why, and it arrives once the peer has the content again")
+    func contentThePeerLacks() throws {
+        let (a, b) = try AgentProcess.peeredPair()
+        let file = a.temporary.path + "/lost.bin"
+        let bytes = AttachmentsEndToEndTests.content(400_000, seed: 21)
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        b.signal(SIGSTOP)
+        #expect(try a.ctl(["attach", "lost", "x", "--file", file]).status == 0)
+        let stub = try #require(try a.value(of: "lost", "_attachments")?.objectValue?["x"]?.objectValue)
+        let digest = try #require(stub["digest"]?.stringValue.flatMap(AttachmentDigest.init))
+        let stored = a.dataDir + "/attachments/" + digest.hex
+        try FileManager.default.removeItem(atPath: stored)
+        b.signal(SIGCONT)
+        try poll("b to say why the revision waits") {
+            let status = try b.client().request("status")
+            guard case .array(let peers)? = status["peers"], status["awaiting_attachments"] == .int(1) else { return false }
+            return peers.first?.objectValue?["last_error"]?.stringValue?.contains("the peer cannot send attachment content \(digest)") == true
+        }
+        #expect(try b.value(of: "lost", "_attachments") == nil, "the revision is not visible without its content")
+
+        // a has the content again (the same bytes attached elsewhere); b's next connection fetches it.
+        #expect(try a.ctl(["attach", "again", "x", "--file", file]).status == 0)
+        #expect(try b.ctl(["shutdown"]).status == 0)
+        try waitForExit(b.process)
+        try b.restart()
+        try poll("the revision on b, with its content") { try b.value(of: "lost", "_attachments") != nil }
+        let output = b.temporary.path + "/lost.bin"
+        #expect(try b.ctl(["attachment", "lost", "x", "--output", output]).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == Data(bytes))
+    }
 }
 
 extension AttachmentReplicationEndToEndTests {
