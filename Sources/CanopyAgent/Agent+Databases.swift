@@ -151,7 +151,6 @@ extension Agent {
             guard let strategy = ResolutionStrategy(parsing: text) else {
                 throw AdminFailure(.invalidArgument, "conflicts must be automatic, local-wins, remote-wins, merge-json, manual or resolver NAME, not \"\(text.prefix(80))\"")
             }
-            guard strategy.resolverName == nil else { throw AdminFailure(.invalidArgument, ConfigParser.resolverOnlyForDefault(name)) }
             database.conflicts = strategy
         }
         let directory = options.directory

@@ -159,7 +159,7 @@ extension Agent {
             "doc": .string(id), "rev": .string(current.description), "by": .string("manual"), "db": .string(database.name.text),
         ])
         // Resolver clients are offered the default database's conflicts.
-        if database.name == .default { queue.async { self.resolvers.forget(id) } }
+        queue.async { self.resolvers.forget(id, in: database.name) }
         return ["doc": .string(id), "rev": .string(current.description)]
     }
 

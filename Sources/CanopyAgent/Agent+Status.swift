@@ -19,7 +19,7 @@ extension Agent {
             "resolvers": .array(resolvers.statusRows),
             "uptime_seconds": .double((Self.wallClock() - startedAt).rounded()),
         ].merging(damageStatus) { first, _ in first }
-        let waiting = resolvers.waitingDocuments
+        let waiting = resolvers.waitingDocuments(in: .default)
         peerRows { rows in
             self.storeQueue.async {
                 do throws(StoreError) {

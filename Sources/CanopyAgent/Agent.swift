@@ -172,7 +172,7 @@ public final class Agent: @unchecked Sendable {
             listening = bound
             peers.allow(config.peers)
             replication.apply(config: config)
-            events.observeDocuments { [unowned self] events, peer in resolvers.observe(events, peer: peer) }
+            events.observeDocuments { [unowned self] events, peer, database in resolvers.observe(events, peer: peer, database: database) }
             // Conflicts kept before the restart: settled now if their rule can, offered when their
             // resolver registers.
             resolvers.scan()

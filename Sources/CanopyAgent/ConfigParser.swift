@@ -175,7 +175,6 @@ package struct ConfigParser: Sendable {
             guard let database = config.databases.firstIndex(where: { $0.name == name }) else {
                 throw error(line, "rule \(rule.name) names database \(name), which has no [database \(name)] section")
             }
-            if rule.strategy.resolverName != nil { throw error(line, "rule \(rule.name): " + Self.resolverOnlyForDefault(name)) }
             config.databases[database].rules.append(rule)
         }
         config.rules = kept
@@ -319,20 +318,10 @@ package struct ConfigParser: Sendable {
     private func applyDatabase(_ key: String, _ value: String, _ line: Int, _ database: inout DatabaseConfig) throws(ConfigError) {
         switch key {
         case "revs-limit": database.revsLimit = try integer(value, key: key, in: 2...100_000, line: line)
-        case "conflicts":
-            let strategy = try strategy(value, key: key, line: line)
-            if strategy.resolverName != nil { throw error(line, Self.resolverOnlyForDefault(database.name)) }
-            database.conflicts = strategy
+        case "conflicts": database.conflicts = try strategy(value, key: key, line: line)
         default:
             throw error(line, "unknown key `\(key)` in a database section; expected revs-limit or conflicts")
         }
-    }
-
-    /// Why a database other than `default` cannot route conflicts to `resolver NAME`: resolver
-    /// clients on the admin socket are offered the `default` database's conflicts only.
-    static func resolverOnlyForDefault(_ database: DatabaseName) -> String {
-        "resolver clients settle conflicts of the default database only, so database \(database) cannot keep its conflicts for one; "
-            + "use automatic, local-wins, remote-wins, merge-json or manual"
     }
 
     private func strategy(_ value: String, key: String, line: Int) throws(ConfigError) -> ResolutionStrategy {

@@ -15,7 +15,7 @@ final class EventHub: @unchecked Sendable {
     private var subscribers: [ObjectIdentifier: AdminClient] = [:]
     /// Told of every batch of document events once it is recorded (the resolvers watch for
     /// conflicts); on `queue`.
-    private var documentObserver: (([DocumentEvent], String) -> Void)?
+    private var documentObserver: (([DocumentEvent], String, DatabaseName) -> Void)?
 
     /// `queue` is the agent's.
     init(queue: DispatchQueue) {
@@ -42,21 +42,21 @@ final class EventHub: @unchecked Sendable {
     }
 
     /// Sets what is told of each batch of document events after it is recorded. On `queue`.
-    func observeDocuments(_ observer: @escaping ([DocumentEvent], String) -> Void) {
+    func observeDocuments(_ observer: @escaping ([DocumentEvent], String, DatabaseName) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         documentObserver = observer
     }
 
     /// Records a replication batch's document events (one per document) as the array it is, and
     /// streams them to subscribers. `nodeID` is the peer they came from; empty for an import or
-    /// the agent's own conflict scan. The observer (the resolvers) hears of the `default`
-    /// database's events only. Callable from any queue.
+    /// the agent's own conflict scan. The observer (the resolvers) hears of every database's
+    /// events. Callable from any queue.
     func emit(documentEvents: [DocumentEvent], peer nodeID: String, database: DatabaseName = .default) {
         guard !documentEvents.isEmpty else { return }
         let time = Agent.wallClock()
         queue.async { [self] in
             let first = ring.append(documents: documentEvents, peer: nodeID, database: database, time: time)
-            if database == .default { documentObserver?(documentEvents, nodeID) }
+            documentObserver?(documentEvents, nodeID, database)
             guard !subscribers.isEmpty else { return }
             for (offset, event) in documentEvents.enumerated() {
                 let content = AgentEvent.Content.document(nodeID: nodeID, event: event, database: database)

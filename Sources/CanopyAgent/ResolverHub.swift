@@ -32,7 +32,7 @@ final class ResolverHub: @unchecked Sendable {
     init(agent: Agent) {
         self.agent = agent
         offers = Offers(
-            rules: agent.config.resolutionRules, timeoutSeconds: agent.config.limits.resolverTimeoutSeconds,
+            rules: Self.rules(of: agent.config), timeoutSeconds: agent.config.limits.resolverTimeoutSeconds,
             offersInFlightMax: AgentLimits.resolverOffersInFlightMax, resolversMax: AgentLimits.resolversMax)
     }
 
@@ -40,9 +40,14 @@ final class ResolverHub: @unchecked Sendable {
     /// rules or the timeout) and carries out what it returns.
     private func handle(_ event: (inout Offers) -> [Offers.Action]) {
         dispatchPrecondition(condition: .onQueue(agent.queue))
-        offers.configuredRules = agent.config.resolutionRules
+        offers.configuredRules = Self.rules(of: agent.config)
         offers.timeoutSeconds = agent.config.limits.resolverTimeoutSeconds
         for action in event(&offers) { execute(action) }
+    }
+
+    /// Each database's rules and catch-all, as the config says.
+    private static func rules(of config: AgentConfig) -> [DatabaseName: ResolutionRules] {
+        Dictionary(uniqueKeysWithValues: config.allDatabases.map { ($0.name, $0.resolutionRules) })
     }
 
     private func execute(_ action: Offers.Action) {
@@ -59,10 +64,14 @@ final class ResolverHub: @unchecked Sendable {
         case .reply(let ticket, let document, let result):
             let reply = replies.removeValue(forKey: ticket)
             switch result {
-            case .success(let revision): reply?(.success(["doc": .string(document), "rev": .string(revision.description)]))
+            case .success(let revision):
+                reply?(.success([
+                    "db": .string(document.database.text), "doc": .string(document.document), "rev": .string(revision.description),
+                ]))
             case .failure(let refusal): reply?(.failure(Self.failure(refusal)))
             }
-        case .policyChanged: agent.store.conflictPolicy = .rules(offers.policy)
+        case .policyChanged:
+            for (name, store) in agent.databases.sorted { store.conflictPolicy = .rules(offers.policy(for: name)) }
         case .scan: runScan()
         case .drainFinished: finishDrain()
         }
@@ -79,39 +88,59 @@ final class ResolverHub: @unchecked Sendable {
 
     private func runScan() {
         agent.storeQueue.async { [agent] in
-            let results: [ForeignDocumentResult]
-            do { results = try agent.store.retryConflictResolution() } catch {
-                agent.logger.error("the conflict scan failed; kept conflicts are offered again on the next scan", metadata: ["error": "\(error)"])
-                return
+            for (name, store) in agent.databases.sorted {
+                let results: [ForeignDocumentResult]
+                do { results = try store.retryConflictResolution() } catch {
+                    agent.logger.error(
+                        "the conflict scan failed; kept conflicts are offered again on the next scan",
+                        metadata: ["db": "\(name)", "error": "\(error)"])
+                    continue
+                }
+                agent.events.emit(documentEvents: results.flatMap(DocumentEvent.scanEvents), peer: "", database: name)
             }
-            agent.events.emit(documentEvents: results.flatMap(DocumentEvent.scanEvents), peer: "")
         }
     }
 
     // MARK: Conflicts arriving
 
-    /// Takes note of a batch of document events (replication, import, scan; `peer` empty for
-    /// the last two): conflicts now waiting for a resolver are offered, settled ones forgotten.
-    func observe(_ events: [DocumentEvent], peer: String) {
-        handle { $0.observe(events, peer: peer.isEmpty ? nil : peer) }
+    /// Takes note of a batch of document events of `database` (replication, import, scan; `peer`
+    /// empty for the last two): conflicts now waiting for a resolver are offered, settled ones
+    /// forgotten.
+    func observe(_ events: [DocumentEvent], peer: String, database: DatabaseName) {
+        handle { $0.observe(events, peer: peer.isEmpty ? nil : peer, database: database) }
     }
 
     /// The document was settled some other way (`resolve`, a policy): no offer stands for it.
-    func forget(_ document: String) {
-        handle { $0.forget(document) }
+    func forget(_ document: String, in database: DatabaseName) {
+        handle { $0.forget(Offers.Key(database, document)) }
     }
 
-    private func read(_ documents: [String], for name: String) {
+    private func read(_ documents: [Offers.Key], for name: String) {
         agent.storeQueue.async { [agent] in
-            let conflicts: [Conflict]
-            do { conflicts = try agent.store.conflicts(ids: documents) } catch {
-                agent.logger.error("reading conflicts to offer failed", metadata: ["resolver": "\(name)", "error": "\(error)"])
-                conflicts = []
+            var conflicts: [Offers.Key: Conflict] = [:]
+            // One read per database, in the order the databases first appear.
+            var order: [DatabaseName] = []
+            var byDatabase: [DatabaseName: [String]] = [:]
+            for key in documents {
+                if byDatabase[key.database] == nil { order.append(key.database) }
+                byDatabase[key.database, default: []].append(key.document)
             }
-            agent.queue.async { self.handle { $0.conflictsRead(conflicts, asked: documents, resolver: name) } }
+            for database in order {
+                // A database deleted meanwhile has no conflicts left to offer.
+                guard let store = agent.databases[database] else { continue }
+                do {
+                    for conflict in try store.conflicts(ids: byDatabase[database]!) {
+                        conflicts[Offers.Key(database, conflict.documentID)] = conflict
+                    }
+                } catch {
+                    agent.logger.error(
+                        "reading conflicts to offer failed", metadata: ["resolver": "\(name)", "db": "\(database)", "error": "\(error)"])
+                }
+            }
+            let found = conflicts
+            agent.queue.async { self.handle { $0.conflictsRead(found, asked: documents, resolver: name) } }
         }
     }
-
     // MARK: Answers
 
     /// `resolver.answer {ticket, pick|body|delete}` from `client`.
@@ -127,7 +156,7 @@ final class ResolverHub: @unchecked Sendable {
             throw AdminFailure(.notFound, "ticket \(ticket) is unknown or expired; the conflict will be offered again")
         }
         let decision: ResolutionDecision
-        do { decision = try Agent.decision(from: request, documentID: document) } catch {
+        do { decision = try Agent.decision(from: request, documentID: document.document) } catch {
             handle { $0.answerRefused(ticket: ticket, reason: "resolver \(name)'s answer was refused: \(error.message)") }
             throw error
         }
@@ -135,17 +164,35 @@ final class ResolverHub: @unchecked Sendable {
         handle { $0.answerReceived(ticket: ticket, decision: decision) }
     }
 
-    /// Writes a batch of answers in one transaction and reports each one's result.
+    /// Writes a batch of answers, one transaction per database, and reports each one's result
+    /// in the batch's order.
     private func apply(_ batch: [Offers.PendingAnswer]) {
         agent.storeQueue.async { [agent] in
-            let results: [Result<RevisionID, Offers.Refusal>]
-            do throws(StoreError) {
-                let written = try agent.store.applyResolutions(batch.map { (id: $0.document, decision: $0.decision) })
-                results = zip(batch, written).map { answer, result in result.mapError { Self.refusal(for: $0, document: answer.document) } }
-            } catch {
-                results = batch.map { .failure(Self.refusal(for: error, document: $0.document)) }
+            var results = [Result<RevisionID, Offers.Refusal>?](repeating: nil, count: batch.count)
+            var order: [DatabaseName] = []
+            var byDatabase: [DatabaseName: [Int]] = [:]
+            for (index, answer) in batch.enumerated() {
+                if byDatabase[answer.document.database] == nil { order.append(answer.document.database) }
+                byDatabase[answer.document.database, default: []].append(index)
             }
-            agent.queue.async { self.handle { $0.answersApplied(results) } }
+            for database in order {
+                let indexes = byDatabase[database]!
+                guard let store = agent.databases[database] else {
+                    let gone = Offers.Refusal(code: AdminErrorCode.notFound.rawValue, message: "database \(database) no longer exists")
+                    for index in indexes { results[index] = .failure(gone) }
+                    continue
+                }
+                do throws(StoreError) {
+                    let written = try store.applyResolutions(indexes.map { (id: batch[$0].document.document, decision: batch[$0].decision) })
+                    for (index, result) in zip(indexes, written) {
+                        results[index] = result.mapError { Self.refusal(for: $0, document: batch[index].document.document) }
+                    }
+                } catch {
+                    for index in indexes { results[index] = .failure(Self.refusal(for: error, document: batch[index].document.document)) }
+                }
+            }
+            let answered = results.map { $0! }
+            agent.queue.async { self.handle { $0.answersApplied(answered) } }
         }
     }
 
@@ -179,7 +226,7 @@ final class ResolverHub: @unchecked Sendable {
         let name = try request.optionalString("name") ?? "default"
         let prefix = try request.optionalString("prefix")
         let connection = ObjectIdentifier(client)
-        offers.configuredRules = agent.config.resolutionRules
+        offers.configuredRules = Self.rules(of: agent.config)
         let registered: (prefix: String?, actions: [Offers.Action])
         do { registered = try offers.register(name: name, prefix: prefix, connection: connection) } catch {
             throw Self.failure(error)
@@ -198,8 +245,8 @@ final class ResolverHub: @unchecked Sendable {
 
     // MARK: Status and shutdown
 
-    /// Conflicts waiting for a resolver (connected or not), by document.
-    var waitingDocuments: Set<String> { offers.waitingDocuments }
+    /// The documents of `database` whose conflicts wait for a resolver (connected or not).
+    func waitingDocuments(in database: DatabaseName) -> Set<String> { offers.waitingDocuments(in: database) }
 
     /// The connected resolvers as `status` lists them.
     var statusRows: [JSONValue] {

@@ -5,7 +5,7 @@ import CanopyCore
 ///
 /// The line's shape:
 ///
-///     {"resolve":{"ticket":T,"resolver":NAME,"doc":ID,"rev":CURRENT,
+///     {"resolve":{"ticket":T,"resolver":NAME,"db":DB,"doc":ID,"rev":CURRENT,
 ///                 "leaves":[{"rev":R,"deleted":false,"body":{…}},…],
 ///                 "ancestor":{…}|null,"local_rev":R|null,"node_id":PEER|null,"rule":RULE|null}}
 ///
@@ -16,6 +16,8 @@ public struct ResolverOffer: Sendable {
     public let ticket: Int64
     /// The resolver name the offer was sent to (the registration's `name`).
     public let resolver: String
+    /// The database the document is in (`db`; `default` when the line names none).
+    public let database: String
     /// The conflicted document: its open leaves (current first) with bodies, the common
     /// ancestor's body (`ancestor`, for a three-way merge) and the revision that was current on
     /// this node before the write that made the conflict (`local_rev`).
@@ -32,9 +34,12 @@ public struct ResolverOffer: Sendable {
     public let rule: String?
 
     /// Creates an offer (an application's tests use it to call their resolve closure directly).
-    public init(ticket: Int64, resolver: String, conflict: Conflict, peer: String? = nil, rule: String? = nil) {
+    public init(
+        ticket: Int64, resolver: String, conflict: Conflict, peer: String? = nil, rule: String? = nil, database: String = "default"
+    ) {
         self.ticket = ticket
         self.resolver = resolver
+        self.database = database
         self.conflict = conflict
         self.peer = peer
         self.rule = rule
@@ -71,7 +76,8 @@ extension ResolverOffer {
         self.init(
             ticket: ticket, resolver: resolver,
             conflict: Conflict(documentID: documentID, leaves: leaves, commonAncestorBody: ancestor, localRevision: localRevision),
-            peer: Self.optionalString(members["node_id"]), rule: Self.optionalString(members["rule"]))
+            peer: Self.optionalString(members["node_id"]), rule: Self.optionalString(members["rule"]),
+            database: Self.optionalString(members["db"]) ?? "default")
     }
 
     private static func leaf(_ row: JSONValue) -> ConflictLeaf? {

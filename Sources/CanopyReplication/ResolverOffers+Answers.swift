@@ -16,7 +16,9 @@ extension ResolverOffers {
         guard ResolutionStrategy.isValidResolverName(name) else {
             throw Refusal(code: "invalid_argument", message: "resolver name \"\(name.prefix(80))\" must be 1–64 letters, digits, '-', '_' or '.'")
         }
-        let named = configuredRules.rules.contains { $0.strategy == .resolver(name) } || configuredRules.fallback == .resolver(name)
+        let named = configuredRules.values.contains { rules in
+            rules.rules.contains { $0.strategy == .resolver(name) } || rules.fallback == .resolver(name)
+        }
         let prefix = prefix ?? (named ? nil : "")
         guard registrations[name] == nil else {
             throw Refusal(code: "failed", message: "a resolver named \(name) is already registered; pick another \"name\"")
@@ -65,7 +67,7 @@ extension ResolverOffers {
 
     /// The document `ticket` was offered for, when it is outstanding and was sent to `resolver`;
     /// nil for an unknown, void or expired ticket (the answer gets `not_found`).
-    package func document(offeredAs ticket: Int64, to resolver: String) -> String? {
+    package func document(offeredAs ticket: Int64, to resolver: String) -> Key? {
         guard let sent = tickets[ticket], sent.resolver == resolver else { return nil }
         return sent.document
     }
@@ -114,7 +116,8 @@ extension ResolverOffers {
             case .success(let revision):
                 if current { waiting.removeValue(forKey: answer.document) }
                 resolved.append(ResolverEvent(type: "conflict.resolved", data: [
-                    "doc": .string(answer.document), "rev": .string(revision.description), "by": .string(answer.resolver),
+                    "db": .string(answer.document.database.text), "doc": .string(answer.document.document),
+                    "rev": .string(revision.description), "by": .string(answer.resolver),
                 ]))
             case .failure(let refusal):
                 // Reported either way; only the document's own offer fails (a newer one, for a
@@ -148,10 +151,11 @@ extension ResolverOffers {
 
     /// Reports the failure, and marks the document's conflict failed unless `keep` (the failure
     /// was an earlier offer's).
-    private mutating func markFailed(_ document: String, resolver: String, reason: String, keep: Bool = false, _ actions: inout [Action]) {
+    private mutating func markFailed(_ document: Key, resolver: String, reason: String, keep: Bool = false, _ actions: inout [Action]) {
         if !keep { waiting[document]?.failed = true }
         actions.append(.emit([ResolverEvent(type: "resolution.failed", data: [
-            "doc": .string(document), "reason": .string(reason), "resolver": .string(resolver),
+            "db": .string(document.database.text), "doc": .string(document.document), "reason": .string(reason),
+            "resolver": .string(resolver),
         ])]))
     }
 

@@ -11,8 +11,10 @@ import DequeModule
 ///
 ///     registrations  name → (prefix?, connection, tickets outstanding, documents to offer in
 ///                    arrival order, a read of conflicts running?)
-///     waiting        document → (resolver, rule, previous revision, peer, ticket?, failed)
-///     tickets        ticket → (document, resolver, timeout seconds): offers sent, not answered
+///     waiting        (database, document) → (resolver, rule, previous revision, peer, ticket?,
+///                    failed)
+///     tickets        ticket → (database and document, resolver, timeout seconds): offers sent,
+///                    not answered
 ///     answers        answers received, waiting for the next batch; `applying`: the batch being
 ///                    written
 ///
@@ -28,30 +30,52 @@ import DequeModule
 /// `offersInFlightMax` offers are outstanding per resolver; at most one read of conflicts runs per
 /// resolver and one batch of answers is written at a time; nothing is offered once draining.
 /// Every choice that reaches an action is made in a sorted order, never a dictionary's.
+///
+/// Every database's conflicts go to the resolvers its rules name; a registration's `prefix`
+/// claims conflicts of the `default` database only.
 package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
+    /// A conflicted document of one database: what the machine keeps conflicts by.
+    package struct Key: Hashable, Comparable, Sendable, CustomStringConvertible {
+        package let database: DatabaseName
+        package let document: String
+
+        package init(_ database: DatabaseName, _ document: String) {
+            self.database = database
+            self.document = document
+        }
+
+        package static func < (lhs: Self, rhs: Self) -> Bool {
+            lhs.database != rhs.database ? lhs.database < rhs.database : lhs.document < rhs.document
+        }
+
+        /// `doc`, or `db/doc` outside `default` (for traces and logs).
+        package var description: String { database == .default ? document : "\(database)/\(document)" }
+    }
+
     /// What the driver carries out, in order.
     package enum Action: Sendable, Equatable {
-        /// Read the conflicts of `documents` (`DocumentStore.conflicts(ids:)`), then call
-        /// `conflictsRead`.
-        case readConflicts(resolver: String, documents: [String])
+        /// Read the conflicts of `documents` (`DocumentStore.conflicts(ids:)` of each one's
+        /// database), then call `conflictsRead`.
+        case readConflicts(resolver: String, documents: [Key])
         /// Send `{"resolve": offer}` to the connection.
         case send(Connection, offer: [String: JSONValue])
         /// Call `timeoutFired(ticket)` after `seconds`, unless cancelled first.
         case scheduleTimeout(ticket: Int64, seconds: Int)
         /// The ticket's timeout is no longer needed.
         case cancelTimeout(ticket: Int64)
-        /// Write these decisions in one transaction (`DocumentStore.applyResolutions`), then call
-        /// `answersApplied` with one result per entry, in order.
+        /// Write these decisions, one transaction per database (`DocumentStore.applyResolutions`),
+        /// then call `answersApplied` with one result per entry, in order.
         case apply([PendingAnswer])
         /// Publish these events as one batch.
         case emit([ResolverEvent])
         /// Answer the `resolver.answer` that carried `ticket`: the document's new current
         /// revision, or why the answer was refused.
-        case reply(ticket: Int64, document: String, Result<RevisionID, Refusal>)
-        /// The store's policy is now `ConflictPolicy.rules(policy)`: the registrations changed.
+        case reply(ticket: Int64, document: Key, Result<RevisionID, Refusal>)
+        /// Each database's policy is now `ConflictPolicy.rules(policy(for:))`: the registrations
+        /// changed.
         case policyChanged
-        /// Run the policy over every conflicted document (`retryConflictResolution`) and observe
-        /// the results as `DocumentEvent.scanEvents` makes them.
+        /// Run each database's policy over its conflicted documents (`retryConflictResolution`)
+        /// and observe the results as `DocumentEvent.scanEvents` makes them.
         case scan
         /// Draining has finished: every offer sent was answered and written (or none was sent).
         case drainFinished
@@ -60,7 +84,7 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
     /// An answer received and not yet written.
     package struct PendingAnswer: Sendable, Equatable {
         package let ticket: Int64
-        package let document: String
+        package let document: Key
         package let resolver: String
         package let decision: ResolutionDecision
     }
@@ -92,7 +116,7 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
         /// Tickets sent and not yet answered.
         var outstanding: Set<Int64> = []
         /// Documents to offer, in arrival order.
-        var toOffer: Deque<String> = []
+        var toOffer: Deque<Key> = []
         /// A read of conflicts to offer is running.
         var reading = false
     }
@@ -115,13 +139,15 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
 
     /// An offer sent.
     struct Ticket: Sendable {
-        let document: String
+        let document: Key
         let resolver: String
         let timeoutSeconds: Int
     }
 
-    /// The config's rules and catch-all (the policy adds a rule per connected resolver's prefix).
-    package var configuredRules: ResolutionRules
+    /// Each database's rules and catch-all from the config (`default`'s policy adds a rule per
+    /// connected resolver's prefix). A database not listed has no rules and settles
+    /// automatically.
+    package var configuredRules: [DatabaseName: ResolutionRules]
     /// Seconds an offer waits for its answer.
     package var timeoutSeconds: Int
     /// Offers outstanding at once per resolver.
@@ -132,7 +158,7 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
     package let resolversMax: Int
 
     var registrations: [String: Registration] = [:]
-    var waiting: [String: Waiting] = [:]
+    var waiting: [Key: Waiting] = [:]
     var tickets: [Int64: Ticket] = [:]
     var nextTicket: Int64 = 1
     var answers: [PendingAnswer] = []
@@ -142,7 +168,7 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
 
     /// A machine with nothing registered and nothing waiting.
     package init(
-        rules: ResolutionRules, timeoutSeconds: Int, offersInFlightMax: Int, readBatchMax: Int = 512, resolversMax: Int
+        rules: [DatabaseName: ResolutionRules], timeoutSeconds: Int, offersInFlightMax: Int, readBatchMax: Int = 512, resolversMax: Int
     ) {
         precondition(offersInFlightMax > 0 && readBatchMax > 0 && resolversMax > 0, "resolver limits must be positive")
         configuredRules = rules
@@ -154,10 +180,11 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
 
     // MARK: Policy and scans
 
-    /// The store's policy: the config's rules, then a rule per connected resolver for its prefix
-    /// (by name), then the catch-all.
-    package var policy: ResolutionRules {
-        var rules = configuredRules
+    /// A database's policy: the config's rules, then (for `default`) a rule per connected
+    /// resolver for its prefix (by name), then the catch-all.
+    package func policy(for database: DatabaseName) -> ResolutionRules {
+        var rules = configuredRules[database] ?? ResolutionRules([], fallback: .automatic)
+        guard database == .default else { return rules }
         for registration in registrations.values.sorted(by: { $0.name < $1.name }) {
             guard let prefix = registration.prefix else { continue }
             rules.rules.append(ResolutionRule(name: registration.name, idPrefix: prefix, strategy: .resolver(registration.name)))
@@ -172,17 +199,17 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
 
     // MARK: Conflicts arriving
 
-    /// A batch of document events (replication, import, scan; `peer` nil for the last two):
-    /// conflicts now waiting for a resolver are offered, settled ones forgotten.
-    package mutating func observe(_ events: [DocumentEvent], peer: String?) -> [Action] {
+    /// A batch of document events of `database` (replication, import, scan; `peer` nil for the
+    /// last two): conflicts now waiting for a resolver are offered, settled ones forgotten.
+    package mutating func observe(_ events: [DocumentEvent], peer: String?, database: DatabaseName = .default) -> [Action] {
         var actions: [Action] = []
         for event in events {
             switch event.kind {
             case .conflictAwaitingResolver:
                 guard let resolver = event.detail else { continue }
-                keepWaiting(event.documentID, resolver: resolver, conflict: event.conflict, peer: peer, &actions)
+                keepWaiting(Key(database, event.documentID), resolver: resolver, conflict: event.conflict, peer: peer, &actions)
             case .conflictResolved:
-                forget(event.documentID, &actions)
+                forget(Key(database, event.documentID), &actions)
             default:
                 continue
             }
@@ -191,18 +218,18 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
     }
 
     /// The document was settled some other way (`resolve`, a policy): no offer stands for it.
-    package mutating func forget(_ document: String) -> [Action] {
+    package mutating func forget(_ document: Key) -> [Action] {
         var actions: [Action] = []
         forget(document, &actions)
         return actions
     }
 
-    private mutating func forget(_ document: String, _ actions: inout [Action]) {
+    private mutating func forget(_ document: Key, _ actions: inout [Action]) {
         guard let entry = waiting.removeValue(forKey: document) else { return }
         if let ticket = entry.ticket { withdraw(ticket, &actions) }
     }
 
-    private mutating func keepWaiting(_ document: String, resolver: String, conflict: DetectedConflict?, peer: String?, _ actions: inout [Action]) {
+    private mutating func keepWaiting(_ document: Key, resolver: String, conflict: DetectedConflict?, peer: String?, _ actions: inout [Action]) {
         var entry = Waiting(resolver: resolver, rule: conflict?.rule, previous: conflict?.previous, peer: peer)
         if let known = waiting[document] {
             // Found again by a scan: keep what the write that made it knew, and its offer.
@@ -235,7 +262,7 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
         guard room >= min(readBatchMax, max(1, offersInFlightMax / 2)) || waitingRegistration.outstanding.isEmpty else { return }
         // Taken out of the dictionary while it changes, so its queue is not copied.
         var registration = registrations.removeValue(forKey: name)!
-        var batch: [String] = []
+        var batch: [Key] = []
         while batch.count < min(room, readBatchMax), let document = registration.toOffer.popFirst() {
             guard let entry = waiting[document], entry.resolver == name, entry.ticket == nil, !entry.failed else { continue }
             batch.append(document)
@@ -246,42 +273,46 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
     }
 
     /// The read `readConflicts(name, asked)` asked for finished: `conflicts` are those still
-    /// conflicted (a failed read passes none). Each still waiting for `name` is offered.
-    package mutating func conflictsRead(_ conflicts: [Conflict], asked: [String], resolver name: String) -> [Action] {
+    /// conflicted (a failed read passes none). Each still waiting for `name` is offered, in the
+    /// order asked.
+    package mutating func conflictsRead(_ conflicts: [Key: Conflict], asked: [Key], resolver name: String) -> [Action] {
         guard registrations[name] != nil else { return [] }
         registrations[name]!.reading = false
         var actions: [Action] = []
-        let found = Set(conflicts.map(\.documentID))
-        for document in asked where !found.contains(document) && waiting[document]?.ticket == nil {
+        for document in asked where conflicts[document] == nil && waiting[document]?.ticket == nil {
             waiting.removeValue(forKey: document)  // settled meanwhile, or gone
         }
-        for conflict in conflicts {
-            guard let entry = waiting[conflict.documentID], entry.resolver == name, entry.ticket == nil, !entry.failed else { continue }
-            send(conflict, entry, to: name, &actions)
+        for document in asked {
+            guard let conflict = conflicts[document], let entry = waiting[document], entry.resolver == name, entry.ticket == nil,
+                !entry.failed
+            else { continue }
+            send(conflict, document, entry, to: name, &actions)
         }
         pump(name, &actions)
         return actions
     }
 
-    private mutating func send(_ conflict: Conflict, _ entry: Waiting, to name: String, _ actions: inout [Action]) {
+    private mutating func send(_ conflict: Conflict, _ document: Key, _ entry: Waiting, to name: String, _ actions: inout [Action]) {
         let ticket = nextTicket
         nextTicket += 1
-        let document = conflict.documentID
         tickets[ticket] = Ticket(document: document, resolver: name, timeoutSeconds: timeoutSeconds)
         registrations[name]!.outstanding.insert(ticket)
         waiting[document]!.ticket = ticket
-        actions.append(.send(registrations[name]!.connection, offer: Self.offerFields(conflict, entry, ticket: ticket, resolver: name)))
+        actions.append(.send(
+            registrations[name]!.connection, offer: Self.offerFields(conflict, entry, ticket: ticket, resolver: name, database: document.database)))
         actions.append(.scheduleTimeout(ticket: ticket, seconds: timeoutSeconds))
     }
 
     /// The offer as `Protocol/admin-v1.md` §5 specifies it: every open leaf (current first,
     /// deletions marked), the common ancestor's body, what this node had before, and who sent it.
-    static func offerFields(_ conflict: Conflict, _ entry: Waiting, ticket: Int64, resolver: String) -> [String: JSONValue] {
+    static func offerFields(
+        _ conflict: Conflict, _ entry: Waiting, ticket: Int64, resolver: String, database: DatabaseName
+    ) -> [String: JSONValue] {
         let leaves: [JSONValue] = conflict.leaves.map { leaf in
             .object(["rev": .string(leaf.revision.description), "deleted": .bool(leaf.isDeleted), "body": leaf.body ?? .null])
         }
         return [
-            "ticket": .int(ticket), "resolver": .string(resolver), "doc": .string(conflict.documentID),
+            "ticket": .int(ticket), "resolver": .string(resolver), "db": .string(database.text), "doc": .string(conflict.documentID),
             "rev": .string(conflict.leaves[0].revision.description), "leaves": .array(leaves),
             "ancestor": conflict.commonAncestorBody ?? .null,
             "local_rev": entry.previous.map { .string($0.description) } ?? .null,
@@ -292,8 +323,10 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
 
     // MARK: Status
 
-    /// Conflicts waiting for a resolver (connected or not), by document.
-    package var waitingDocuments: Set<String> { Set(waiting.keys) }
+    /// The documents of `database` whose conflicts wait for a resolver (connected or not).
+    package func waitingDocuments(in database: DatabaseName) -> Set<String> {
+        Set(waiting.keys.lazy.filter { $0.database == database }.map(\.document))
+    }
 
     /// The connected resolvers by name: prefix, offers outstanding, conflicts waiting for it.
     package var registrationRows: [(name: String, prefix: String?, offered: Int, waiting: Int)] {

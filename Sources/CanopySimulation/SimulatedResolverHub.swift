@@ -69,7 +69,7 @@ final class SimulatedResolverHub: @unchecked Sendable {
         self.trace = trace
         self.counters = counters
         self.client = client
-        offers = Offers(rules: rules, timeoutSeconds: Self.timeoutSeconds, offersInFlightMax: Self.offersInFlightMax,
+        offers = Offers(rules: [.default: rules], timeoutSeconds: Self.timeoutSeconds, offersInFlightMax: Self.offersInFlightMax,
                         readBatchMax: Self.readBatchMax, resolversMax: 64)
     }
 
@@ -77,7 +77,7 @@ final class SimulatedResolverHub: @unchecked Sendable {
     var isIdle: Bool { pendingWork == 0 && offers.isIdle }
 
     /// Conflicts the machine keeps for a resolver.
-    var waitingDocuments: Set<String> { offers.waitingDocuments }
+    var waitingDocuments: Set<String> { offers.waitingDocuments(in: .default) }
 
     /// The node started: the scan the agent runs at start.
     func start() {
@@ -140,8 +140,9 @@ final class SimulatedResolverHub: @unchecked Sendable {
         switch action {
         case .readConflicts(let name, let documents):
             storeWork {
-                let conflicts = (try? self.store.conflicts(ids: documents)) ?? []
-                self.handle { $0.conflictsRead(conflicts, asked: documents, resolver: name) }
+                let conflicts = (try? self.store.conflicts(ids: documents.map(\.document))) ?? []
+                let byKey = Dictionary(uniqueKeysWithValues: conflicts.map { (Offers.Key(.default, $0.documentID), $0) })
+                self.handle { $0.conflictsRead(byKey, asked: documents, resolver: name) }
             }
         case .send(let connection, let offer):
             counters.offered += 1
@@ -165,13 +166,13 @@ final class SimulatedResolverHub: @unchecked Sendable {
             switch result {
             case .success(let revision):
                 counters.answered += 1
-                trace.record("n\(node) answer t\(ticket) \(connection) wrote \(document) \(revision)", documents: [document])
+                trace.record("n\(node) answer t\(ticket) \(connection) wrote \(document) \(revision)", documents: [document.document])
             case .failure(let refusal):
                 counters.refused += 1
-                trace.record("n\(node) answer t\(ticket) \(connection) refused for \(document): \(refusal.code)", documents: [document])
+                trace.record("n\(node) answer t\(ticket) \(connection) refused for \(document): \(refusal.code)", documents: [document.document])
             }
         case .policyChanged:
-            store.conflictPolicy = .rules(offers.policy)
+            store.conflictPolicy = .rules(offers.policy(for: .default))
         case .scan:
             counters.scans += 1
             storeWork { self.scan() }
@@ -193,7 +194,7 @@ final class SimulatedResolverHub: @unchecked Sendable {
     private func apply(_ batch: [Offers.PendingAnswer]) {
         let results: [Result<RevisionID, Offers.Refusal>]
         do {
-            let written = try store.applyResolutions(batch.map { (id: $0.document, decision: $0.decision) })
+            let written = try store.applyResolutions(batch.map { (id: $0.document.document, decision: $0.decision) })
             results = written.map { $0.mapError(Self.refusal) }
         } catch {
             results = batch.map { _ in .failure(Self.refusal(error)) }

@@ -166,16 +166,15 @@ struct ConfigParserTests {
         #expect(parsed.databaseSections[DatabaseName(validating: "archive")!] == 11..<13)  // 0-based: header and its key
     }
 
-    @Test("database errors name the line and the rule broken; a resolver may settle the default database only", arguments: [
+    @Test("database errors name the line and the rule broken; any database may keep its conflicts for a resolver", arguments: [
         ("[database Notes]", 1, "is not a database name: a database name starts with a lowercase letter"),
         ("[database default]", 1, "the default database has no section"),
         ("[database a]\n[database a]", 2, "database a is defined twice"),
         ("[database a]\nbatch = 1", 2, "unknown key `batch` in a database section"),
         ("[rule r]\nprefix = x\nstrategy = manual\ndatabase = nowhere", 4, "rule r names database nowhere, which has no [database nowhere] section"),
         ("[rule r]\nprefix = x\nstrategy = manual\ndatabase = No", 4, "is not a database name"),
-        ("[database a]\nconflicts = resolver notes", 2, "resolver clients settle conflicts of the default database only, so database a cannot"),
-        ("[database a]\n[rule r]\ndatabase = a\nprefix = x\nstrategy = resolver notes", 3, "rule r: resolver clients settle conflicts of the default database only"),
-        ("[database a]\n[rule r]\nstrategy = resolver notes\nprefix = x\ndatabase = default", 0, ""),
+        ("[database a]\nconflicts = resolver notes", 0, ""),
+        ("[database a]\n[rule r]\ndatabase = a\nprefix = x\nstrategy = resolver notes", 0, ""),
     ])
     func databaseErrors(text: String, line: Int, message: String) throws {
         guard line > 0 else {

@@ -55,9 +55,6 @@ struct DatabasesEndToEndTests {
         // Refusals say what to do.
         let badName = try agent.ctl(["db", "create", "Team"])
         #expect(badName.status == 1 && badName.stderr.contains("starts with a lowercase letter"), "\(badName.stderr)")
-        let forResolver = try agent.ctl(["db", "create", "inbox", "--conflicts", "resolver notes"])
-        #expect(forResolver.status == 1 && forResolver.stderr.contains("resolver clients settle conflicts of the default database only"), "\(forResolver.stderr)")
-        #expect(try agent.ctl(["db", "list"]).stdout.contains("inbox") == false)
         let missing = try agent.ctl(["put", "x", "--db", "nowhere", "--body", "{}"])
         #expect(missing.status == 4 && missing.stderr.contains("canopyctl db create nowhere"), "\(missing.stderr)")
         let unasked = try agent.ctl(["db", "delete", "team/notes"])

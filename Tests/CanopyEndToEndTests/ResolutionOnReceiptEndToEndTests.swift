@@ -274,6 +274,45 @@ struct ResolutionOnReceiptEndToEndTests {
         #expect(reload.stderr.contains("canopy.conf:") && reload.stderr.contains("strategy must be automatic"), "\(reload.stderr)")
     }
 
+    @Test("a database other than default keeps its conflicts for the resolver its rule names: the offer names the database and the answer settles it there")
+    func otherDatabase() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        #expect(try agent.ctl(["db", "create", "archive", "--conflicts", "manual"]).status == 0)
+        // The rule is added by hand and applied by a reload, as an operator would.
+        let path = agent.dataDir + "/canopy.conf"
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        try (text + "\n[rule old-notes]\ndatabase = archive\nprefix = note:\nstrategy = resolver keeper\n")
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try agent.ctl(["reload"]).status == 0)
+        let events = try EventReader(agent)
+        let resolver = try ResolverConnection(agent, name: "keeper")
+        let docs: [JSONValue] = [("a", "left"), ("b", "right")].map { digit, side in
+            .object(["_id": .string("note:1"), "_rev": .string("1-" + String(repeating: digit, count: 32)), "side": .string(side)])
+        }
+        let imported = try agent.client().request("import", ["db": .string("archive"), "docs": .array(docs)])
+        #expect(imported["ok"] == .bool(true), "\(imported)")
+        // The same id conflicted in default is not the resolver's: default has no rule for it.
+        try importConflict(agent, "note:1", ["side": .string("x")], ["side": .string("y")])
+
+        let offer = try resolver.nextOffer()
+        #expect(offer["db"] == .string("archive") && offer["doc"] == .string("note:1") && offer["rule"] == .string("old-notes"), "\(offer)")
+        let waiting = try events.next("conflict.waiting") { $0["doc"] == .string("note:1") }
+        #expect(waiting["db"] == .string("archive") && waiting["resolver"] == .string("keeper"), "\(waiting)")
+        let answered = try resolver.answer(offer, ["body": .object(["side": .string("both")])])
+        #expect(answered["ok"] == .bool(true) && answered["db"] == .string("archive"), "\(answered)")
+        let resolved = try events.next("conflict.resolved") { $0["doc"] == .string("note:1") && $0["by"] == .string("keeper") }
+        #expect(resolved["db"] == .string("archive"), "\(resolved)")
+        let settled = try agent.client().request("get", ["db": .string("archive"), "doc": .string("note:1")])
+        #expect(settled["doc"]?.objectValue?["side"] == .string("both"), "\(settled)")
+        #expect(try agent.client().request("conflicts", ["db": .string("archive")])["conflicts"] == .array([]))
+        // default's conflict was settled automatically (its catch-all), never offered.
+        #expect(try conflicted(agent) == 0)
+        let status = try agent.client().request("status")
+        let row = try #require(status["resolvers"]?.arrayValue?.first?.objectValue)
+        #expect(row["name"] == .string("keeper") && row["offered"] == .int(0) && row["waiting"] == .int(0), "\(row)")
+    }
+
     @Test("an import that closes a leaf of a kept conflict ends it and says so: conflict.resolved by import")
     func settledByAnImport() throws {
         let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])

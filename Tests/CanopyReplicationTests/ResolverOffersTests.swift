@@ -11,9 +11,12 @@ struct ResolverOffersTests {
 
     /// A rule sending `res-` documents to the resolver `sim`; the catch-all is automatic.
     static func machine(inFlight: Int = 4096) -> Offers {
-        Offers(rules: ResolutionRules([ResolutionRule(name: "to-sim", idPrefix: "res-", strategy: .resolver("sim"))]),
+        Offers(rules: [.default: ResolutionRules([ResolutionRule(name: "to-sim", idPrefix: "res-", strategy: .resolver("sim"))])],
                timeoutSeconds: 10, offersInFlightMax: inFlight, resolversMax: 64)
     }
+
+    /// `id` in the `default` database.
+    static func key(_ id: String, in database: DatabaseName = .default) -> Offers.Key { Offers.Key(database, id) }
 
     static func revision(_ generation: Int, _ digest: UInt64) -> RevisionID {
         RevisionID(generation: generation, digestHigh: digest, digestLow: digest)
@@ -52,7 +55,8 @@ struct ResolverOffersTests {
         while !pending.isEmpty {
             var next: [Offers.Action] = []
             for case .readConflicts(let name, let documents) in pending {
-                next += offers.conflictsRead(documents.map(conflict), asked: documents, resolver: name)
+                let found = Dictionary(uniqueKeysWithValues: documents.map { ($0, conflict($0.document)) })
+                next += offers.conflictsRead(found, asked: documents, resolver: name)
             }
             out += next
             pending = next
@@ -82,7 +86,7 @@ struct ResolverOffersTests {
         var offers = Self.machine()
         #expect(try Self.register(&offers).isEmpty)
         let read = offers.observe([Self.arrived("res-1")], peer: "peer-a")
-        #expect(read == [.readConflicts(resolver: "sim", documents: ["res-1"])])
+        #expect(read == [.readConflicts(resolver: "sim", documents: [Self.key("res-1")])])
         let sent = Self.readAll(&offers, read)
         guard case .send(let connection, let offer)? = sent.first else { Issue.record("no offer: \(sent)"); return }
         #expect(connection == 1)
@@ -93,16 +97,16 @@ struct ResolverOffersTests {
         #expect(offer["ancestor"] == .object(["a": .int(0)]))
         if case .array(let leaves)? = offer["leaves"] { #expect(leaves.count == 2) } else { Issue.record("no leaves") }
         #expect(sent.dropFirst().first == .scheduleTimeout(ticket: 1, seconds: 10))
-        #expect(offers.document(offeredAs: 1, to: "sim") == "res-1")
+        #expect(offers.document(offeredAs: 1, to: "sim") == Self.key("res-1"))
     }
 
     @Test("a conflict arriving while its resolver is away waits, and is offered when it registers")
     func offerOnRegistration() throws {
         var offers = Self.machine()
         #expect(offers.observe([Self.arrived("res-1")], peer: nil).isEmpty)
-        #expect(offers.waitingDocuments == ["res-1"])
+        #expect(offers.waitingDocuments(in: .default) == ["res-1"])
         let actions = try Self.register(&offers)
-        #expect(actions == [.readConflicts(resolver: "sim", documents: ["res-1"])])
+        #expect(actions == [.readConflicts(resolver: "sim", documents: [Self.key("res-1")])])
         #expect(Self.tickets(Self.readAll(&offers, actions)) == [1])
     }
 
@@ -125,7 +129,7 @@ struct ResolverOffersTests {
         _ = try Self.register(&offers)
         _ = Self.readAll(&offers, offers.observe([Self.arrived("res-1")], peer: nil))
         let again = offers.observe([Self.arrived("res-1", previous: Self.revision(2, 2))], peer: "peer-b")
-        #expect(again == [.cancelTimeout(ticket: 1), .readConflicts(resolver: "sim", documents: ["res-1"])])
+        #expect(again == [.cancelTimeout(ticket: 1), .readConflicts(resolver: "sim", documents: [Self.key("res-1")])])
         #expect(offers.document(offeredAs: 1, to: "sim") == nil)
         #expect(Self.tickets(Self.readAll(&offers, again)) == [2])
     }
@@ -136,7 +140,7 @@ struct ResolverOffersTests {
         _ = try Self.register(&offers)
         _ = Self.readAll(&offers, offers.observe([Self.arrived("res-1")], peer: nil))
         #expect(offers.observe([Self.foundByScan("res-1")], peer: nil).isEmpty)
-        #expect(offers.document(offeredAs: 1, to: "sim") == "res-1")
+        #expect(offers.document(offeredAs: 1, to: "sim") == Self.key("res-1"))
     }
 
     @Test("an offer that times out fails, and is not offered again by a scan; a change offers it again")
@@ -150,9 +154,9 @@ struct ResolverOffersTests {
         #expect(offers.document(offeredAs: 1, to: "sim") == nil)
         #expect(offers.timeoutFired(ticket: 1).isEmpty)
         #expect(offers.observe([Self.foundByScan("res-1")], peer: nil).isEmpty)
-        #expect(offers.waitingDocuments == ["res-1"])
+        #expect(offers.waitingDocuments(in: .default) == ["res-1"])
         let changed = offers.observe([Self.arrived("res-1")], peer: nil)
-        #expect(changed == [.readConflicts(resolver: "sim", documents: ["res-1"])])
+        #expect(changed == [.readConflicts(resolver: "sim", documents: [Self.key("res-1")])])
     }
 
     @Test("a refused answer fails the offer, replies with the refusal, and the conflict is not offered again by a scan")
@@ -162,11 +166,11 @@ struct ResolverOffersTests {
         _ = Self.readAll(&offers, offers.observe([Self.arrived("res-1"), Self.arrived("res-2")], peer: nil))
         let wrong = ResolutionDecision.keep(Self.revision(1, 9))
         let apply = offers.answerReceived(ticket: 1, decision: wrong)
-        #expect(apply == [.cancelTimeout(ticket: 1), .apply([.init(ticket: 1, document: "res-1", resolver: "sim", decision: wrong)])])
+        #expect(apply == [.cancelTimeout(ticket: 1), .apply([.init(ticket: 1, document: Self.key("res-1"), resolver: "sim", decision: wrong)])])
         let refusal = Offers.Refusal(code: "invalid_argument", message: "not a leaf")
         let applied = offers.answersApplied([.failure(refusal)])
         #expect(Self.failures(applied) == ["res-1"])
-        #expect(applied.contains(.reply(ticket: 1, document: "res-1", .failure(refusal))))
+        #expect(applied.contains(.reply(ticket: 1, document: Self.key("res-1"), .failure(refusal))))
         #expect(offers.observe([Self.foundByScan("res-1")], peer: nil).isEmpty)
         // An answer whose decision could not be read fails the same way.
         #expect(Self.failures(offers.answerRefused(ticket: 2, reason: "no pick")) == ["res-2"])
@@ -185,7 +189,7 @@ struct ResolverOffersTests {
         #expect(closed.last == .policyChanged)
         #expect(offers.resolver(on: 1) == nil)
         #expect(offers.registrationRows.isEmpty)
-        #expect(offers.waitingDocuments == ["res-1", "res-2"])
+        #expect(offers.waitingDocuments(in: .default) == ["res-1", "res-2"])
     }
 
     @Test("registering again offers the conflicts that failed, and the scan does not double them")
@@ -195,7 +199,7 @@ struct ResolverOffersTests {
         _ = Self.readAll(&offers, offers.observe([Self.arrived("res-2"), Self.arrived("res-1")], peer: nil))
         _ = offers.disconnected(1)
         let registered = try offers.register(name: "sim", prefix: nil, connection: 2)
-        #expect(registered.actions == [.readConflicts(resolver: "sim", documents: ["res-1", "res-2"]), .policyChanged, .scan])
+        #expect(registered.actions == [.readConflicts(resolver: "sim", documents: [Self.key("res-1"), Self.key("res-2")]), .policyChanged, .scan])
         let sent = Self.readAll(&offers, registered.actions)
         #expect(Self.tickets(sent) == [3, 4])
         #expect(sent.allSatisfy { if case .send(let connection, _) = $0 { connection == 2 } else { true } })
@@ -212,7 +216,7 @@ struct ResolverOffersTests {
         // A resolver no rule names claims every conflict no rule covers, and joins the policy.
         let other = try offers.register(name: "other", prefix: nil, connection: 2)
         #expect(other.prefix == "")
-        #expect(offers.policy.rules.map(\.name) == ["to-sim", "other"])
+        #expect(offers.policy(for: .default).rules.map(\.name) == ["to-sim", "other"])
     }
 
     @Test("at most offersInFlightMax offers are outstanding per resolver; an answer makes room for the next")
@@ -220,11 +224,11 @@ struct ResolverOffersTests {
         var offers = Self.machine(inFlight: 2)
         _ = try Self.register(&offers)
         let read = offers.observe(["res-1", "res-2", "res-3"].map { Self.arrived($0) }, peer: nil)
-        #expect(read == [.readConflicts(resolver: "sim", documents: ["res-1"])])
+        #expect(read == [.readConflicts(resolver: "sim", documents: [Self.key("res-1")])])
         let sent = Self.readAll(&offers, read)
         #expect(Self.tickets(sent) == [1, 2])
         let answered = offers.answerReceived(ticket: 1, decision: .keep(Self.revision(2, 2)))
-        #expect(answered.contains(.readConflicts(resolver: "sim", documents: ["res-3"])))
+        #expect(answered.contains(.readConflicts(resolver: "sim", documents: [Self.key("res-3")])))
         #expect(Self.tickets(Self.readAll(&offers, answered)) == [3])
     }
 
@@ -238,14 +242,14 @@ struct ResolverOffersTests {
         #expect(offers.answerReceived(ticket: 2, decision: keep) == [.cancelTimeout(ticket: 2)])
         #expect(offers.answerReceived(ticket: 3, decision: .merged(.object([:]))) == [.cancelTimeout(ticket: 3)])
         let first = offers.answersApplied([.success(Self.revision(3, 1))])
-        #expect(first.contains(.reply(ticket: 1, document: "res-1", .success(Self.revision(3, 1)))))
+        #expect(first.contains(.reply(ticket: 1, document: Self.key("res-1"), .success(Self.revision(3, 1)))))
         #expect(first.contains(.emit([.init(type: "conflict.resolved", data: [
-            "doc": .string("res-1"), "rev": .string(Self.revision(3, 1).description), "by": .string("sim"),
+            "db": .string("default"), "doc": .string("res-1"), "rev": .string(Self.revision(3, 1).description), "by": .string("sim"),
         ])])))
         guard case .apply(let next)? = first.last else { Issue.record("no second batch: \(first)"); return }
         #expect(next.map(\.ticket) == [2, 3])
         _ = offers.answersApplied([.success(Self.revision(3, 2)), .success(Self.revision(3, 3))])
-        #expect(offers.waitingDocuments.isEmpty)
+        #expect(offers.waitingDocuments(in: .default).isEmpty)
         #expect(offers.isIdle)
     }
 
@@ -265,6 +269,34 @@ struct ResolverOffersTests {
         #expect(applied.last == .drainFinished)
     }
 
+    @Test("a database's rules send its conflicts to a resolver: the offer names the database; a registration's prefix claims default's only")
+    func otherDatabase() throws {
+        let archive = DatabaseName(validating: "archive")!
+        var offers = Offers(
+            rules: [
+                .default: ResolutionRules([]),
+                archive: ResolutionRules([ResolutionRule(name: "old", idPrefix: "old-", strategy: .resolver("sim"))]),
+            ],
+            timeoutSeconds: 10, offersInFlightMax: 8, resolversMax: 64)
+        // `sim` is named by archive's rules: it claims only what they route to it.
+        #expect(try offers.register(name: "sim", prefix: nil, connection: 1).prefix == nil)
+        let read = offers.observe([Self.arrived("old-1")], peer: "peer-a", database: archive)
+        #expect(read == [.readConflicts(resolver: "sim", documents: [Self.key("old-1", in: archive)])])
+        guard case .send(_, let offer)? = Self.readAll(&offers, read).first else { Issue.record("no offer"); return }
+        #expect(offer["db"] == .string("archive") && offer["doc"] == .string("old-1"), "\(offer)")
+        #expect(offers.waitingDocuments(in: archive) == ["old-1"] && offers.waitingDocuments(in: .default).isEmpty)
+        // The same id settled in default leaves archive's offer standing.
+        let elsewhere = DocumentEvent(kind: .conflictResolved, documentID: "old-1", revision: Self.revision(3, 1), detail: "x")
+        #expect(offers.observe([elsewhere], peer: nil).isEmpty)
+        #expect(offers.document(offeredAs: 1, to: "sim") == Self.key("old-1", in: archive))
+        let applied = offers.answerReceived(ticket: 1, decision: .keep(Self.revision(2, 2)))
+        #expect(applied.contains(.apply([.init(ticket: 1, document: Self.key("old-1", in: archive), resolver: "sim", decision: .keep(Self.revision(2, 2)))])))
+        // A resolver registered with a prefix joins default's policy, not archive's.
+        _ = try offers.register(name: "wide", prefix: "", connection: 2)
+        #expect(offers.policy(for: .default).rules.map(\.name) == ["wide"])
+        #expect(offers.policy(for: archive).rules.map(\.name) == ["old"])
+    }
+
     @Test("a conflict settled elsewhere is forgotten and its ticket voided")
     func forgetVoidsTicket() throws {
         var offers = Self.machine()
@@ -272,8 +304,8 @@ struct ResolverOffersTests {
         _ = Self.readAll(&offers, offers.observe([Self.arrived("res-1")], peer: nil))
         let resolved = DocumentEvent(kind: .conflictResolved, documentID: "res-1", revision: Self.revision(3, 1), detail: "x")
         #expect(offers.observe([resolved], peer: nil) == [.cancelTimeout(ticket: 1)])
-        #expect(offers.waitingDocuments.isEmpty)
-        #expect(offers.forget("res-1").isEmpty)
+        #expect(offers.waitingDocuments(in: .default).isEmpty)
+        #expect(offers.forget(Self.key("res-1")).isEmpty)
     }
 }
 
@@ -290,11 +322,11 @@ struct ResolverOffersRegressionTests {
         // The answer is being written when the document changes again.
         _ = offers.answerReceived(ticket: 1, decision: .keep(ResolverOffersTests.revision(2, 1)))
         let changed = offers.observe([ResolverOffersTests.arrived("res-1", previous: ResolverOffersTests.revision(2, 2))], peer: nil)
-        #expect(changed == [.readConflicts(resolver: "sim", documents: ["res-1"])])
+        #expect(changed == [.readConflicts(resolver: "sim", documents: [ResolverOffersTests.key("res-1")])])
         // The old answer no longer applies (its pick is not a leaf any more): refused, and reported.
         let refusal = Offers.Refusal(code: "invalid_argument", message: "not a leaf")
         let applied = offers.answersApplied([.failure(refusal)])
-        #expect(applied.contains(.reply(ticket: 1, document: "res-1", .failure(refusal))))
+        #expect(applied.contains(.reply(ticket: 1, document: ResolverOffersTests.key("res-1"), .failure(refusal))))
         #expect(ResolverOffersTests.failures(applied) == ["res-1"])
         // The new conflict is still offered.
         #expect(ResolverOffersTests.tickets(ResolverOffersTests.readAll(&offers, changed)) == [2])

@@ -65,7 +65,7 @@ struct DatabaseCommand: ParsableCommand {
         @OptionGroup var connection: ConnectionOptions
         @Argument var name: String
         @Option(help: "Revision ancestors kept per leaf (default: the top-level revs-limit).") var revsLimit: Int64?
-        @Option(help: "How conflicts no rule covers are settled: automatic, local-wins, remote-wins, merge-json or manual (resolver clients settle the default database only).")
+        @Option(help: "How conflicts no rule covers are settled: automatic, local-wins, remote-wins, merge-json, manual or \"resolver NAME\".")
         var conflicts: String?
 
         func run() throws {

@@ -111,18 +111,21 @@ def serve(connection, name, prefix):
     # it, every conflict no rule covers.
     claim = {} if prefix is None else {"prefix": prefix}
     register_id = connection.send("resolver.register", name=name, **claim)
-    pending = {}  # request id -> document id, for answers sent and not yet answered
+    pending = {}  # request id -> document (db/id outside default), for answers sent and not yet answered
     for line in connection.lines():
         if "resolve" in line:
             offer = line["resolve"]
+            # The document, named with its database outside `default`.
+            database = offer.get("db", "default")
+            doc = offer["doc"] if database == "default" else "%s/%s" % (database, offer["doc"])
             decision = decide(offer)
             if decision is None:
                 # No answer: the agent keeps the conflict (after its timeout it reports
                 # resolution.failed), and it stays for `canopyctl resolve`.
-                print("skipped %s: a leaf's body is no longer stored" % offer["doc"], flush=True)
+                print("skipped %s: a leaf's body is no longer stored" % doc, flush=True)
                 continue
             answer_id = connection.send("resolver.answer", ticket=offer["ticket"], **decision)
-            pending[answer_id] = offer["doc"]
+            pending[answer_id] = doc
         elif line.get("id") == register_id:
             if not line.get("ok"):
                 error = line.get("error", {})
