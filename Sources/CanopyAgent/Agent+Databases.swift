@@ -230,6 +230,7 @@ extension Agent {
         let sharing = Dictionary(uniqueKeysWithValues: databases.map { database in
             (database.name, config.peers.compactMap { config.share(of: database.name, with: $0.nodeID) }.map(Self.shareRow))
         })
+        let waiting = Dictionary(uniqueKeysWithValues: databases.map { ($0.name, resolvers.waitingDocuments(in: $0.name)) })
         storeQueue.async { [self] in
             do throws(StoreError) {
                 var rows: [JSONValue] = []
@@ -241,6 +242,9 @@ extension Agent {
                     row["conflicts"] = .string(database.conflicts.description)
                     row["rules"] = .array(database.rules.map(Self.ruleRow))
                     row["shared_with"] = .array(sharing[database.name] ?? [])
+                    let kept = waiting[database.name] ?? []
+                    row["conflicts_awaiting_resolver"] = .int(
+                        Int64(kept.isEmpty ? 0 : try store.conflictedDocumentIDs().count { kept.contains($0) }))
                     rows.append(.object(row))
                 }
                 reply(.success(["databases": .array(rows)]))

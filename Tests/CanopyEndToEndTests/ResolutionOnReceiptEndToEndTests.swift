@@ -299,6 +299,11 @@ struct ResolutionOnReceiptEndToEndTests {
         #expect(offer["db"] == .string("archive") && offer["doc"] == .string("note:1") && offer["rule"] == .string("old-notes"), "\(offer)")
         let waiting = try events.next("conflict.waiting") { $0["doc"] == .string("note:1") }
         #expect(waiting["db"] == .string("archive") && waiting["resolver"] == .string("keeper"), "\(waiting)")
+        try poll("db.list to count archive's conflict as waiting for a resolver") {
+            let rows = try agent.client().request("db.list")["databases"]?.arrayValue ?? []
+            let archive = rows.first { $0.objectValue?["db"] == .string("archive") }?.objectValue
+            return archive?["conflicts_awaiting_resolver"] == .int(1) && archive?["conflicted_count"] == .int(1)
+        }
         let answered = try resolver.answer(offer, ["body": .object(["side": .string("both")])])
         #expect(answered["ok"] == .bool(true) && answered["db"] == .string("archive"), "\(answered)")
         let resolved = try events.next("conflict.resolved") { $0["doc"] == .string("note:1") && $0["by"] == .string("keeper") }
