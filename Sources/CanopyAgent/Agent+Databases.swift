@@ -215,6 +215,7 @@ extension Agent {
             let documents = databases.removeValue(forKey: name).flatMap { try? $0.documentCount } ?? 0
             for path in directory.databaseFilePaths(name) { unlink(path) }
             queue.async { [self] in
+                resolvers.forget(database: name)
                 events.emit("db.deleted", ["db": .string(name.text), "documents": .int(Int64(documents))])
                 reply(.success(["db": .string(name.text), "deleted": .bool(true)]))
             }

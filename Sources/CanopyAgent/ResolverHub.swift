@@ -115,6 +115,11 @@ final class ResolverHub: @unchecked Sendable {
         handle { $0.forget(Offers.Key(database, document)) }
     }
 
+    /// The database was deleted: none of its conflicts waits any more, and its offers are void.
+    func forget(database: DatabaseName) {
+        handle { $0.forget(database: database) }
+    }
+
     private func read(_ documents: [Offers.Key], for name: String) {
         agent.storeQueue.async { [agent] in
             var conflicts: [Offers.Key: Conflict] = [:]

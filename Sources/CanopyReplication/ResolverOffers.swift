@@ -224,6 +224,13 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
         return actions
     }
 
+    /// The database was deleted: every conflict of it is forgotten and its offers voided.
+    package mutating func forget(database: DatabaseName) -> [Action] {
+        var actions: [Action] = []
+        for key in waiting.keys.filter({ $0.database == database }).sorted() { forget(key, &actions) }
+        return actions
+    }
+
     private mutating func forget(_ document: Key, _ actions: inout [Action]) {
         guard let entry = waiting.removeValue(forKey: document) else { return }
         if let ticket = entry.ticket { withdraw(ticket, &actions) }

@@ -291,6 +291,12 @@ struct ResolverOffersTests {
         #expect(offers.document(offeredAs: 1, to: "sim") == Self.key("old-1", in: archive))
         let applied = offers.answerReceived(ticket: 1, decision: .keep(Self.revision(2, 2)))
         #expect(applied.contains(.apply([.init(ticket: 1, document: Self.key("old-1", in: archive), resolver: "sim", decision: .keep(Self.revision(2, 2)))])))
+        // A database deleted: its conflicts wait no more, and the offer outstanding is void.
+        _ = offers.observe([Self.arrived("old-2")], peer: nil, database: archive)
+        #expect(offers.waitingDocuments(in: archive) == ["old-1", "old-2"])
+        let dropped = offers.forget(database: archive)
+        #expect(offers.waitingDocuments(in: archive).isEmpty && offers.registrationRows.first?.waiting == 0)
+        #expect(!dropped.contains { if case .readConflicts = $0 { true } else { false } })
         // A resolver registered with a prefix joins default's policy, not archive's.
         _ = try offers.register(name: "wide", prefix: "", connection: 2)
         #expect(offers.policy(for: .default).rules.map(\.name) == ["wide"])
