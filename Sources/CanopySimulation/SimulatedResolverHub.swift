@@ -141,7 +141,8 @@ final class SimulatedResolverHub: @unchecked Sendable {
         case .readConflicts(let name, let documents):
             storeWork {
                 let conflicts = (try? self.store.conflicts(ids: documents.map(\.document))) ?? []
-                let byKey = Dictionary(uniqueKeysWithValues: conflicts.map { (Offers.Key(.default, $0.documentID), $0) })
+                // A document queued twice is asked for twice; its conflict is the same.
+                let byKey = Dictionary(conflicts.map { (Offers.Key(.default, $0.documentID), $0) }, uniquingKeysWith: { first, _ in first })
                 self.handle { $0.conflictsRead(byKey, asked: documents, resolver: name) }
             }
         case .send(let connection, let offer):

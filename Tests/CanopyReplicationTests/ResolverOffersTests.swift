@@ -55,7 +55,7 @@ struct ResolverOffersTests {
         while !pending.isEmpty {
             var next: [Offers.Action] = []
             for case .readConflicts(let name, let documents) in pending {
-                let found = Dictionary(uniqueKeysWithValues: documents.map { ($0, conflict($0.document)) })
+                let found = Dictionary(documents.map { ($0, conflict($0.document)) }, uniquingKeysWith: { first, _ in first })
                 next += offers.conflictsRead(found, asked: documents, resolver: name)
             }
             out += next

@@ -42,6 +42,16 @@ struct ResolverSimulationTests {
         #expect(unsettled.allSatisfy { $0.documentID?.hasPrefix("res-") == true && $0.detail.contains("resolver sim") })
     }
 
+    /// Regression (canopy-sim, seed 867 under `--policy rules`): a document queued twice for its
+    /// resolver was read twice in one batch, and keeping the conflicts read by database and
+    /// document met the same key twice: the driver trapped. A document asked for twice is one
+    /// conflict.
+    @Test("a document queued twice for its resolver is read as one conflict")
+    func documentQueuedTwice() throws {
+        let report = try Simulation(SimulationConfiguration(seed: 867, policy: .rules)).run()
+        #expect(report.violations.isEmpty, "\(report.failureText)")
+    }
+
     /// Regression (canopy-sim, seed 111 and a dozen others of the first sweep): a deletion left
     /// open in a conflict the rules keep for manual resolution was reported as a deletion that
     /// did not win (invariant 3), though the conflict is kept exactly as the rules say.
