@@ -1,6 +1,10 @@
 import ArgumentParser
 import CanopySimulation
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `canopy-sim`: runs the deterministic simulator (`Protocol/design.md` §7) for one seed or a range of seeds, or
 /// the 100-node mesh propagation experiment.
 @main
@@ -98,6 +102,9 @@ struct Run: ParsableCommand {
     }
 
     func run() throws {
+        // One line per seed, written as it is printed: a seed that crashes the process is the one
+        // after the last line, even when the output goes to a pipe or a file.
+        setvbuf(stdout, nil, _IOLBF, 0)
         let range = seed.map { $0...$0 } ?? Self.parseRange(seeds ?? "")!
         var failed: [UInt64] = []
         for seed in range {
