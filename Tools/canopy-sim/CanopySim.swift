@@ -102,9 +102,6 @@ struct Run: ParsableCommand {
     }
 
     func run() throws {
-        // One line per seed, written as it is printed: a seed that crashes the process is the one
-        // after the last line, even when the output goes to a pipe or a file.
-        setvbuf(stdout, nil, _IOLBF, 0)
         let range = seed.map { $0...$0 } ?? Self.parseRange(seeds ?? "")!
         var failed: [UInt64] = []
         for seed in range {
@@ -118,6 +115,9 @@ struct Run: ParsableCommand {
             configuration.attachments = attachments
             let report = try Self.run(configuration)
             print(report.summary)
+            // Written now, not when a buffer fills: a seed that crashes the process is the one
+            // after the last line, even when the output goes to a pipe or a file.
+            fflush(nil)
             var violations = report.violations.map(\.description)
             if replayCheck {
                 let again = try Self.run(configuration, quiet: true)
