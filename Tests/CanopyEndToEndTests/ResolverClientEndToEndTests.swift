@@ -36,7 +36,7 @@ struct ResolverClientEndToEndTests {
             let offered = offers.all.filter { $0.documentID == doc }
             #expect(offered.count == 1, "\(doc): \(offered.count) offers")
             guard let offer = offered.first else { continue }
-            #expect(offer.resolver == "notes" && offer.rule == "notes")
+            #expect(offer.resolver == "notes" && offer.rule == "notes" && offer.database == "default")
             #expect(offer.peer == a.nodeID, "\(doc) came from A")
             #expect(offer.conflict.localRevision?.description == localRevision, "\(doc): B's edit was current before")
             #expect(offer.conflict.commonAncestorBody == .object(NotesScenario.base[doc]!), "\(doc): the ancestor is the note both started from")
@@ -85,6 +85,40 @@ struct ResolverClientEndToEndTests {
             #expect(printed.contains("answered \(doc) \(revision)\n"), "\(printed)")
         }
         #expect(!printed.contains("refused"), "\(printed)")
+    }
+
+    @Test("the Python example resolver answers a conflict of another database and names it db/doc")
+    func pythonResolverOtherDatabase() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        #expect(try agent.ctl(["db", "create", "archive", "--conflicts", "resolver keeper"]).status == 0)
+        let script = Self.root.appendingPathComponent("Tools/examples/resolver.py").path
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        python.arguments = ["python3", script, "--socket", agent.socketPath, "--name", "keeper"]
+        let output = Pipe()
+        python.standardOutput = output
+        python.standardError = output
+        try python.run()
+        defer { if python.isRunning { python.terminate() } }
+        try poll("the Python resolver to register") {
+            guard python.isRunning else { throw TimedOut(what: "resolver.py to register; it exited with \(python.terminationStatus)") }
+            return try NotesScenario.resolverNames(agent) == ["keeper"]
+        }
+        let docs: [JSONValue] = [("a", 1), ("b", 2)].map { digit, value in
+            .object(["_id": .string("old"), "_rev": .string("1-" + String(repeating: digit, count: 32)), "v": .int(Int64(value))])
+        }
+        #expect(try agent.client().request("import", ["db": .string("archive"), "docs": .array(docs)])["ok"] == .bool(true))
+        var revision: String?
+        try poll("the archive conflict to be settled") {
+            let conflicts = try agent.client().request("conflicts", ["db": .string("archive")])["conflicts"]
+            revision = try agent.client().request("get", ["db": .string("archive"), "doc": .string("old")])["doc"]?.objectValue?["_rev"]?.stringValue
+            return conflicts == .array([])
+        }
+        #expect(try agent.ctl(["shutdown"]).status == 0)
+        try waitForExit(python)
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(printed.contains("answered archive/old \(revision ?? "?")\n"), "\(printed)")
     }
 
     @available(macOS 15.0, *)
