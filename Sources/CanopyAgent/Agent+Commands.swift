@@ -37,8 +37,14 @@ extension Agent: AdminRequestHandler {
         case "status": onQueue(reply) { self.status(reply) }
         case "peers": onQueue(reply) { self.peerList(reply) }
         case "peer.add", "peer.accept", "peer.remove": onQueue(reply) { try self.editPeers(request, reply) }
-        case "put", "get", "delete", "conflicts", "resolve", "changes", "import", "export", "stats", "bulk_docs", "attach", "detach", "compact":
+        case "put", "get", "delete", "resolve", "changes", "import", "export", "stats", "bulk_docs", "attach", "detach", "compact":
             storeQueue.async { reply(self.documentCommand(request)) }
+        case "conflicts":
+            // Which conflicts wait for a resolver is known on `queue`; the list is read on `storeQueue`.
+            onQueue(reply) {
+                let waiting = self.resolvers.waitingResolvers
+                self.storeQueue.async { reply(self.documentCommand(request, waiting: waiting)) }
+            }
         case "sync": onQueue(reply) { try self.sync(request, reply) }
         case "db.create": onQueue(reply) { try self.createDatabase(request, reply) }
         case "db.delete": onQueue(reply) { try self.deleteDatabase(request, reply) }

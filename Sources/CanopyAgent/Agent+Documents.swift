@@ -7,7 +7,10 @@ import Dispatch
 /// slow store call from holding up the agent's own queue).
 extension Agent {
     /// Runs a document command and maps store errors to admin error codes.
-    func documentCommand(_ request: AdminRequest) -> Result<[String: JSONValue], AdminFailure> {
+    /// `waiting`: for `conflicts`, the resolver each conflict waits for, by database and document.
+    func documentCommand(
+        _ request: AdminRequest, waiting: [ResolverOffers<ObjectIdentifier>.Key: String] = [:]
+    ) -> Result<[String: JSONValue], AdminFailure> {
         dispatchPrecondition(condition: .onQueue(storeQueue))
         do {
             if request.command == "stats" { return .success(try stats()) }
@@ -17,7 +20,7 @@ extension Agent {
             case "put": return .success(try put(request, database))
             case "get": return .success(try get(request, database.store))
             case "delete": return .success(try delete(request, database))
-            case "conflicts": return .success(try conflicts(database.store))
+            case "conflicts": return .success(try conflicts(database, waiting: waiting))
             case "resolve": return .success(try resolve(request, database))
             case "changes": return .success(try changes(request, database.store))
             case "import": return .success(try importDocuments(request, database))
@@ -136,7 +139,10 @@ extension Agent {
         AdminFailure(.notFound, "not found: local document \"\(id.prefix(80))\"")
     }
 
-    private func conflicts(_ store: DocumentStore) throws -> [String: JSONValue] {
+    /// `conflicts`: every conflicted document with its leaves, and the resolver client it is kept
+    /// for (null: kept for `resolve`).
+    private func conflicts(_ database: OpenDatabase, waiting: [ResolverOffers<ObjectIdentifier>.Key: String]) throws -> [String: JSONValue] {
+        let store = database.store
         let ids = try store.conflictedDocumentIDs()
         let rows = try ids.map { id -> JSONValue in
             let document = try store.get(id: id, options: .conflicts)
@@ -144,6 +150,7 @@ extension Agent {
                 "doc": .string(id), "rev": .string(document.revision.description),
                 "conflicts": .array((document.conflicts ?? []).map { .string($0.description) }),
                 "deleted_conflicts": .array((document.deletedConflicts ?? []).map { .string($0.description) }),
+                "resolver": waiting[ResolverOffers.Key(database.name, id)].map(JSONValue.string) ?? .null,
             ])
         }
         return ["conflicts": .array(rows)]

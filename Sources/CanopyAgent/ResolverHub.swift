@@ -253,6 +253,9 @@ final class ResolverHub: @unchecked Sendable {
     /// The documents of `database` whose conflicts wait for a resolver (connected or not).
     func waitingDocuments(in database: DatabaseName) -> Set<String> { offers.waitingDocuments(in: database) }
 
+    /// The resolver each waiting conflict is kept for, by database and document.
+    var waitingResolvers: [ResolverOffers<ObjectIdentifier>.Key: String] { offers.waitingResolvers }
+
     /// The connected resolvers as `status` lists them.
     var statusRows: [JSONValue] {
         offers.registrationRows.map { row in

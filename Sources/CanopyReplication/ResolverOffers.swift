@@ -330,6 +330,9 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
 
     // MARK: Status
 
+    /// The resolver each waiting conflict is kept for (connected or not).
+    package var waitingResolvers: [Key: String] { waiting.mapValues(\.resolver) }
+
     /// The documents of `database` whose conflicts wait for a resolver (connected or not).
     package func waitingDocuments(in database: DatabaseName) -> Set<String> {
         Set(waiting.keys.lazy.filter { $0.database == database }.map(\.document))

@@ -24,7 +24,9 @@ struct ConflictEndToEndTests {
         #expect(try agent.ctl(["import", "-"], stdin: conflictingImport("c1")).status == 0)
         #expect(try conflictCount(agent) == 1)
         let listed = try agent.ctl(["conflicts"])
-        #expect(listed.stdout.contains("c1"))
+        let lines = listed.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true) }
+        #expect(lines.first == ["DOCUMENT", "CURRENT", "KEPT", "FOR", "CONFLICTING"], "\(listed.stdout)")
+        #expect(lines.dropFirst().first?.first == "c1" && lines.dropFirst().first?.dropFirst(2).first == "resolve", "\(listed.stdout)")
         let loser = "1-" + String(repeating: "a", count: 32)
         let resolved = try agent.ctl(["resolve", "c1", "--pick", loser])
         #expect(resolved.status == 0, "\(resolved.stderr)")

@@ -304,6 +304,10 @@ struct ResolutionOnReceiptEndToEndTests {
             let archive = rows.first { $0.objectValue?["db"] == .string("archive") }?.objectValue
             return archive?["conflicts_awaiting_resolver"] == .int(1) && archive?["conflicted_count"] == .int(1)
         }
+        let listed = try agent.client().request("conflicts", ["db": .string("archive")])["conflicts"]?.arrayValue?.first?.objectValue
+        #expect(listed?["doc"] == .string("note:1") && listed?["resolver"] == .string("keeper"), "\(String(describing: listed))")
+        let table = try agent.ctl(["conflicts", "--db", "archive"])
+        #expect(table.stdout.contains("resolver keeper"), "\(table.stdout)")
         let answered = try resolver.answer(offer, ["body": .object(["side": .string("both")])])
         #expect(answered["ok"] == .bool(true) && answered["db"] == .string("archive"), "\(answered)")
         let resolved = try events.next("conflict.resolved") { $0["doc"] == .string("note:1") && $0["by"] == .string("keeper") }

@@ -197,7 +197,8 @@ struct Delete: ParsableCommand {
 }
 
 struct Conflicts: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List conflicted documents.")
+    static let configuration = CommandConfiguration(
+        abstract: "List conflicted documents: the current revision, what the conflict is kept for (a resolver client, or resolve) and the other open leaves.")
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var database: DatabaseOption
 
@@ -205,9 +206,12 @@ struct Conflicts: ParsableCommand {
         let result = try connection.call("conflicts", database.adding(to: [:]))
         if connection.json { return printJSON(.object(result)) }
         guard case .array(let rows)? = result["conflicts"] else { return }
-        printTable(["DOCUMENT", "CURRENT", "CONFLICTING"], rows.map { row in
+        // KEPT FOR: the resolver client a conflict waits for, or `resolve` (canopyctl resolve).
+        printTable(["DOCUMENT", "CURRENT", "KEPT FOR", "CONFLICTING"], rows.map { row in
             let members = row.objectValue ?? [:]
-            return [text(members["doc"]), text(members["rev"]), list(members["conflicts"])]
+            let keptFor: String
+            if case .string(let resolver)? = members["resolver"] { keptFor = "resolver \(resolver)" } else { keptFor = "resolve" }
+            return [text(members["doc"]), text(members["rev"]), keptFor, list(members["conflicts"])]
         })
     }
 }
