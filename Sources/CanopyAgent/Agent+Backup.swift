@@ -109,14 +109,18 @@ extension Agent {
 /// name, read whole and checked against its digest. A problem in a database other than `default`
 /// is prefixed with its name.
 extension Agent {
-    func check(_ reply: @escaping AdminReply) {
+    /// `check {attachments?}`: `attachments` false leaves the attachment content unread.
+    func check(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+        let attachments = try request.bool("attachments", default: true)
         storeQueue.async { [self] in
             let stores = databases.sorted
-            DispatchQueue.global().async { Self.check(stores, reply) }
+            DispatchQueue.global().async { Self.check(stores, attachments: attachments, reply) }
         }
     }
 
-    private static func check(_ stores: [(key: DatabaseName, value: DocumentStore)], _ reply: @escaping AdminReply) {
+    private static func check(
+        _ stores: [(key: DatabaseName, value: DocumentStore)], attachments checksContent: Bool, _ reply: @escaping AdminReply
+    ) {
         let started = DispatchTime.now().uptimeNanoseconds
         do throws(StoreError) {
             var problems: [String] = []
@@ -124,7 +128,7 @@ extension Agent {
             for (name, store) in stores {
                 let found = try store.checkIntegrity(full: true)
                 problems += name == .default ? found : found.map { "database \(name): \($0)" }
-                named.formUnion(try store.namedAttachmentDigests())
+                if checksContent { named.formUnion(try store.namedAttachmentDigests()) }
             }
             var verified = 0
             var bytes: Int64 = 0

@@ -54,7 +54,7 @@ extension Agent: AdminRequestHandler {
         case "share": onQueue(reply) { try self.share(request, reply) }
         case "unshare": onQueue(reply) { try self.unshare(request, reply) }
         case "backup": onQueue(reply) { try self.backup(request, reply) }
-        case "check": check(reply)
+        case "check": do { try check(request, reply) } catch { reply(.failure(error)) }
         case "reload":
             reload { result in
                 reply(result.map { ["restart_required": .array($0.map(JSONValue.string))] }.mapError { AdminFailure(.failed, $0.description) })

@@ -247,6 +247,8 @@ struct AdminConformanceScenarios {
         #expect(errorCode(of: try a.request("backup", ["path": .string(path)])) == "invalid_argument")
         let check = try a.request("check")
         #expect(check["sound"] == .bool(true) && check["problems"] == .array([]) && check["seconds"] != nil, "\(check)")
+        let databasesOnly = try a.request("check", ["attachments": .bool(false)])
+        #expect(databasesOnly["sound"] == .bool(true) && databasesOnly["attachments"] == .int(0), "\(databasesOnly)")
     }
 
     /// bulk_docs writes new revisions; an entry naming a stale revision is refused alone.

@@ -216,6 +216,8 @@ struct AttachmentsEndToEndTests {
         let checked = try agent.ctl(["check"])
         #expect(checked.status == 1 && checked.stdout.contains("attachment blake2b-\(stored): "), "\(checked.stdout) \(checked.stderr)")
         #expect(checked.stderr.contains("the node's data is damaged"), "\(checked.stderr)")
+        let databasesOnly = try agent.ctl(["check", "--skip-attachments"])
+        #expect(databasesOnly.status == 0 && !databasesOnly.stdout.contains("attachment"), "\(databasesOnly.stdout) \(databasesOnly.stderr)")
 
         let output = agent.temporary.path + "/out.bin"
         let read = try agent.ctl(["attachment", "doc", "data", "--output", output])

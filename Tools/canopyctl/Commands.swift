@@ -351,9 +351,11 @@ struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run SQLite's full integrity check on every database of the running node and verify the attachment content they name; exits 1 if anything is damaged.")
     @OptionGroup var connection: ConnectionOptions
+    @Flag(help: "Check the databases only, not the attachment content (which reads every attachment file whole).")
+    var skipAttachments = false
 
     func run() throws {
-        let result = try connection.call("check")
+        let result = try connection.call("check", ["attachments": .bool(!skipAttachments)])
         if connection.json { printJSON(.object(result)) }
         guard result["sound"] == .bool(true) else {
             if !connection.json, case .array(let problems)? = result["problems"] {
