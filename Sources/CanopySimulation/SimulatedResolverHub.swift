@@ -51,7 +51,10 @@ final class SimulatedResolverHub: @unchecked Sendable {
     private let scheduler: NodeScheduler
     private let trace: SimulationTrace
     private let counters: ResolverCounters
-    private let client: SimulatedResolverClient
+    /// Weak: the client holds the node, whose hub this is, and the simulation owns the client
+    /// (a strong reference here kept every node, its stores and their open files alive after the
+    /// simulation ended).
+    private weak var client: SimulatedResolverClient?
     private var offers: Offers
     private var timeouts: [Int64: any Cancellable] = [:]
     /// The connection each answer came on, until it is replied to.
@@ -97,11 +100,11 @@ final class SimulatedResolverHub: @unchecked Sendable {
         do {
             let registered = try offers.register(name: SimulationRules.resolverName, prefix: nil, connection: connection)
             trace.record("n\(node) resolver registered c\(connection)")
-            client.registered(connection: connection, refusal: nil)
+            client?.registered(connection: connection, refusal: nil)
             handle { _ in registered.actions }
         } catch {
             trace.record("n\(node) resolver registration refused c\(connection): \(error.message)")
-            client.registered(connection: connection, refusal: error)
+            client?.registered(connection: connection, refusal: error)
         }
     }
 
@@ -148,7 +151,7 @@ final class SimulatedResolverHub: @unchecked Sendable {
         case .send(let connection, let offer):
             counters.offered += 1
             trace.record("n\(node) offer \(offer["doc"].map { "\($0)" } ?? "-") t\(offer["ticket"].map { "\($0)" } ?? "-") c\(connection)")
-            client.offered(connection: connection, offer)
+            client?.offered(connection: connection, offer)
         case .scheduleTimeout(let ticket, let seconds):
             timeouts[ticket] = scheduler.schedule(after: Double(seconds)) { [weak self] in
                 guard let self else { return }
