@@ -1,4 +1,5 @@
 import CanopyCore
+import CanopyStore
 import Testing
 
 @testable import CanopySimulation
@@ -40,6 +41,24 @@ struct ResolverSimulationTests {
         let unsettled = report.violations.filter { $0.invariant == .conflicts }
         #expect(!unsettled.isEmpty, "\(report.summary)")
         #expect(unsettled.allSatisfy { $0.documentID?.hasPrefix("res-") == true && $0.detail.contains("resolver sim") })
+    }
+
+    /// Regression (a `--policy rules` sweep of 1,100 seeds in one process ran out of file
+    /// descriptors): the client held its node, the node its hub, the hub its client, so a run's
+    /// nodes and their open stores outlived it.
+    @Test("a finished run with resolvers releases its nodes and their stores")
+    func runReleasesItsStores() throws {
+        weak var store: DocumentStore?
+        weak var node: SimulationNode?
+        do {
+            let simulation = try Simulation(Self.configuration(3, faults: FaultLevel.none))
+            _ = try simulation.run()
+            node = simulation.nodes.first
+            store = simulation.nodes.first?.store
+            #expect(node != nil && store != nil)
+        }
+        #expect(node == nil, "the node outlived its simulation")
+        #expect(store == nil, "the store (and its files) outlived its simulation")
     }
 
     /// Regression (canopy-sim, seed 867 under `--policy rules`): a document queued twice for its
