@@ -14,11 +14,15 @@ extension DocumentStore {
     /// meanwhile; an in-memory store is read under its lock). One scan of the revisions: SQLite
     /// passes on only the bodies holding the bytes `"_attachments":`, and those are read as far
     /// as their top-level `_attachments` member.
-    public func namedAttachmentDigests() throws(StoreError) -> Set<AttachmentDigest> {
-        guard db.path != ":memory:", !db.path.isEmpty else { return try readBatch(Self.namedAttachmentDigests) }
+    /// With `includingSetAside` false, only what stored revisions name: content that must be
+    /// here (a revision set aside may still be fetching its content).
+    public func namedAttachmentDigests(includingSetAside: Bool = true) throws(StoreError) -> Set<AttachmentDigest> {
+        let read: (Database) throws -> Set<AttachmentDigest> =
+            includingSetAside ? Self.namedAttachmentDigests : { try RevisionRows.digestsNamedByStoredBodies($0) }
+        guard db.path != ":memory:", !db.path.isEmpty else { return try readBatch(read) }
         do {
             let reader = try Database.snapshotReader(path: db.path)
-            return try reader.readTransaction(Self.namedAttachmentDigests)
+            return try reader.readTransaction(read)
         } catch {
             throw reported(StoreError.wrap(error))
         }

@@ -34,6 +34,9 @@ struct AwaitingContentTests {
         #expect(try test.store.awaitedAttachments() == [AwaitedAttachment(digest: digest, length: Int64(bytes.count))])
         #expect(test.store.setAsideCount == 1)
         #expect(try test.store.integrityCheck() == "ok", "the set-aside tables pass SQLite's integrity check")
+        // Content on its way counts as named (a collection keeps it), not as content that must be here.
+        #expect(try test.store.namedAttachmentDigests() == [digest])
+        #expect(try test.store.namedAttachmentDigests(includingSetAside: false).isEmpty)
 
         // Half the content, then the process goes away.
         do {
