@@ -158,7 +158,9 @@ final class ResolverHub: @unchecked Sendable {
             throw AdminFailure(.invalidArgument, "\"resolver.answer\" needs \"ticket\": an integer")
         }
         guard let document = offers.document(offeredAs: ticket, to: name) else {
-            throw AdminFailure(.notFound, "ticket \(ticket) is unknown or expired; the conflict will be offered again")
+            throw AdminFailure(
+                .notFound,
+                "ticket \(ticket) is unknown, void or expired: its conflict was settled meanwhile, or changed and is offered again with a new ticket, or it timed out and is offered again later")
         }
         let decision: ResolutionDecision
         do { decision = try Agent.decision(from: request, documentID: document.document) } catch {

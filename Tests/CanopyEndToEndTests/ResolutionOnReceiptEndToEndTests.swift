@@ -207,6 +207,7 @@ struct ResolutionOnReceiptEndToEndTests {
         // The offer was withdrawn with the conflict: a late answer finds no ticket, and writes nothing.
         let late = try resolver.answer(offer, ["body": .object(["text": .string("late")])])
         #expect(late["error"]?.objectValue?["code"] == .string("not_found"), "\(late)")
+        #expect(late["error"]?.objectValue?["message"]?.stringValue?.contains("settled meanwhile") == true, "\(late)")
         #expect(try b.value(of: "note:1", "text") != .string("late"))
     }
 
