@@ -138,6 +138,8 @@ extension Agent {
                     do {
                         try attachments.read(digest) { part in bytes += Int64(part.count) }
                         verified += 1
+                    } catch let error as StoreError {
+                        problems.append("attachment \(digest): \(error.detail)")
                     } catch {
                         problems.append("attachment \(digest): \(error)")
                     }

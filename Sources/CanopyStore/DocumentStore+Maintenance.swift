@@ -144,7 +144,7 @@ extension DocumentStore {
                     result.attachmentBytes += try target.copy(digest, from: attachments)
                     result.attachmentFiles += 1
                 } catch {
-                    result.attachmentProblems.append("\(digest): \(error)")
+                    result.attachmentProblems.append("\(digest): \(error.detail)")
                 }
             }
             return result

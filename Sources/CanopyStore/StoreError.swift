@@ -93,6 +93,13 @@ public enum StoreError: Error, CustomStringConvertible {
     /// file and the reason.
     case attachment(String)
 
+    /// The description without the kind's prefix where the caller already names it: for
+    /// `attachment`, the detail alone.
+    public var detail: String {
+        if case .attachment(let detail) = self { return detail }
+        return description
+    }
+
     public var description: String {
         switch self {
         case .conflict(let id, let replacing, let current):
