@@ -94,6 +94,25 @@ struct AgentLifecycleTests {
         #expect(!FileManager.default.fileExists(atPath: agent.socketPath))
     }
 
+    @Test("SIGTERM the moment the admin socket first answers stops the agent cleanly, every time")
+    func termAsSoonAsServing() throws {
+        let agent = try AgentProcess()
+        for _ in 0..<10 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Binaries.canopyd)
+            process.arguments = ["run", "--data-dir", agent.dataDir]
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            try poll("the agent's socket", limitSeconds: 20) {
+                (try? AdminSocketClient(path: agent.socketPath, receiveTimeoutSeconds: 10).request("stats")["ok"]) == .bool(true)
+            }
+            kill(process.processIdentifier, SIGTERM)
+            try poll("the agent to exit after SIGTERM", limitSeconds: 20) { !process.isRunning }
+            #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+        }
+    }
+
     @Test("a socket left by a killed agent is replaced, and a live one is never stolen")
     func staleSocketIsReplaced() throws {
         let agent = try AgentProcess()
@@ -113,13 +132,14 @@ struct AgentLifecycleTests {
         restarted.arguments = ["run", "--data-dir", agent.dataDir]
         restarted.standardError = FileHandle.nullDevice
         try restarted.run()
-        defer {
-            restarted.terminate()
-            restarted.waitUntilExit()
-        }
+        defer { if restarted.isRunning { kill(restarted.processIdentifier, SIGKILL) } }
         try poll("the restarted agent's socket") {
             (try? AdminSocketClient(path: agent.socketPath, receiveTimeoutSeconds: 10).request("status")["node_id"]) == .string(agent.nodeID)
         }
+        // SIGTERM the moment it answers: it stops cleanly (the signal is not lost while it starts).
+        restarted.terminate()
+        try poll("the restarted agent to exit") { !restarted.isRunning }
+        #expect(restarted.terminationReason == .exit && restarted.terminationStatus == 0)
     }
 
     @Test("SIGHUP reloads the config: a peer added to the file appears without a restart")

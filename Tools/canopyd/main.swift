@@ -5,6 +5,7 @@ import ArgumentParser
 import Canopy
 import Dispatch
 import Logging
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -138,39 +139,66 @@ struct Run: ParsableCommand {
             logger: Logger(label: "canopyd"), onStopped: { Glibc.exit(0) })
         // `canopyctl shutdown` returns when the lock is free: free only once this process is gone.
         options.keepsLockUntilProcessExit = true
+        // Before the node starts: once its admin socket answers (or systemd hears READY=1), a
+        // SIGTERM must stop it. One that arrives while the node is starting stops it once started.
+        let signals = SignalHandlers()
+        signals.install()
         let node: Node
         do throws(NodeError) {
             node = try Node(directory: directory.dataDir, options: options)
         } catch {
             fail(error)
         }
-        let signals = SignalHandlers(node: node)
-        signals.install()
+        signals.attach(node)
         withExtendedLifetime(signals) { dispatchMain() }
     }
 }
 
-/// Turns signals into Dispatch events on the main queue: TERM/INT shut down cleanly and exit 0;
-/// HUP reloads the config. The default actions are ignored first so a signal arriving between
-/// `signal(2)` and the source's start is not fatal.
+/// Turns signals into Dispatch events on a queue of their own: TERM/INT shut down cleanly and exit 0;
+/// HUP reloads the config. Installed before the node starts, and `install` returns only once every
+/// source is registered: the default actions are ignored first, so a signal in the moment between
+/// `signal(2)` and a source's registration would be lost. A TERM or INT that arrives before the
+/// node exists is kept and acted on by `attach`; a HUP then has nothing to reload (the node reads
+/// the file as it starts).
 final class SignalHandlers: @unchecked Sendable {
-    private let node: Node
+    private let state = Mutex<(node: Node?, stopRequested: Bool)>((nil, false))
     private var sources: [any DispatchSourceSignal] = []
-
-    init(node: Node) { self.node = node }
+    /// Not the main queue: `install` waits on the main thread for the registrations, which are
+    /// reported on this queue.
+    private let queue = DispatchQueue(label: "canopyd.signals")
 
     func install() {
+        let registered = DispatchGroup()
         for number in [SIGTERM, SIGINT, SIGHUP] {
             signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
-            source.setEventHandler { [node] in
-                // The node logs what a reload changed or why it failed; `onStopped` exits.
-                Task {
-                    if number == SIGHUP { _ = try? await node.reload() } else { await node.stop() }
-                }
-            }
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { [self] in received(number) }
+            registered.enter()
+            source.setRegistrationHandler { registered.leave() }
             source.resume()
             sources.append(source)
+        }
+        registered.wait()
+    }
+
+    /// The node has started: from now on signals act on it, and a stop asked for meanwhile happens.
+    func attach(_ node: Node) {
+        let stopNow = state.withLock { state in
+            state.node = node
+            return state.stopRequested
+        }
+        if stopNow { Task { await node.stop() } }
+    }
+
+    private func received(_ number: Int32) {
+        let node: Node? = state.withLock { state in
+            if state.node == nil && number != SIGHUP { state.stopRequested = true }
+            return state.node
+        }
+        guard let node else { return }
+        // The node logs what a reload changed or why it failed; `onStopped` exits.
+        Task {
+            if number == SIGHUP { _ = try? await node.reload() } else { await node.stop() }
         }
     }
 }
