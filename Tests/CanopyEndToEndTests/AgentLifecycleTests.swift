@@ -94,21 +94,33 @@ struct AgentLifecycleTests {
         #expect(!FileManager.default.fileExists(atPath: agent.socketPath))
     }
 
+    /// `canopyd run` on `agent`'s data directory, started apart from the harness, once its admin
+    /// socket answers as `agent`'s node.
+    static func runUntilServing(_ agent: AgentProcess) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Binaries.canopyd)
+        process.arguments = ["run", "--data-dir", agent.dataDir]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        do {
+            try poll("the agent's socket") {
+                (try? AdminSocketClient(path: agent.socketPath, receiveTimeoutSeconds: 10).request("status")["node_id"]) == .string(agent.nodeID)
+            }
+        } catch {
+            kill(process.processIdentifier, SIGKILL)
+            throw error
+        }
+        return process
+    }
+
     @Test("SIGTERM the moment the admin socket first answers stops the agent cleanly, every time")
     func termAsSoonAsServing() throws {
         let agent = try AgentProcess()
         for _ in 0..<10 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Binaries.canopyd)
-            process.arguments = ["run", "--data-dir", agent.dataDir]
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try Self.runUntilServing(agent)
             defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-            try poll("the agent's socket", limitSeconds: 20) {
-                (try? AdminSocketClient(path: agent.socketPath, receiveTimeoutSeconds: 10).request("stats")["ok"]) == .bool(true)
-            }
             kill(process.processIdentifier, SIGTERM)
-            try poll("the agent to exit after SIGTERM", limitSeconds: 20) { !process.isRunning }
+            try poll("the agent to exit after SIGTERM") { !process.isRunning }
             #expect(process.terminationReason == .exit && process.terminationStatus == 0)
         }
     }
@@ -127,15 +139,8 @@ struct AgentLifecycleTests {
         agent.signal(SIGKILL)
         try waitForExit(agent.process)
         #expect(FileManager.default.fileExists(atPath: agent.socketPath))  // left behind
-        let restarted = Process()
-        restarted.executableURL = URL(fileURLWithPath: Binaries.canopyd)
-        restarted.arguments = ["run", "--data-dir", agent.dataDir]
-        restarted.standardError = FileHandle.nullDevice
-        try restarted.run()
+        let restarted = try Self.runUntilServing(agent)
         defer { if restarted.isRunning { kill(restarted.processIdentifier, SIGKILL) } }
-        try poll("the restarted agent's socket") {
-            (try? AdminSocketClient(path: agent.socketPath, receiveTimeoutSeconds: 10).request("status")["node_id"]) == .string(agent.nodeID)
-        }
         // SIGTERM the moment it answers: it stops cleanly (the signal is not lost while it starts).
         restarted.terminate()
         try poll("the restarted agent to exit") { !restarted.isRunning }
