@@ -243,9 +243,7 @@ extension Agent {
                     row["conflicts"] = .string(database.conflicts.description)
                     row["rules"] = .array(database.rules.map(Self.ruleRow))
                     row["shared_with"] = .array(sharing[database.name] ?? [])
-                    let kept = waiting[database.name] ?? []
-                    row["conflicts_awaiting_resolver"] = .int(
-                        Int64(kept.isEmpty ? 0 : try store.conflictedDocumentIDs().count { kept.contains($0) }))
+                    row["conflicts_awaiting_resolver"] = .int(try Self.conflictsAwaitingResolver(in: store, waiting: waiting[database.name] ?? []))
                     rows.append(.object(row))
                 }
                 reply(.success(["databases": .array(rows)]))

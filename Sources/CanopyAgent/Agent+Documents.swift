@@ -165,7 +165,7 @@ extension Agent {
         events.emit("conflict.resolved", [
             "doc": .string(id), "rev": .string(current.description), "by": .string("manual"), "db": .string(database.name.text),
         ])
-        // Resolver clients are offered the default database's conflicts.
+        // An offer outstanding for it is void now.
         queue.async { self.resolvers.forget(id, in: database.name) }
         return ["doc": .string(id), "rev": .string(current.description)]
     }

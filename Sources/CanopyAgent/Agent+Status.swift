@@ -24,7 +24,7 @@ extension Agent {
             self.storeQueue.async {
                 do throws(StoreError) {
                     var result = try self.storeCounts(of: self.store).merging(base) { store, _ in store }
-                    let awaiting = Int64(waiting.isEmpty ? 0 : try self.store.conflictedDocumentIDs().count { waiting.contains($0) })
+                    let awaiting = try Self.conflictsAwaitingResolver(in: self.store, waiting: waiting)
                     guard case .int(let conflicted)? = result["conflicted_count"] else {
                         preconditionFailure("storeCounts always has conflicted_count")
                     }
@@ -37,6 +37,12 @@ extension Agent {
                 }
             }
         }
+    }
+
+    /// How many of `store`'s conflicted documents are among `waiting`, the documents the
+    /// resolvers keep conflicts of for a resolver client (`status`, `db.list`). On `storeQueue`.
+    static func conflictsAwaitingResolver(in store: DocumentStore, waiting: Set<String>) throws(StoreError) -> Int64 {
+        waiting.isEmpty ? 0 : Int64(try store.conflictedDocumentIDs().count { waiting.contains($0) })
     }
 
     /// A `[rule NAME]` section as `status` lists it: what it matches (null for what it does not

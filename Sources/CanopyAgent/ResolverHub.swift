@@ -107,6 +107,9 @@ final class ResolverHub: @unchecked Sendable {
     /// empty for the last two): conflicts now waiting for a resolver are offered, settled ones
     /// forgotten.
     func observe(_ events: [DocumentEvent], peer: String, database: DatabaseName) {
+        // Most batches (every database's replication) carry no conflict: the machine would ignore
+        // them, so they cost no refresh of the config's rules either.
+        guard events.contains(where: { $0.kind == .conflictAwaitingResolver || $0.kind == .conflictResolved }) else { return }
         handle { $0.observe(events, peer: peer.isEmpty ? nil : peer, database: database) }
     }
 
@@ -123,18 +126,11 @@ final class ResolverHub: @unchecked Sendable {
     private func read(_ documents: [Offers.Key], for name: String) {
         agent.storeQueue.async { [agent] in
             var conflicts: [Offers.Key: Conflict] = [:]
-            // One read per database, in the order the databases first appear.
-            var order: [DatabaseName] = []
-            var byDatabase: [DatabaseName: [String]] = [:]
-            for key in documents {
-                if byDatabase[key.database] == nil { order.append(key.database) }
-                byDatabase[key.database, default: []].append(key.document)
-            }
-            for database in order {
+            for (database, indexes) in Self.byDatabase(documents.map(\.database)) {
                 // A database deleted meanwhile has no conflicts left to offer.
                 guard let store = agent.databases[database] else { continue }
                 do {
-                    for conflict in try store.conflicts(ids: byDatabase[database]!) {
+                    for conflict in try store.conflicts(ids: indexes.map { documents[$0].document }) {
                         conflicts[Offers.Key(database, conflict.documentID)] = conflict
                     }
                 } catch {
@@ -176,14 +172,7 @@ final class ResolverHub: @unchecked Sendable {
     private func apply(_ batch: [Offers.PendingAnswer]) {
         agent.storeQueue.async { [agent] in
             var results = [Result<RevisionID, Offers.Refusal>?](repeating: nil, count: batch.count)
-            var order: [DatabaseName] = []
-            var byDatabase: [DatabaseName: [Int]] = [:]
-            for (index, answer) in batch.enumerated() {
-                if byDatabase[answer.document.database] == nil { order.append(answer.document.database) }
-                byDatabase[answer.document.database, default: []].append(index)
-            }
-            for database in order {
-                let indexes = byDatabase[database]!
+            for (database, indexes) in Self.byDatabase(batch.map(\.document.database)) {
                 guard let store = agent.databases[database] else {
                     let gone = Offers.Refusal(code: AdminErrorCode.notFound.rawValue, message: "database \(database) no longer exists")
                     for index in indexes { results[index] = .failure(gone) }
@@ -201,6 +190,22 @@ final class ResolverHub: @unchecked Sendable {
             let answered = results.map { $0! }
             agent.queue.async { self.handle { $0.answersApplied(answered) } }
         }
+    }
+
+    /// The positions of `databases` grouped by database, databases in first-appearance order: one
+    /// read or one transaction per database, in a deterministic order.
+    private static func byDatabase(_ databases: [DatabaseName]) -> [(database: DatabaseName, indexes: [Int])] {
+        var groups: [(database: DatabaseName, indexes: [Int])] = []
+        var position: [DatabaseName: Int] = [:]
+        for (index, database) in databases.enumerated() {
+            if let known = position[database] {
+                groups[known].indexes.append(index)
+            } else {
+                position[database] = groups.count
+                groups.append((database, [index]))
+            }
+        }
+        return groups
     }
 
     /// An answer the store could not apply, as the client is told.
