@@ -16,6 +16,29 @@ import Testing
 struct ResolverClientEndToEndTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
+    /// `Tools/examples/resolver.py` registered on `agent` as `name` (with `arguments` after it), its
+    /// stdout and stderr in the pipe returned.
+    static func pythonResolver(on agent: AgentProcess, name: String, arguments: [String] = []) throws -> (Process, Pipe) {
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        python.arguments = ["python3", root.appendingPathComponent("Tools/examples/resolver.py").path, "--socket", agent.socketPath, "--name", name]
+            + arguments
+        let output = Pipe()
+        python.standardOutput = output
+        python.standardError = output
+        try python.run()
+        do {
+            try poll("the Python resolver to register") {
+                guard python.isRunning else { throw TimedOut(what: "resolver.py to register; it exited with \(python.terminationStatus)") }
+                return try NotesScenario.resolverNames(agent) == [name]
+            }
+        } catch {
+            python.terminate()
+            throw error
+        }
+        return (python, output)
+    }
+
     @available(macOS 15.0, *)
     @Test("the Swift ResolverClient on B merges the notes conflicts, answers carry ancestor, local_rev and node_id, and A converges to B's merge")
     func swiftClientMerges() async throws {
@@ -58,19 +81,8 @@ struct ResolverClientEndToEndTests {
     @Test("the Python example resolver on B merges the notes conflicts, prints each answer, and exits 0 when B shuts down")
     func pythonResolverMerges() throws {
         let (a, b) = try NotesScenario.startAgents()
-        let script = Self.root.appendingPathComponent("Tools/examples/resolver.py").path
-        let python = Process()
-        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        python.arguments = ["python3", script, "--socket", b.socketPath, "--name", "notes", "--prefix", "note:"]
-        let output = Pipe()
-        python.standardOutput = output
-        python.standardError = output
-        try python.run()
+        let (python, output) = try Self.pythonResolver(on: b, name: "notes", arguments: ["--prefix", "note:"])
         defer { if python.isRunning { python.terminate() } }
-        try poll("the Python resolver to register on b") {
-            guard python.isRunning else { throw TimedOut(what: "resolver.py to register; it exited with \(python.terminationStatus)") }
-            return try NotesScenario.resolverNames(b) == ["notes"]
-        }
         _ = try NotesScenario.editApartAndConnect(a, b)
         try NotesScenario.expectSettled(a, b, firstLeafText: { nil })
         #expect(try NotesScenario.resolvedBy(b) == ["note:1": "notes", "note:2": "notes", "note:3": "notes"])
@@ -92,19 +104,8 @@ struct ResolverClientEndToEndTests {
         let agent = try AgentProcess()
         try agent.start()
         #expect(try agent.ctl(["db", "create", "archive", "--conflicts", "resolver keeper"]).status == 0)
-        let script = Self.root.appendingPathComponent("Tools/examples/resolver.py").path
-        let python = Process()
-        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        python.arguments = ["python3", script, "--socket", agent.socketPath, "--name", "keeper"]
-        let output = Pipe()
-        python.standardOutput = output
-        python.standardError = output
-        try python.run()
+        let (python, output) = try Self.pythonResolver(on: agent, name: "keeper")
         defer { if python.isRunning { python.terminate() } }
-        try poll("the Python resolver to register") {
-            guard python.isRunning else { throw TimedOut(what: "resolver.py to register; it exited with \(python.terminationStatus)") }
-            return try NotesScenario.resolverNames(agent) == ["keeper"]
-        }
         let docs: [JSONValue] = [("a", 1), ("b", 2)].map { digit, value in
             .object(["_id": .string("old"), "_rev": .string("1-" + String(repeating: digit, count: 32)), "v": .int(Int64(value))])
         }

@@ -14,6 +14,13 @@ struct AttachmentNamesTests {
         )
     }
 
+    /// `bytes` stored in the shared directory and named by a revision of `secret` only: its digest.
+    private static func heldOnly(by secret: DocumentStore, _ bytes: [UInt8]) throws -> AttachmentDigest {
+        let digest = try storedUnpinned(bytes, in: secret.attachments)
+        try secret.put(id: "held", body: naming(digest, of: bytes), replacing: nil)
+        return digest
+    }
+
     @Test("content only another database names is not sent; once a revision of this database names it, it is, by a local write or a peer's")
     func onlyWhatTheDatabaseNames() throws {
         let directory = TemporaryDirectory()
@@ -48,8 +55,7 @@ struct AttachmentNamesTests {
         let directory = TemporaryDirectory()
         let (shared, secret) = try Self.sharingDirectory(directory)
         let bytes = [UInt8](repeating: 9, count: 500)
-        let digest = try storedUnpinned(bytes, in: secret.attachments)
-        try secret.put(id: "held", body: naming(digest, of: bytes), replacing: nil)
+        let digest = try Self.heldOnly(by: secret, bytes)
 
         // From a peer: set aside, as if the content were not here, and not sent on.
         let probe = try foreign("probe", body: naming(digest, of: bytes))
@@ -80,8 +86,7 @@ struct AttachmentNamesTests {
         let directory = TemporaryDirectory()
         let (shared, secret) = try Self.sharingDirectory(directory)
         let bytes = [UInt8](repeating: 4, count: 700)
-        let digest = try storedUnpinned(bytes, in: secret.attachments)
-        try secret.put(id: "held", body: naming(digest, of: bytes), replacing: nil)
+        let digest = try Self.heldOnly(by: secret, bytes)
         // A peer's revision naming it waits; its child, without attachments, arrives and is merged.
         let first = try foreign("doc", body: naming(digest, of: bytes))
         try shared.bulkInsertForeign(checked: DocumentStore.checkForeign([first]))

@@ -5,6 +5,13 @@ import Testing
 
 @Suite("backups of a store and the attachment content it names")
 struct BackupTests {
+    /// A new directory for a backup beside the test's store, and the attachment store inside it.
+    static func backupDirectory(in test: TestStore) throws -> (path: String, attachments: AttachmentStore) {
+        let target = test.directory.path("backup")
+        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: false)
+        return (target, AttachmentStore(directory: target + "/attachments"))
+    }
+
     @Test("a backup holds the documents and the content its revisions name, opens as a store that reads both, and leaves out content no kept body names")
     func contentTravelsWithTheSnapshot() throws {
         let test = try TestStore()
@@ -19,9 +26,7 @@ struct BackupTests {
         try store.put(id: "draft", body: body(2), replacing: first)
         _ = try store.compact()
 
-        let target = test.directory.path("backup")
-        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: false)
-        let copied = AttachmentStore(directory: target + "/attachments")
+        let (target, copied) = try Self.backupDirectory(in: test)
         let result = try store.backup(to: target + "/store.sqlite", attachmentsTo: copied)
         #expect(result.documents == 2 && result.attachmentFiles == 1 && result.attachmentBytes == Int64(kept.count), "\(result)")
         #expect(result.attachmentProblems.isEmpty)
@@ -44,9 +49,7 @@ struct BackupTests {
         damaged[2000] ^= 0xFF
         try Data(damaged).write(to: URL(fileURLWithPath: store.attachments.path(of: digest)))
 
-        let target = test.directory.path("backup")
-        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: false)
-        let copied = AttachmentStore(directory: target + "/attachments")
+        let (target, copied) = try Self.backupDirectory(in: test)
         let result = try store.backup(to: target + "/store.sqlite", attachmentsTo: copied)
         #expect(result.documents == 1 && result.attachmentFiles == 0)
         #expect(result.attachmentProblems.count == 1 && result.attachmentProblems[0].hasPrefix("\(digest): "), "\(result.attachmentProblems)")
