@@ -125,17 +125,17 @@ struct NewChainBatch {
         var rest = rows
         while let size = chunkSize(rest.count) {
             let statement = try db.statement(named: "insert revisions ×\(size)") {
-                "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body) VALUES "
+                "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body, closed_child) VALUES "
                     + (0..<size).map { row in
-                        let p = row * 7
-                        return "(?\(p + 1), ?\(p + 2), ?\(p + 3), ?\(p + 4), ?\(p + 5), ?\(p + 6), ?\(p + 7))"
+                        let p = row * 8
+                        return "(?\(p + 1), ?\(p + 2), ?\(p + 3), ?\(p + 4), ?\(p + 5), ?\(p + 6), ?\(p + 7), ?\(p + 8))"
                     }.joined(separator: ", ")
             }
             var borrowed: [(index: Int32, value: Statement.Borrowed)] = []
-            borrowed.reserveCapacity(3 * size)
+            borrowed.reserveCapacity(4 * size)
             for (offset, entry) in rest.prefix(size).enumerated() {
                 try RevisionRows.bindRevisionRow(
-                    statement, firstParameter: Int32(offset * 7 + 1), key: entry.key, row: entry.row, borrowed: &borrowed)
+                    statement, firstParameter: Int32(offset * 8 + 1), key: entry.key, row: entry.row, borrowed: &borrowed)
             }
             try statement.runBorrowing(borrowed)
             for entry in rest.prefix(size) { try RevisionRows.nameAttachments(db, body: entry.row.body) }

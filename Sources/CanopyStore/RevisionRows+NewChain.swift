@@ -8,6 +8,8 @@ extension RevisionRows {
         let body: [UInt8]?
         /// The revision's id is imported (not its content hash): stored as `importedKindFlag`.
         var importedID = false
+        /// The revision's closing tombstone, when this row holds it (`closed_child`).
+        var closedChild: RevisionID? = nil
 
         /// The value of the row's `kind` column.
         var kindColumn: Int { Int(node.kind.rawValue) | (importedID ? RevisionRows.importedKindFlag : 0) }
@@ -83,11 +85,15 @@ extension RevisionRows {
         path: RevisionPath, body: [UInt8], importedID: Bool = false, revsLimit: Int, _ row: (RevisionRow) -> Void
     ) {
         let kept = min(path.ancestors.count + 1, revsLimit)
-        for index in stride(from: kept - 1, through: 0, by: -1) {
+        // A closing tombstone whose parent gets a row is kept in that row, as `persist` keeps it.
+        let leafInParentRow = kept > 1 && closedChildFitsParentRow(kind: path.kind, body: body, importedID: importedID)
+        for index in stride(from: kept - 1, through: leafInParentRow ? 1 : 0, by: -1) {
             let id = index == 0 ? path.leaf : path.ancestors[index - 1]
             let parent = index < path.ancestors.count ? path.ancestors[index] : path.rootParent
             let node = RevTree.Node(id: id, parent: parent, kind: index == 0 ? path.kind : .live)
-            row(RevisionRow(node: node, isLeaf: index == 0, body: index == 0 ? body : nil, importedID: index == 0 && importedID))
+            row(RevisionRow(
+                node: node, isLeaf: index == 0, body: index == 0 ? body : nil, importedID: index == 0 && importedID,
+                closedChild: index == 1 && leafInParentRow ? path.leaf : nil))
         }
     }
 

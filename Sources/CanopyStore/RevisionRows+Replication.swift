@@ -58,22 +58,27 @@ extension RevisionRows {
     /// the revisions requested; nil when the document does not exist.
     static func loadForSending(_ db: Database, _ requests: [RevisionRequest]) throws -> [SendingDocument?] {
         var pending = [PendingDocument?](repeating: nil, count: requests.count)
-        func add(_ position: Int, _ row: Statement) throws {
-            let request = requests[position]
-            let node = try revisionNode(row, documentID: request.documentID)
-            let body = request.revisions.contains(node.id) ? row.blob(4) : nil
-            let imported = body != nil && row.int(3) & importedKindFlag != 0
+        func add(_ position: Int, _ node: RevTree.Node, body: [UInt8]?, imported: Bool) {
             if pending[position] == nil {
                 pending[position] = .one(node, body: body, importedID: imported)
             } else {
                 pending[position]!.add(node, body: body, importedID: imported)
             }
         }
+        func add(_ position: Int, _ row: Statement) throws {
+            let request = requests[position]
+            let node = try revisionNode(row, documentID: request.documentID)
+            let body = request.revisions.contains(node.id) ? row.blob(4) : nil
+            add(position, node, body: body, imported: body != nil && row.int(3) & importedKindFlag != 0)
+            if let closed = try closedChild(row, column: 5, of: node, documentID: request.documentID) {
+                add(position, closed, body: request.revisions.contains(closed.id) ? emptyObjectBytes : nil, imported: false)
+            }
+        }
         let keyed = requests.indices.filter { requests[$0].documentKey != nil }
         if !keyed.isEmpty {
             let statement = try db.statement(
                 """
-                SELECT r.generation, r.digest, r.parent, r.kind, r.body, j.key
+                SELECT r.generation, r.digest, r.parent, r.kind, r.body, r.closed_child, j.key
                 FROM json_each(?1) AS j CROSS JOIN revisions AS r ON r.doc_key = j.value
                 """)
             var keys: [UInt8] = [UInt8(ascii: "[")]
@@ -83,7 +88,7 @@ extension RevisionRows {
                 CanonicalJSON.writeInteger(requests[position].documentKey!, into: &keys)
             }
             keys.append(UInt8(ascii: "]"))
-            try forEachRow(statement, json: keys, keyColumn: 5, count: keyed.count) { index, row in
+            try forEachRow(statement, json: keys, keyColumn: 6, count: keyed.count) { index, row in
                 try add(keyed[index], row)
             }
         }
@@ -116,9 +121,22 @@ extension RevisionRows {
         return found
     }
 
-    /// True when the document of `key` holds a row for `revision`: a probe of the revisions
-    /// primary key's index, which holds every column it asks about.
+    /// True when the document of `key` holds `revision`: a row of its own (a probe of the
+    /// revisions primary key's index, which holds every column it asks about), or, for a closing
+    /// tombstone, its parent's row (read only when the first probe finds nothing).
     static func holdsRevision(_ db: Database, key: Int64, revision: RevisionID) throws -> Bool {
+        if try holdsRow(db, key: key, revision: revision) { return true }
+        guard revision.generation > 1 else { return false }
+        let statement = try db.statement("SELECT 1 FROM revisions WHERE doc_key = ? AND generation = ? AND closed_child = ?")
+        defer { statement.reset() }
+        try statement.bind(key, at: 1)
+        try statement.bind(revision.generation - 1, at: 2)
+        try statement.bind(digestOf: revision, at: 3)
+        return try statement.step()
+    }
+
+    /// True when the document of `key` holds a row of its own for `revision`.
+    private static func holdsRow(_ db: Database, key: Int64, revision: RevisionID) throws -> Bool {
         let statement = try db.statement("SELECT 1 FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?")
         defer { statement.reset() }
         try statement.bind(key, at: 1)
@@ -128,20 +146,20 @@ extension RevisionRows {
     }
 
     /// Calls `row` with the position of the id and the statement on each revision row of each
-    /// document of `ids`: columns generation, digest, parent, kind, body.
+    /// document of `ids`: columns generation, digest, parent, kind, body, closed_child.
     private static func forEachRevisionRow(_ db: Database, _ ids: [String], _ row: (Int, Statement) throws -> Void) throws {
         try forEachRow(
             db, ids,
             batch: """
-                SELECT r.generation, r.digest, r.parent, r.kind, r.body, j.key
+                SELECT r.generation, r.digest, r.parent, r.kind, r.body, r.closed_child, j.key
                 FROM json_each(?1) AS j CROSS JOIN documents AS d ON d.doc_id = j.value
                 CROSS JOIN revisions AS r ON r.doc_key = d.doc_key
                 """,
             single: """
-                SELECT r.generation, r.digest, r.parent, r.kind, r.body
+                SELECT r.generation, r.digest, r.parent, r.kind, r.body, r.closed_child
                 FROM documents AS d CROSS JOIN revisions AS r ON r.doc_key = d.doc_key WHERE d.doc_id = ?
                 """,
-            keyColumn: 5, row)
+            keyColumn: 6, row)
     }
 
     /// Calls `row` with the position of the id and the statement on each row for `ids`: `batch`

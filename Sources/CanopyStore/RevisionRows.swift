@@ -21,6 +21,9 @@ struct StoredDocument {
     var newBodies = NewBodies()
     /// Those of `newBodies` whose ids are imported (not content hashes).
     var importedIDs: [RevisionID] = []
+    /// The closing tombstones kept in their parents' rows (`RevisionRows`, "Closing tombstones"):
+    /// as loaded until `persist`, then as written. Usually empty, never more than a few.
+    var closedInParentRows: [RevisionID] = []
 
     init(id: String, key: Int64?, sequence: Int64?, tree: RevTree) {
         self.id = id
@@ -59,6 +62,16 @@ struct NewBodies {
 
 /// Reading and writing the rows of `documents` and `revisions`. Everything here runs inside a
 /// `DocumentStore.read`/`write` closure, on the store's one connection.
+///
+/// Closing tombstones. Settling a conflict closes each losing leaf with a child of kind
+/// `.closed` and body `{}`, whose id follows from its parent's. Such a child is kept in its
+/// parent's row (`closed_child`, its digest) instead of a row of its own whenever the parent has
+/// a row: the resolution updates the losing leaf's row (its leaf flag) or inserts it (a received
+/// revision that lost) anyway, and a row of its own cost a second insert into the table and its
+/// primary key, the largest single part of what settling a conflict added to a write. Reads see
+/// no difference: the tree gains the child when its parent's row is read, and its body is `{}`.
+/// It gets a row of its own when its parent has none (stemmed away) or its id is imported, and
+/// closing tombstones written before the column existed keep theirs: both forms are read.
 enum RevisionRows {
     /// Set in a revision row's `kind` column, above the `RevisionKind`, when the revision's id is
     /// imported: taken from another system (CouchDB) and not the hash of its content. Such a
@@ -74,9 +87,11 @@ enum RevisionRows {
         let found = try lookup.step() ? (key: lookup.int64(0), sequence: lookup.int64(1), conflicted: lookup.int(2) != 0) : nil
         lookup.reset()
         guard let found else { return nil }
-        let tree = try loadTree(db, key: found.key, documentID: documentID)
+        var closedInParentRows: [RevisionID] = []
+        let tree = try loadTree(db, key: found.key, documentID: documentID, closedInParentRows: &closedInParentRows)
         var document = StoredDocument(id: documentID, key: found.key, sequence: found.sequence, tree: tree)
         document.wasConflicted = found.conflicted
+        document.closedInParentRows = closedInParentRows
         return document
     }
 
@@ -87,13 +102,48 @@ enum RevisionRows {
 
     /// Reads a document's tree with one range scan of the revisions primary key.
     static func loadTree(_ db: Database, key: Int64, documentID: String) throws -> RevTree {
-        let statement = try db.statement("SELECT generation, digest, parent, kind FROM revisions WHERE doc_key = ?")
+        var closedInParentRows: [RevisionID] = []
+        return try loadTree(db, key: key, documentID: documentID, closedInParentRows: &closedInParentRows)
+    }
+
+    /// `loadTree`, listing in `closedInParentRows` the closing tombstones read from their parents'
+    /// rows.
+    static func loadTree(_ db: Database, key: Int64, documentID: String, closedInParentRows: inout [RevisionID]) throws -> RevTree {
+        let statement = try db.statement("SELECT generation, digest, parent, kind, closed_child FROM revisions WHERE doc_key = ?")
         defer { statement.reset() }
         try statement.bind(key, at: 1)
         var nodes: [RevTree.Node] = []
-        while try statement.step() { nodes.append(try revisionNode(statement, documentID: documentID)) }
+        while try statement.step() {
+            let node = try revisionNode(statement, documentID: documentID)
+            nodes.append(node)
+            if let closed = try closedChild(statement, column: 4, of: node, documentID: documentID) {
+                nodes.append(closed)
+                closedInParentRows.append(closed.id)
+            }
+        }
         return RevTree(nodes: nodes)
     }
+
+    /// The closing tombstone the current row holds in `column` (`closed_child`) as a child of
+    /// `parent`, the row's revision, or nil when the row holds none.
+    static func closedChild(_ row: Statement, column: Int32, of parent: RevTree.Node, documentID: String) throws -> RevTree.Node? {
+        guard !row.isNull(column) else { return nil }
+        guard !parent.kind.isClosed, let id = row.revisionID(generation: parent.id.generation + 1, digestColumn: column) else {
+            throw StoreError.corrupt(detail: "closing tombstone under \(parent.id) in \"\(documentID.prefix(80))\"")
+        }
+        return RevTree.Node(id: id, parent: parent.id, kind: .closed)
+    }
+
+    /// True when a new closing tombstone with this kind, body and id may be kept in its parent's
+    /// row: it is a closing tombstone with the body `{}` every closing tombstone has, and its id
+    /// is its content hash (an imported id keeps its row and its mark). The parent must have a
+    /// row and not be a closing tombstone itself; callers check that.
+    static func closedChildFitsParentRow(kind: RevisionKind, body: [UInt8]?, importedID: Bool) -> Bool {
+        kind.isClosed && !importedID && body == emptyObjectBytes
+    }
+
+    /// `{}`, the body of every closing tombstone.
+    static let emptyObjectBytes: [UInt8] = Array("{}".utf8)
 
     /// The node in the current row, whose first four columns are `generation, digest, parent,
     /// kind` of a revision row.
@@ -130,6 +180,7 @@ enum RevisionRows {
     /// is `StoreError.damaged`, never returned. Nil when the body was dropped.
     static func verifiedBody(_ db: Database, of document: StoredDocument, node: RevTree.Node) throws -> [UInt8]? {
         if let body = document.newBodies[node.id] { return body }
+        if document.closedInParentRows.contains(node.id) { return emptyObjectBytes }
         guard let key = document.key else { return nil }
         let statement = try db.statement("SELECT body, kind FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?")
         defer { statement.reset() }
@@ -148,6 +199,7 @@ enum RevisionRows {
     /// The body of `revision`, from this transaction's new bodies or the file.
     static func body(_ db: Database, of document: StoredDocument, revision: RevisionID) throws -> [UInt8]? {
         if let body = document.newBodies[revision] { return body }
+        if document.closedInParentRows.contains(revision) { return emptyObjectBytes }
         guard let key = document.key else { return nil }
         return try body(db, key: key, revision: revision)
     }
@@ -164,15 +216,55 @@ enum RevisionRows {
         }
         let key = try writeDocumentRow(
             context, &document, current: current, conflicted: !RevTree.conflicting(amongLeaves: leaves).isEmpty, leaves: leaves)
+        let placement = ClosedPlacement(&document)
         // Sorted so that rows are written in the same order on every node and every run.
         var previous: RevisionID?
         for revision in document.touched.sorted() where revision != previous {
             previous = revision
-            try persistRevision(context.db, key: key, document: document, revision: revision)
+            try persistRevision(context.db, key: key, document: document, placement: placement, revision: revision)
         }
         document.storedTree = document.tree
         document.touched = []
+        document.closedInParentRows = placement.now
         return key
+    }
+
+    /// Where a write keeps the document's closing tombstones (see "Closing tombstones" above):
+    /// those kept in their parents' rows before the write and after it.
+    struct ClosedPlacement {
+        let before: [RevisionID]
+        let now: [RevisionID]
+
+        /// Works out `now` from the document's touched revisions, and adds to them the rows a
+        /// change of placement rewrites: the parent whose row gains or loses a closing
+        /// tombstone, and a closing tombstone that needs a row of its own again (its parent's
+        /// row went with stemming).
+        init(_ document: inout StoredDocument) {
+            before = document.closedInParentRows
+            let tree = document.tree
+            var now = before.filter { closed in
+                guard let parent = tree.node(closed)?.parent else { return false }
+                return tree.contains(parent)
+            }
+            for revision in document.touched where document.storedTree.node(revision) == nil {
+                guard let node = tree.node(revision), let parent = node.parent, let parentNode = tree.node(parent),
+                    !parentNode.kind.isClosed, !now.contains(revision),
+                    RevisionRows.closedChildFitsParentRow(
+                        kind: node.kind, body: document.newBodies[revision], importedID: document.importedIDs.contains(revision))
+                else { continue }
+                now.append(revision)
+            }
+            for closed in before where !now.contains(closed) {
+                document.touched.append(closed)
+                if let parent = document.storedTree.node(closed)?.parent, tree.contains(parent) { document.touched.append(parent) }
+            }
+            self.now = now
+        }
+
+        /// The closing tombstone kept in `parent`'s row, before the write or after it.
+        func child(of parent: RevisionID, in tree: RevTree, before wasBefore: Bool) -> RevisionID? {
+            (wasBefore ? before : now).first { tree.node($0)?.parent == parent }
+        }
     }
 
     /// Writes the document's row at a new sequence (inserting it on its first write, when its
@@ -217,7 +309,7 @@ enum RevisionRows {
     /// Inserts one revision row.
     static func insertRevisionRow(_ db: Database, key: Int64, row: RevisionRow) throws {
         let statement = try db.statement(
-            "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body) VALUES (?, ?, ?, ?, ?, ?, ?)")
+            "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body, closed_child) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
         var borrowed: [(index: Int32, value: Statement.Borrowed)] = []
         try bindRevisionRow(statement, firstParameter: 1, key: key, row: row, borrowed: &borrowed)
         try statement.runBorrowing(borrowed)
@@ -225,8 +317,8 @@ enum RevisionRows {
     }
 
     /// Binds a revision row's integer columns, in the order the INSERTs list them, to parameters
-    /// `firstParameter` … `firstParameter + 6`, and appends its digest, parent digest and body to
-    /// `borrowed`, for `Statement.runBorrowing` to bind without a copy.
+    /// `firstParameter` … `firstParameter + 7`, and appends its digest, parent digest, body and
+    /// closed child's digest to `borrowed`, for `Statement.runBorrowing` to bind without a copy.
     static func bindRevisionRow(
         _ statement: Statement, firstParameter first: Int32, key: Int64, row: RevisionRow,
         borrowed: inout [(index: Int32, value: Statement.Borrowed)]
@@ -238,13 +330,20 @@ enum RevisionRows {
         borrowed.append((first + 2, .digest(row.node.id)))
         borrowed.append((first + 3, .digest(row.node.parent)))
         borrowed.append((first + 6, .blob(row.body)))
+        borrowed.append((first + 7, .digest(row.closedChild)))
     }
 
     /// Brings one revision row in line with the tree: insert, delete, or update its parent link,
-    /// kind, leaf flag and (when it arrived now) body.
-    private static func persistRevision(_ db: Database, key: Int64, document: StoredDocument, revision: RevisionID) throws {
-        let old = document.storedTree.node(revision)
-        let new = document.tree.node(revision)
+    /// kind, leaf flag, closing tombstone and (when it arrived now) body. A closing tombstone kept
+    /// in its parent's row has no row of its own: for it, `old` or `new` is nil.
+    private static func persistRevision(
+        _ db: Database, key: Int64, document: StoredDocument, placement: ClosedPlacement, revision: RevisionID
+    ) throws {
+        let wasInParentRow = placement.before.contains(revision)
+        let old = wasInParentRow ? nil : document.storedTree.node(revision)
+        let new = placement.now.contains(revision) ? nil : document.tree.node(revision)
+        let closedBefore = old == nil ? nil : placement.child(of: revision, in: document.storedTree, before: true)
+        let closedNow = new == nil ? nil : placement.child(of: revision, in: document.tree, before: false)
         let generation = Int64(revision.generation)
         switch (old, new) {
         case (nil, nil):
@@ -256,19 +355,22 @@ enum RevisionRows {
             try statement.bind(digestOf: revision, at: 3)
             try statement.run()
         case (nil, .some(let node)):
+            // A closing tombstone that leaves its parent's row brings its body back.
+            let body = document.newBodies[revision] ?? (wasInParentRow ? emptyObjectBytes : nil)
             try insertRevisionRow(db, key: key, row: RevisionRow(
-                node: node, isLeaf: document.tree.isLeaf(revision), body: document.newBodies[revision],
-                importedID: document.importedIDs.contains(revision)))
+                node: node, isLeaf: document.tree.isLeaf(revision), body: body,
+                importedID: document.importedIDs.contains(revision), closedChild: closedNow))
         case (.some(let before), .some(let after)):
             let wasLeaf = document.storedTree.isLeaf(revision)
             let isLeaf = document.tree.isLeaf(revision)
             let newBody = document.newBodies[revision]
-            guard before != after || wasLeaf != isLeaf || newBody != nil else { return }
+            guard before != after || wasLeaf != isLeaf || newBody != nil || closedBefore != closedNow else { return }
             // The imported mark stays with the body it describes: kept unless a body arrives now.
             let imported = document.importedIDs.contains(revision) ? importedKindFlag : 0
             let statement = try db.statement(
                 """
-                UPDATE revisions SET parent = ?1, kind = ?2 | iif(?3, kind & ?4, 0), leaf = ?5, body = coalesce(?6, body)
+                UPDATE revisions SET parent = ?1, kind = ?2 | iif(?3, kind & ?4, 0), leaf = ?5, body = coalesce(?6, body),
+                    closed_child = ?10
                 WHERE doc_key = ?7 AND generation = ?8 AND digest = ?9
                 """)
             try statement.bind(digestOf: after.parent, at: 1)
@@ -280,6 +382,7 @@ enum RevisionRows {
             try statement.bind(key, at: 7)
             try statement.bind(generation, at: 8)
             try statement.bind(digestOf: revision, at: 9)
+            try statement.bind(digestOf: closedNow, at: 10)
             try statement.run()
             try nameAttachments(db, body: newBody)
         }

@@ -9,10 +9,13 @@
 ///               current_digest, deleted, conflicted, leaves)
 ///                                                the changes index: each document once, at the
 ///                                                sequence of its latest change
-///     revisions(doc_key, generation, digest, parent, kind, leaf, body)
+///     revisions(doc_key, generation, digest, parent, kind, leaf, body, closed_child)
 ///               PRIMARY KEY (doc_key, generation, digest)
 ///                                                kind: the RevisionKind, plus 8 when the id is
-///                                                imported (not a content hash; version 3 on)
+///                                                imported (not a content hash; version 3 on);
+///                                                closed_child: the digest of the revision's
+///                                                closing tombstone when the row holds it
+///                                                (version 6 on)
 ///     local_documents(local_id, body)            never replicated (checkpoints, settings)
 ///     awaiting_revisions(doc_id, rev, ancestors, root_parent, kind, imported, body)
 ///     awaiting_digests(digest, length, doc_id, rev)
@@ -114,6 +117,10 @@ enum Schema {
             digest BLOB PRIMARY KEY NOT NULL
         ) WITHOUT ROWID, STRICT;
         """,
+        // 6: a revision's closing tombstone kept in the revision's own row (see `RevisionRows`,
+        // "Closing tombstones"): `closed_child` holds its digest. Closing tombstones written
+        // before keep rows of their own; both forms are read.
+        "ALTER TABLE revisions ADD COLUMN closed_child BLOB;",
     ]
 
     /// What a step writes beyond its SQL, in the same transaction: rows computed from the rows

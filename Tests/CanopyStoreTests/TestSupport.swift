@@ -87,7 +87,7 @@ func storeRows(_ path: String) throws -> [String] {
             .joined(separator: "|")
     }
     let documents = try db.query("SELECT * FROM documents ORDER BY sequence") { spell($0, columns: 8) }
-    let revisions = try db.query("SELECT * FROM revisions ORDER BY doc_key, generation, digest") { spell($0, columns: 7) }
+    let revisions = try db.query("SELECT * FROM revisions ORDER BY doc_key, generation, digest") { spell($0, columns: 8) }
     return documents + revisions
 }
 
