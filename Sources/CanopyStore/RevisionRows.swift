@@ -311,6 +311,7 @@ enum RevisionRows {
         let statement = try db.statement(
             "INSERT INTO revisions(doc_key, generation, digest, parent, kind, leaf, body, closed_child) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
         var borrowed: [(index: Int32, value: Statement.Borrowed)] = []
+        borrowed.reserveCapacity(4)
         try bindRevisionRow(statement, firstParameter: 1, key: key, row: row, borrowed: &borrowed)
         try statement.runBorrowing(borrowed)
         try nameAttachments(db, body: row.body)
