@@ -69,7 +69,9 @@ struct NewBodies {
 /// a row: the resolution updates the losing leaf's row (its leaf flag) or inserts it (a received
 /// revision that lost) anyway, and a row of its own cost a second insert into the table and its
 /// primary key, the largest single part of what settling a conflict added to a write. Reads see
-/// no difference: the tree gains the child when its parent's row is read, and its body is `{}`.
+/// the same tree and revisions: the tree gains the child when its parent's row is read, and its
+/// body is `{}` (never dropped by compaction, as a tombstone's own row's may be once the
+/// tombstone has children).
 /// It gets a row of its own when its parent has none (stemmed away) or its id is imported, and
 /// closing tombstones written before the column existed keep theirs: both forms are read.
 enum RevisionRows {
@@ -125,10 +127,13 @@ enum RevisionRows {
     }
 
     /// The closing tombstone the current row holds in `column` (`closed_child`) as a child of
-    /// `parent`, the row's revision, or nil when the row holds none.
+    /// `parent`, the row's revision, or nil when the row holds none. The row's own revision may
+    /// be a closing tombstone too: a tombstone is placed only under a parent that is not one, but
+    /// that parent may have been known only by name (an ancestor in a received path, recorded
+    /// `.live`) and arrive as a closing tombstone later.
     static func closedChild(_ row: Statement, column: Int32, of parent: RevTree.Node, documentID: String) throws -> RevTree.Node? {
         guard !row.isNull(column) else { return nil }
-        guard !parent.kind.isClosed, let id = row.revisionID(generation: parent.id.generation + 1, digestColumn: column) else {
+        guard let id = row.revisionID(generation: parent.id.generation + 1, digestColumn: column) else {
             throw StoreError.corrupt(detail: "closing tombstone under \(parent.id) in \"\(documentID.prefix(80))\"")
         }
         return RevTree.Node(id: id, parent: parent.id, kind: .closed)

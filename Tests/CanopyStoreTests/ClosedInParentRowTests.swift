@@ -126,4 +126,38 @@ struct ClosedInParentRowTests {
         #expect(try settled.rowCount() == 2)
         #expect(try settled.test.store.get(id: "doc", rev: settled.closing).kind == .closed)
     }
+
+    @Test("a closing tombstone under a revision known only by name stays readable when that revision arrives closed")
+    func parentArrivesClosedLater() throws {
+        let test = try TestStore()
+        let first = try test.store.put(id: "doc", body: body(1), replacing: nil)
+        let closing = ConflictResolution.closing(first).id
+        let closingOfClosing = ConflictResolution.closing(closing).id
+        // A peer sends the tombstone of a tombstone with its history: `closing` is recorded by
+        // name (`.live`, no body) and holds the new tombstone in its row.
+        let deeper = try foreign("doc", parentPath: [closing, first], kind: .closed, body: .emptyObject)
+        #expect(deeper.path.leaf == closingOfClosing)
+        _ = try test.store.bulkInsertForeign([deeper])
+        let db = try Database(path: test.path)
+        let holder = try db.queryFirst("SELECT kind, closed_child FROM revisions WHERE digest = ?", [.blob(closing.digest)]) {
+            ($0.int(0), $0.blob(1))
+        }
+        #expect(holder?.0 == Int(RevisionKind.live.rawValue) && holder?.1 == closingOfClosing.digest)
+        // Then `closing` itself arrives: its row becomes a closing tombstone's, still holding its child.
+        _ = try test.store.bulkInsertForeign([try foreign("doc", parentPath: [first], kind: .closed, body: .emptyObject)])
+        let after = try db.queryFirst("SELECT kind, closed_child FROM revisions WHERE digest = ?", [.blob(closing.digest)]) {
+            ($0.int(0), $0.blob(1))
+        }
+        #expect(after?.0 == Int(RevisionKind.closed.rawValue) && after?.1 == closingOfClosing.digest)
+        let tree = try #require(try test.store.revisionTree(id: "doc"))
+        #expect(tree.node(closing)?.kind == .closed && tree.node(closingOfClosing)?.parent == closing)
+        #expect(try test.store.get(id: "doc", rev: closingOfClosing).kind == .closed)
+        let sent = try test.store.revisionsToSend([
+            RevisionRequest(documentID: "doc", revisions: [closingOfClosing], knownAncestors: [])
+        ])
+        #expect(sent.map(\.path.leaf) == [closingOfClosing])
+        // And the document still takes writes.
+        _ = try test.store.bulkInsertForeign([try foreign("doc", parentPath: [first], body: body(2))])
+        #expect(try test.store.revisionTree(id: "doc")?.count == 4)
+    }
 }
