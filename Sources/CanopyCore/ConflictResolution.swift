@@ -126,12 +126,12 @@ public enum ConflictResolution {
 
     /// The closing tombstone that ends the branch at `leaf`.
     public static func closing(_ leaf: RevisionID) -> PlannedRevision {
-        let id = RevisionHasher.revisionID(parent: leaf, kind: .closed, canonicalBody: emptyObjectBytes)
-        return PlannedRevision(id: id, parent: leaf, kind: .closed, body: .emptyObject, canonicalBody: emptyObjectBytes)
+        let id = RevisionHasher.revisionID(parent: leaf, kind: .closed, canonicalBody: closingBody)
+        return PlannedRevision(id: id, parent: leaf, kind: .closed, body: .emptyObject, canonicalBody: closingBody)
     }
 
-    /// `{}` as canonical JSON.
-    private static let emptyObjectBytes: [UInt8] = CanonicalJSON.encode(.emptyObject)
+    /// The canonical body of every closing tombstone: `{}`.
+    public static let closingBody: [UInt8] = CanonicalJSON.encode(.emptyObject)
 }
 
 extension RevTree {

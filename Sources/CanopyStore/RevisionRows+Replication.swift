@@ -71,7 +71,7 @@ extension RevisionRows {
             let body = request.revisions.contains(node.id) ? row.blob(4) : nil
             add(position, node, body: body, imported: body != nil && row.int(3) & importedKindFlag != 0)
             if let closed = try closedChild(row, column: 5, of: node, documentID: request.documentID) {
-                add(position, closed, body: request.revisions.contains(closed.id) ? emptyObjectBytes : nil, imported: false)
+                add(position, closed, body: request.revisions.contains(closed.id) ? ConflictResolution.closingBody : nil, imported: false)
             }
         }
         let keyed = requests.indices.filter { requests[$0].documentKey != nil }

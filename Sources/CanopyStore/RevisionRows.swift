@@ -144,11 +144,8 @@ enum RevisionRows {
     /// is its content hash (an imported id keeps its row and its mark). The parent must have a
     /// row and not be a closing tombstone itself; callers check that.
     static func closedChildFitsParentRow(kind: RevisionKind, body: [UInt8]?, importedID: Bool) -> Bool {
-        kind.isClosed && !importedID && body == emptyObjectBytes
+        kind.isClosed && !importedID && body == ConflictResolution.closingBody
     }
-
-    /// `{}`, the body of every closing tombstone.
-    static let emptyObjectBytes: [UInt8] = Array("{}".utf8)
 
     /// The node in the current row, whose first four columns are `generation, digest, parent,
     /// kind` of a revision row.
@@ -185,7 +182,7 @@ enum RevisionRows {
     /// is `StoreError.damaged`, never returned. Nil when the body was dropped.
     static func verifiedBody(_ db: Database, of document: StoredDocument, node: RevTree.Node) throws -> [UInt8]? {
         if let body = document.newBodies[node.id] { return body }
-        if document.closedInParentRows.contains(node.id) { return emptyObjectBytes }
+        if document.closedInParentRows.contains(node.id) { return ConflictResolution.closingBody }
         guard let key = document.key else { return nil }
         let statement = try db.statement("SELECT body, kind FROM revisions WHERE doc_key = ? AND generation = ? AND digest = ?")
         defer { statement.reset() }
@@ -204,7 +201,7 @@ enum RevisionRows {
     /// The body of `revision`, from this transaction's new bodies or the file.
     static func body(_ db: Database, of document: StoredDocument, revision: RevisionID) throws -> [UInt8]? {
         if let body = document.newBodies[revision] { return body }
-        if document.closedInParentRows.contains(revision) { return emptyObjectBytes }
+        if document.closedInParentRows.contains(revision) { return ConflictResolution.closingBody }
         guard let key = document.key else { return nil }
         return try body(db, key: key, revision: revision)
     }
@@ -251,9 +248,12 @@ enum RevisionRows {
                 guard let parent = tree.node(closed)?.parent else { return false }
                 return tree.contains(parent)
             }
-            for revision in document.touched where document.storedTree.node(revision) == nil {
-                guard let node = tree.node(revision), let parent = node.parent, let parentNode = tree.node(parent),
-                    !parentNode.kind.isClosed, !now.contains(revision),
+            // Every write passes here: a touched revision that is not a closing tombstone is
+            // passed over on its kind, before any other lookup.
+            for revision in document.touched {
+                guard let node = tree.node(revision), node.kind.isClosed, document.storedTree.node(revision) == nil,
+                    let parent = node.parent, let parentNode = tree.node(parent), !parentNode.kind.isClosed,
+                    !now.contains(revision),
                     RevisionRows.closedChildFitsParentRow(
                         kind: node.kind, body: document.newBodies[revision], importedID: document.importedIDs.contains(revision))
                 else { continue }
@@ -362,7 +362,7 @@ enum RevisionRows {
             try statement.run()
         case (nil, .some(let node)):
             // A closing tombstone that leaves its parent's row brings its body back.
-            let body = document.newBodies[revision] ?? (wasInParentRow ? emptyObjectBytes : nil)
+            let body = document.newBodies[revision] ?? (wasInParentRow ? ConflictResolution.closingBody : nil)
             try insertRevisionRow(db, key: key, row: RevisionRow(
                 node: node, isLeaf: document.tree.isLeaf(revision), body: body,
                 importedID: document.importedIDs.contains(revision), closedChild: closedNow))
