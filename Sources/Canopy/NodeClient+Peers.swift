@@ -82,9 +82,19 @@ extension NodeClient {
             client.disconnect()
         }
         let response = try result.get()
+        // Each row of the reply's `not_shared_by_peer` / `peer_takes_part`: its `db` and `member`.
+        let rows: (String, String) -> [(String, String)] = { key, member in
+            guard case .array(let rows)? = response[key] else { return [] }
+            return rows.compactMap { row in
+                guard case .string(let db)? = row.objectValue?["db"], case .string(let value)? = row.objectValue?[member] else { return nil }
+                return (db, value)
+            }
+        }
         return Replicator.SyncOutcome(
             completed: UInt64(max(0, try Self.int(response, "completed"))), rejected: try Self.int(response, "rejected"),
-            refusedByPeer: try Self.int(response, "refused_by_peer"))
+            refusedByPeer: try Self.int(response, "refused_by_peer"), received: (try? Self.int(response, "received")) ?? 0,
+            sent: (try? Self.int(response, "sent")) ?? 0, notSharedByPeer: rows("not_shared_by_peer", "reason").map(\.0),
+            peerTakesPart: Dictionary(rows("peer_takes_part", "peer_takes"), uniquingKeysWith: { first, _ in first }))
     }
 
     /// The most events an ``events(since:)`` stream holds for its reader.

@@ -55,12 +55,30 @@ public final class Replicator: Sendable {
         public var rejected: Int64
         /// Documents this node sent that the peer refused.
         public var refusedByPeer: Int64
+        /// Documents written on this node from the peer during this sync.
+        public var received: Int64
+        /// Documents of this node the peer stored during this sync.
+        public var sent: Int64
+        /// Databases shared with the peer that it does not share with this node (it refused
+        /// them): nothing of them replicated, either way. Sorted.
+        public var notSharedByPeer: [String]
+        /// Databases this node pushes of which the peer takes only part — `nothing` (it does not
+        /// pull them from this node) or `ids starting P` — by name: what this node writes outside
+        /// of that stays here.
+        public var peerTakesPart: [String: String]
 
         /// Creates an outcome.
-        public init(completed: UInt64, rejected: Int64 = 0, refusedByPeer: Int64 = 0) {
+        public init(
+            completed: UInt64, rejected: Int64 = 0, refusedByPeer: Int64 = 0, received: Int64 = 0, sent: Int64 = 0,
+            notSharedByPeer: [String] = [], peerTakesPart: [String: String] = [:]
+        ) {
             self.completed = completed
+            self.received = received
+            self.sent = sent
             self.rejected = rejected
             self.refusedByPeer = refusedByPeer
+            self.notSharedByPeer = notSharedByPeer
+            self.peerTakesPart = peerTakesPart
         }
     }
 
@@ -84,6 +102,8 @@ public final class Replicator: Sendable {
     /// Whether the replicator runs, its last status and who is told of the next.
     private struct State {
         var current: Status = .stopped
+        /// Why the replication of `default` with the peer last failed, as the engine said it.
+        var lastError: String?
         var running = false
         /// Bumped by each start and stop: reports from an earlier run are dropped.
         var generation = 0
@@ -164,6 +184,17 @@ public final class Replicator: Sendable {
         return stream
     }
 
+    /// Why the replicator is not replicating, or last failed to, as Couchbase Lite's
+    /// `status.error` says it: the peer cannot be reached, does not allow this node, does not
+    /// share the database with it, or broke the protocol. Nil while replication works (cleared
+    /// when a connection to the peer starts) and before `start()`.
+    public var lastError: ReplicatorError? {
+        state.withLock { state in
+            if case .failed(let error) = state.current { return error }
+            return state.lastError.map { ReplicatorError(code: "replication", message: $0) }
+        }
+    }
+
     /// Starts replicating, if not running already: the peer is added to the node's config and
     /// replication begins (continuous: it goes on, idle when caught up; one-shot: one pass, then
     /// `.completed`). Returns at once; a configuration that cannot be applied shows as
@@ -184,18 +215,34 @@ public final class Replicator: Sendable {
     /// starting the replicator first if it is not running. A continuous replicator stays
     /// connected afterwards. A lost connection is retried; the call fails if the replicator is
     /// stopped meanwhile, the peer breaks the protocol, or the configuration cannot be applied.
+    /// A database the peer does not share with this node does not hold the call up: it is named
+    /// in the outcome (`notSharedByPeer`), as are databases of which the peer takes only part
+    /// of this node's writes (`peerTakesPart`).
+    ///
+    /// Each call is a pass of its own: a one-shot pass still running when it is called (one
+    /// that may have read the feeds before the caller's last writes) is followed by another.
+    /// Cancelling the task ends the wait at once with the error code `cancelled`; replication
+    /// goes on as configured.
     @discardableResult
     public func sync() async throws(ReplicatorError) -> SyncOutcome {
         let started = await withCheckedContinuation { (done: CheckedContinuation<Result<Int, ReplicatorError>, Never>) in
             begin { done.resume(returning: $0) }
         }
         if case .failure(let error) = started { throw error }
-        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<CanopyAgent.SyncOutcome, ReplicationFailure>, Never>) in
-            agent.sync(peer: configuration.peer) { done.resume(returning: $0) }
+        let wait = SyncWait()
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (done: CheckedContinuation<Result<CanopyAgent.SyncOutcome, ReplicationFailure>, Never>) in
+                wait.begin(done) { [agent, peer = configuration.peer] finish in agent.sync(peer: peer, finish) }
+            }
+        } onCancel: {
+            wait.finish(.failure(ReplicationFailure(code: "cancelled", message: "the task waiting for the sync was cancelled")), cancelling: true)
         }
         switch result {
         case .success(let outcome):
-            return SyncOutcome(completed: outcome.completed, rejected: outcome.rejected, refusedByPeer: outcome.refusedByPeer)
+            return SyncOutcome(
+                completed: outcome.completed, rejected: outcome.rejected, refusedByPeer: outcome.refusedByPeer,
+                received: outcome.received, sent: outcome.sent, notSharedByPeer: outcome.notSharedByPeer.keys.map(\.text).sorted(),
+                peerTakesPart: Dictionary(uniqueKeysWithValues: outcome.peerTakesPart.map { ($0.key.text, $0.value.summary) }))
         case .failure(let failure):
             throw ReplicatorError(code: failure.code, message: failure.message)
         }
@@ -256,6 +303,7 @@ public final class Replicator: Sendable {
         guard let generation else { return completion(.success(state.withLock { $0.generation })) }
         let observation = agent.observeReplicationStatus(peer: peer.nodeID) { [weak self] status in
             guard let self else { return }
+            self.state.withLock { state in if state.generation == generation { state.lastError = status.lastError } }
             self.publish(Self.status(status, continuous: self.configuration.continuous), generation: generation)
         }
         state.withLock { state in
@@ -300,7 +348,7 @@ public final class Replicator: Sendable {
     private static func status(_ status: PeerStatus, continuous: Bool) -> Status {
         switch status.state {
         case .stopped: continuous ? .stopped : .completed
-        case .offline: .offline
+        case .offline, .unshared: .offline
         case .connecting: .connecting
         case .idle: .idle
         case .busy:
@@ -338,6 +386,46 @@ public final class Replicator: Sendable {
         return .success(PeerConfig(
             nodeID: nodeID, address: address, direction: configuration.direction,
             mode: configuration.continuous ? .continuous : .once))
+    }
+}
+
+/// One `sync()` wait: resumed exactly once, by the agent's answer or by the task's cancellation
+/// (which also ends the agent's wait), whichever comes first.
+private final class SyncWait: Sendable {
+    typealias Outcome = Result<CanopyAgent.SyncOutcome, ReplicationFailure>
+    private let state = Mutex<(continuation: CheckedContinuation<Outcome, Never>?, cancellation: SyncCancellation?, ended: Outcome?)>(
+        (nil, nil, nil))
+
+    /// Starts the wait with `start`, which gets the completion to call; a cancellation that came
+    /// first ends it at once.
+    func begin(
+        _ continuation: CheckedContinuation<Outcome, Never>,
+        _ start: (@escaping @Sendable (Outcome) -> Void) -> SyncCancellation
+    ) {
+        let early: Outcome? = state.withLock { state in
+            if let ended = state.ended { return ended }
+            state.continuation = continuation
+            return nil
+        }
+        if let early { return continuation.resume(returning: early) }
+        let cancellation = start { [self] outcome in finish(outcome, cancelling: false) }
+        let cancelNow = state.withLock { state in
+            state.cancellation = cancellation
+            return state.ended != nil
+        }
+        if cancelNow { cancellation.cancel() }
+    }
+
+    /// Resumes the wait with `outcome` unless it was resumed; `cancelling` also ends the agent's wait.
+    func finish(_ outcome: Outcome, cancelling: Bool) {
+        let (continuation, cancellation) = state.withLock { state in
+            guard state.ended == nil else { return (nil as CheckedContinuation<Outcome, Never>?, nil as SyncCancellation?) }
+            state.ended = outcome
+            defer { state.continuation = nil }
+            return (state.continuation, state.cancellation)
+        }
+        if cancelling { cancellation?.cancel() }
+        continuation?.resume(returning: outcome)
     }
 }
 

@@ -234,6 +234,9 @@ final class AdminClient: @unchecked Sendable {
     private var inputEnded = false
     /// The connection stays open after the client's input ends (it streams events).
     private var staysOpen = false
+    /// While a request runs after the client half-closed, checks now and then whether it has
+    /// closed its socket completely (nothing else reports that once reading has stopped).
+    private var hangUpTimer: (any DispatchSourceTimer)?
 
     init(fd: Int32, handler: any AdminRequestHandler, log: RateLimitedLog, writeBudget: PendingWriteBudget) {
         self.connection = StreamConnection(
@@ -373,12 +376,51 @@ final class AdminClient: @unchecked Sendable {
 
     /// The client ended its stream: its last line counts even without a newline; once every
     /// request is answered the connection closes (see the type's comment).
+    ///
+    /// A client that closed its socket completely (killed, Ctrl-C, a `--timeout` that ran out) is
+    /// gone: nobody reads what it asked for, so the connection closes at once, freeing its slot
+    /// of `AgentLimits.adminConnectionsMax` and whatever it held (a `sync` wait ends through its
+    /// close handler). Requests it sent that have not started are not run; one already running
+    /// finishes, unanswered. A half-closed client is checked for that while a request runs.
     private func endOfInput() {
         dispatchPrecondition(condition: .onQueue(queue))
         inputEnded = true
+        if connection.peerHungUp { return clientWentAway() }
         if upload != nil { finishUpload() }
         takeBufferedLine()
         handleNext()
+        watchForHangUp()
+    }
+
+    /// The client closed its socket while requests were read or running: drop them and close.
+    private func clientWentAway() {
+        if upload != nil { finishUpload() }  // its partial content is discarded as for a cut-off upload
+        lines = []
+        decodedAhead = nil
+        buffer = []
+        hangUpTimer?.cancel()
+        hangUpTimer = nil
+        connection.close()
+    }
+
+    /// Checks every `AgentLimits.adminHangUpCheckSeconds` whether a half-closed client whose
+    /// requests still run has gone completely, until the connection closes.
+    private func watchForHangUp() {
+        guard hangUpTimer == nil, !connection.isClosed else { return }
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let interval = DispatchTimeInterval.milliseconds(Int(AgentLimits.adminHangUpCheckSeconds * 1000))
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
+            if self.connection.isClosed {
+                self.hangUpTimer?.cancel()
+                self.hangUpTimer = nil
+            } else if self.connection.peerHungUp {
+                self.clientWentAway()
+            }
+        }
+        hangUpTimer = timer
+        timer.resume()
     }
 
     /// Queues the buffered line as a request, unless it is blank (or a lone `\r`), and empties
@@ -549,6 +591,8 @@ final class AdminClient: @unchecked Sendable {
     private func closed() {
         dispatchPrecondition(condition: .onQueue(queue))
         isClosed = true
+        hangUpTimer?.cancel()
+        hangUpTimer = nil
         let handlers = closeHandlers
         closeHandlers = []
         for handler in handlers { handler() }

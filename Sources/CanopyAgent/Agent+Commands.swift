@@ -45,7 +45,7 @@ extension Agent: AdminRequestHandler {
                 let waiting = self.resolvers.waitingResolvers
                 self.storeQueue.async { reply(self.documentCommand(request, waiting: waiting)) }
             }
-        case "sync": onQueue(reply) { try self.sync(request, reply) }
+        case "sync": onQueue(reply) { try self.sync(request, client: client, reply) }
         case "db.create": onQueue(reply) { try self.createDatabase(request, reply) }
         case "db.delete": onQueue(reply) { try self.deleteDatabase(request, reply) }
         case "db.list": onQueue(reply) { self.listDatabases(reply) }

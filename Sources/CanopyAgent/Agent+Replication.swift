@@ -2,6 +2,7 @@ import CanopyCore
 import CanopyReplication
 import Dispatch
 import Foundation
+import Synchronization
 
 /// Replication wiring: what the engine reports goes to the event hub, which is its
 /// `ReplicationEventSink` (the agent builds the hub first, then the connection manager, then the
@@ -15,7 +16,10 @@ extension EventHub: ReplicationEventSink {
 extension Agent {
     /// `sync`: a one-shot replication with a peer. With `wait`, the reply comes when it is done
     /// and progress goes out as `sync.progress` events; without, the reply is immediate.
-    func sync(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+    ///
+    /// A client that goes away while it waits (`--timeout`, Ctrl-C) ends the wait at once: the
+    /// sync's hold on the peer's replicators goes with it (the replication itself goes on).
+    func sync(_ request: AdminRequest, client: AdminClient, _ reply: @escaping AdminReply) throws(AdminFailure) {
         dispatchPrecondition(condition: .onQueue(queue))
         let rawID = try request.string("node_id")
         guard let nodeID = AgentIdentity.normalizeNodeID(rawID), config.peer(nodeID) != nil else {
@@ -28,7 +32,7 @@ extension Agent {
         let once = ReplyOnce(reply)
         // Without `wait` the reply says it started, before the sync can finish and answer first.
         if !wait { once.reply(.success(["node_id": .string(nodeID), "started": .bool(true)])) }
-        runSync(nodeID) { result in
+        let cancellation = runSync(nodeID) { result in
             switch result {
             case .success(let done):
                 once.reply(.success(Self.syncResult(nodeID, done)))
@@ -37,19 +41,25 @@ extension Agent {
                 once.reply(.failure(AdminFailure(code, failure.message)))
             }
         }
+        if wait { client.onClose { cancellation.cancel() } }
     }
 
     /// A one-shot replication with a configured peer, as the `sync` command with `wait` runs it
     /// (progress as `sync.progress` events, then `sync.finished` or `sync.failed`), for an
     /// application running the agent in-process. Callable from any queue; `completion` is called
     /// once, on any queue.
-    package func sync(peer nodeID: String, _ completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void) {
+    /// Using the returned cancellation (the caller went away) ends the wait: `completion` is
+    /// then not called.
+    @discardableResult
+    package func sync(peer nodeID: String, _ completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void) -> SyncCancellation {
+        let started = StartedSync()
         queue.async { [self] in
             guard let nodeID = AgentIdentity.normalizeNodeID(nodeID), config.peer(nodeID) != nil else {
                 return completion(.failure(ReplicationFailure(code: "unknown_peer", message: "\(nodeID.prefix(80)) is not a configured peer")))
             }
-            runSync(nodeID, completion)
+            started.set(runSync(nodeID, completion))
         }
+        return SyncCancellation { started.cancel() }
     }
 
     /// Sets what an in-process application replicates with the peer `nodeID` (a canonical node
@@ -85,13 +95,14 @@ extension Agent {
     }
 
     /// Runs the sync and reports it as events; `nodeID` is a configured peer's canonical id.
-    private func runSync(_ nodeID: String, _ completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void) {
+    @discardableResult
+    private func runSync(_ nodeID: String, _ completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void) -> SyncCancellation {
         let progress: @Sendable (ReplicationProgress) -> Void = { [weak events] progress in
             events?.emit("sync.progress", [
                 "node_id": .string(nodeID), "completed": .int(Int64(progress.completed)), "total": .int(Int64(progress.total)),
             ])
         }
-        replication.sync(peer: nodeID, progress: progress) { [weak events] result in
+        return replication.sync(peer: nodeID, progress: progress) { [weak events] result in
             switch result {
             case .success(let done):
                 events?.emit("sync.finished", Self.syncResult(nodeID, done))
@@ -106,10 +117,39 @@ extension Agent {
     private static func syncResult(_ nodeID: String, _ done: SyncOutcome) -> [String: JSONValue] {
         [
             "node_id": .string(nodeID), "completed": .int(Int64(done.completed)), "rejected": .int(done.rejected),
+            "received": .int(done.received), "sent": .int(done.sent),
             "last_rejection": done.lastRejection.map(JSONValue.string) ?? .null,
             "refused_by_peer": .int(done.refusedByPeer),
             "last_refused_by_peer": done.lastRefusedByPeer.map(JSONValue.string) ?? .null,
+            "not_shared_by_peer": .array(done.notSharedByPeer.keys.sorted().map { name in
+                .object(["db": .string(name.text), "reason": .string(done.notSharedByPeer[name]!)])
+            }),
+            "peer_takes_part": .array(done.peerTakesPart.keys.sorted().map { name in
+                .object(["db": .string(name.text), "peer_takes": .string(done.peerTakesPart[name]!.summary)])
+            }),
         ]
+    }
+}
+
+/// A sync started on the agent's queue, for a cancellation that may come before it started (then
+/// it is cancelled as it starts).
+private final class StartedSync: Sendable {
+    private let state = Mutex<(cancellation: SyncCancellation?, cancelled: Bool)>((nil, false))
+
+    func set(_ cancellation: SyncCancellation) {
+        let cancelled = state.withLock { state in
+            state.cancellation = cancellation
+            return state.cancelled
+        }
+        if cancelled { cancellation.cancel() }
+    }
+
+    func cancel() {
+        let cancellation = state.withLock { state in
+            state.cancelled = true
+            return state.cancellation
+        }
+        cancellation?.cancel()
     }
 }
 

@@ -115,6 +115,7 @@ extension Agent {
             "last_rejection": row.lastRejection.map(JSONValue.string) ?? .null, "refused_by_peer": .int(row.refusedByPeer),
             "last_refused_by_peer": row.lastRefusedByPeer.map(JSONValue.string) ?? .null,
             "last_error": row.lastError.map(JSONValue.string) ?? .null,
+            "peer_takes": row.peerIntake.map { .string($0.summary) } ?? .null,
         ])
     }
 }

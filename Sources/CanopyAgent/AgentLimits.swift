@@ -15,6 +15,11 @@ public enum AgentLimits {
     /// Admin connections served at once; more are accepted and closed immediately so a runaway
     /// script cannot exhaust file descriptors the peers need.
     public static let adminConnectionsMax = 64
+
+    /// How often a client that half-closed while its request runs (a `sync` wait) is checked
+    /// for having closed its socket completely, which frees its connection slot. A client that
+    /// goes without half-closing first is seen at once.
+    public static let adminHangUpCheckSeconds = 1.0
     /// Inbound peer connections accepted per wake-up of the listener before other work on its
     /// queue (finished handshakes) gets a turn.
     public static let acceptsPerWakeMax = 16

@@ -41,6 +41,10 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         /// Documents this node pushed that the peer refused since the agent started, and the last.
         var refusedByPeer: Int64 = 0
         var lastRefusedByPeer: String?
+        /// Documents written from this peer, and documents of this node the peer stored, since
+        /// the agent started (what a sync moved is the difference).
+        var received: Int64 = 0
+        var sent: Int64 = 0
     }
 
     private struct Peer {
@@ -289,7 +293,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         var events = batch
         var refused = 0
         var refusedThere = 0
-        var pushed = false
+        var pushed = 0
+        var pulled = 0
         for event in batch {
             switch event.kind {
             case .rejected:
@@ -299,8 +304,10 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 refusedThere += 1
                 peers[id]?.databases[database]?.lastRefusedByPeer = "\(event.documentID.prefix(200)): \(event.detail ?? "refused")"
             case .pushed:
-                pushed = true
-            case .pulled, .conflictDetected, .conflictResolved, .conflictAwaitingResolver, .resolutionFailed:
+                pushed += 1
+            case .pulled:
+                pulled += 1
+            case .conflictDetected, .conflictResolved, .conflictAwaitingResolver, .resolutionFailed:
                 break
             }
         }
@@ -316,7 +323,9 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             logRefusals(id, database, kind: "refused-by", message: "a peer refused documents this node pushed", count: refusedThere,
                         total: shared?.refusedByPeer, last: shared?.lastRefusedByPeer)
         }
-        if pushed { events.removeAll { $0.kind == .pushed } }
+        peers[id]?.databases[database]?.received += Int64(pulled)
+        peers[id]?.databases[database]?.sent += Int64(pushed)
+        if pushed > 0 { events.removeAll { $0.kind == .pushed } }
         guard !events.isEmpty else { return }
         if pendingDocumentEvents.isEmpty { queue.async { [weak self] in self?.flushDocumentEvents() } }
         pendingDocumentEvents.append((id, database, events))
@@ -392,39 +401,59 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             row.refusedByPeer = shared.refusedByPeer
             row.lastRefusedByPeer = shared.lastRefusedByPeer
             row.lastError = status.lastError
+            row.peerIntake = shared.share.access.direction?.pushes == true ? status.peerIntake : nil
             return row
         }
     }
 
     /// A one-shot replication of every database shared with the peer; completes when all have
-    /// caught up (or one failed), with what they did together.
+    /// caught up (or one failed), with what they did together. A database the peer refuses (it
+    /// does not share it with this node) does not hold the others up: it is named in the outcome.
+    @discardableResult
     func sync(
         peer nodeID: String, progress: @escaping @Sendable (ReplicationProgress) -> Void,
         completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void
-    ) {
+    ) -> SyncCancellation {
+        let group = SyncGroup(completion: completion)
         queue.async { [self] in
             guard let peer = peers[nodeID], !peer.databases.isEmpty else {
-                return completion(.failure(ReplicationFailure(code: "unknown_peer", message: "\(nodeID) shares no database with this node")))
+                return group.fail(ReplicationFailure(code: "unknown_peer", message: "\(nodeID) shares no database with this node"))
             }
             let names = peer.databases.keys.sorted()
-            let group = SyncGroup(count: names.count, completion: completion)
+            group.expect(names.count)
             for name in names { sync(nodeID, name, progress: progress, group: group) }
+        }
+        return SyncCancellation { [weak self] in
+            guard let self else { return }
+            self.queue.async { self.cancel(group, of: nodeID) }
+        }
+    }
+
+    /// The caller of a sync went away: its waits and progress watchers go, the replication stays.
+    private func cancel(_ group: SyncGroup, of nodeID: String) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        for (name, waiter, watcher) in group.cancel() {
+            guard let shared = peers[nodeID]?.databases[name] else { continue }
+            shared.replicator.cancelSync(waiter)
+            peers[nodeID]?.databases[name]?.progressWatchers[watcher] = nil
         }
     }
 
     private func sync(_ nodeID: String, _ name: DatabaseName, progress: @escaping @Sendable (ReplicationProgress) -> Void, group: SyncGroup) {
-        guard let shared = peers[nodeID]?.databases[name] else { return group.finished(.failure(ReplicationFailure(code: "unknown_peer", message: "\(name) is no longer shared"))) }
+        guard let shared = peers[nodeID]?.databases[name] else { return group.finished(name, .failure(ReplicationFailure(code: "unknown_peer", message: "\(name) is no longer shared"))) }
         // What this sync did: entries handled since it started (a new session starts its
         // progress from zero, a continuous one goes on from where it was) and refusals.
         let counted = SyncCounter(
-            start: Self.combined(shared.replicator.status), rejectedBefore: shared.rejected, refusedByPeerBefore: shared.refusedByPeer)
+            start: Self.combined(shared.replicator.status), rejectedBefore: shared.rejected, refusedByPeerBefore: shared.refusedByPeer,
+            receivedBefore: shared.received, sentBefore: shared.sent)
         let watcher = nextWatcher
         nextWatcher += 1
         peers[nodeID]?.databases[name]?.progressWatchers[watcher] = { current in
             counted.observe(current)
             progress(current)
         }
-        shared.replicator.sync { [weak self] result in
+        let pushes = shared.share.access.direction?.pushes ?? false
+        let waiter = shared.replicator.sync { [weak self] result in
             guard let self else { return }
             self.flushDocumentEvents()
             self.peers[nodeID]?.databases[name]?.progressWatchers[watcher] = nil
@@ -438,10 +467,18 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                     completed: counted.completed, rejected: rejected, lastRejection: rejected > 0 ? now?.lastRejection : nil)
                 outcome.refusedByPeer = refusedByPeer
                 outcome.lastRefusedByPeer = refusedByPeer > 0 ? now?.lastRefusedByPeer : nil
-                group.finished(.success(outcome))
-            case .failure(let error): group.finished(.failure(ReplicationFailure(code: "failed", message: "\(name): \(error)")))
+                outcome.received = (now?.received ?? counted.receivedBefore) - counted.receivedBefore
+                outcome.sent = (now?.sent ?? counted.sentBefore) - counted.sentBefore
+                if pushes, let intake = now?.replicator.status.peerIntake, intake != .everything { outcome.peerTakesPart[name] = intake }
+                group.finished(name, .success(outcome))
+            case .failure(.notShared(let detail)):
+                var outcome = SyncOutcome(completed: counted.completed)
+                outcome.notSharedByPeer[name] = detail
+                group.finished(name, .success(outcome))
+            case .failure(let error): group.finished(name, .failure(ReplicationFailure(code: "failed", message: "\(name): \(error)")))
             }
         }
+        group.waiting(name, waiter: waiter, watcher: watcher)
     }
 
     /// Tells `observer` of every status change of the `default` replicator for `peer`, on this
@@ -501,31 +538,64 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
 }
 
 /// The syncs of one peer's databases, reported as one outcome when the last has finished: the
-/// first failure, or the counts added up. Used on the engine's queue only.
+/// first failure, or the counts added up. Cancelled, it reports nothing. Used on the engine's
+/// queue only (`fail` and `cancel` too), except that `completion` may then run anywhere.
 private final class SyncGroup: @unchecked Sendable {
-    private var remaining: Int
+    private var remaining = 0
     private var outcome = SyncOutcome(completed: 0)
     private var failure: ReplicationFailure?
-    private let completion: @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void
+    private var completion: (@Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void)?
+    /// The replicators' sync waits and the progress watchers still open, by database.
+    private var open: [DatabaseName: (waiter: Int, watcher: Int)] = [:]
+    /// Databases already finished (a replicator may finish a sync before `sync` returns).
+    private var done: Set<DatabaseName> = []
 
-    init(count: Int, completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void) {
-        remaining = count
+    init(completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void) {
         self.completion = completion
     }
 
-    func finished(_ result: Result<SyncOutcome, ReplicationFailure>) {
+    /// How many databases will finish.
+    func expect(_ count: Int) { remaining = count }
+
+    /// The sync of `database` waits as the replicator's `waiter`, watched by `watcher`.
+    func waiting(_ database: DatabaseName, waiter: Int, watcher: Int) {
+        guard completion != nil, !done.contains(database) else { return }
+        open[database] = (waiter, watcher)
+    }
+
+    func fail(_ failure: ReplicationFailure) {
+        let completion = self.completion
+        self.completion = nil
+        completion?(.failure(failure))
+    }
+
+    /// Ends the group without a report; returns the waits to forget.
+    func cancel() -> [(DatabaseName, Int, Int)] {
+        completion = nil
+        defer { open = [:] }
+        return open.sorted { $0.key < $1.key }.map { ($0.key, $0.value.waiter, $0.value.watcher) }
+    }
+
+    func finished(_ database: DatabaseName, _ result: Result<SyncOutcome, ReplicationFailure>) {
+        open[database] = nil
+        done.insert(database)
         switch result {
         case .success(let done):
             outcome.completed += done.completed
             outcome.rejected += done.rejected
             outcome.lastRejection = done.lastRejection ?? outcome.lastRejection
             outcome.refusedByPeer += done.refusedByPeer
+            outcome.received += done.received
+            outcome.sent += done.sent
             outcome.lastRefusedByPeer = done.lastRefusedByPeer ?? outcome.lastRefusedByPeer
+            outcome.notSharedByPeer.merge(done.notSharedByPeer) { first, _ in first }
+            outcome.peerTakesPart.merge(done.peerTakesPart) { first, _ in first }
         case .failure(let error):
             failure = failure ?? error
         }
         remaining -= 1
-        guard remaining == 0 else { return }
+        guard remaining == 0, let completion else { return }
+        self.completion = nil
         completion(failure.map { .failure($0) } ?? .success(outcome))
     }
 }
@@ -536,13 +606,17 @@ private final class SyncGroup: @unchecked Sendable {
 private final class SyncCounter: @unchecked Sendable {
     let rejectedBefore: Int64
     let refusedByPeerBefore: Int64
+    let receivedBefore: Int64
+    let sentBefore: Int64
     private var last: UInt64
     private(set) var completed: UInt64 = 0
 
-    init(start: ReplicationProgress, rejectedBefore: Int64, refusedByPeerBefore: Int64) {
+    init(start: ReplicationProgress, rejectedBefore: Int64, refusedByPeerBefore: Int64, receivedBefore: Int64, sentBefore: Int64) {
         last = start.completed
         self.rejectedBefore = rejectedBefore
         self.refusedByPeerBefore = refusedByPeerBefore
+        self.receivedBefore = receivedBefore
+        self.sentBefore = sentBefore
     }
 
     func observe(_ progress: ReplicationProgress) {

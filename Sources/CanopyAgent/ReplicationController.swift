@@ -70,6 +70,9 @@ public struct PeerDatabaseStatus: Sendable, Equatable {
     public var lastRefusedByPeer: String?
     /// Why the last channel for this database ended badly (the peer refused it, say).
     public var lastError: String?
+    /// What the peer takes of this node's changes to the database, when this node pushes it
+    /// (nil before the first connection's `hello`).
+    public var peerIntake: PeerIntake?
 
     /// Creates a row.
     public init(database: DatabaseName, access: ShareAccess, prefix: String?, state: ReplicatorState) {
@@ -92,6 +95,16 @@ public struct SyncOutcome: Sendable, Equatable {
     /// Documents this node pushed that the peer refused during this sync, and the last of them.
     public var refusedByPeer: Int64 = 0
     public var lastRefusedByPeer: String?
+    /// Databases shared with the peer that it refused on this sync, with its words: it does not
+    /// share them with this node, so nothing of them moved either way.
+    public var notSharedByPeer: [DatabaseName: String] = [:]
+    /// Documents this sync wrote from the peer, and documents of this node the peer stored.
+    public var received: Int64 = 0
+    public var sent: Int64 = 0
+    /// Databases this node pushes of which the peer does not take every change (`PeerIntake`):
+    /// it does not pull them from this node at all (`.nothing`), or only some ids. What this node
+    /// writes outside of that stays here.
+    public var peerTakesPart: [DatabaseName: PeerIntake] = [:]
 
     /// Creates an outcome.
     public init(completed: UInt64, rejected: Int64 = 0, lastRejection: String? = nil) {
@@ -99,6 +112,16 @@ public struct SyncOutcome: Sendable, Equatable {
         self.rejected = rejected
         self.lastRejection = lastRejection
     }
+}
+
+/// Ends the wait of a `sync` whose caller went away (an admin client that closed, a cancelled
+/// task): its completion is not called, and nothing else of the replication changes. Idempotent.
+package final class SyncCancellation: Sendable {
+    private let onCancel: @Sendable () -> Void
+
+    init(_ onCancel: @escaping @Sendable () -> Void) { self.onCancel = onCancel }
+
+    package func cancel() { onCancel() }
 }
 
 /// Why a `sync` did not complete.
@@ -153,11 +176,13 @@ package protocol ReplicationController: AnyObject, Sendable {
     func statuses(_ completion: @escaping @Sendable ([PeerReplicationStatus]) -> Void)
 
     /// Runs a one-shot replication with `peer` in its configured direction. `progress` is called as
-    /// work completes; `completion` exactly once, when the replication has finished or failed.
+    /// work completes; `completion` exactly once, when the replication has finished or failed,
+    /// unless the returned cancellation is used first (the caller went away): then never.
+    @discardableResult
     func sync(
         peer nodeID: String,
         progress: @escaping @Sendable (ReplicationProgress) -> Void,
-        completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void)
+        completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void) -> SyncCancellation
 
     /// The configuration changed (start, reload, `peer add/remove`): start replicators for new
     /// peers, stop those removed, apply new directions and modes.

@@ -219,6 +219,12 @@ package final class ChannelMux: @unchecked Sendable {
         let why: String
         switch reason {
         case .localClosed: why = "the connection closed"
+        case .peerClosed, .failed where machine.peerHello == nil:
+            // The handshake succeeded, so the peer knows who this node is; a peer that then
+            // closes without a word is, nearly always, one that does not allow this node
+            // (Protocol/replication-v1.md §4.6: it closes and lists this node as pending).
+            why = "the peer closed the connection right after the handshake, before its hello: most likely it does not allow "
+                + "this node (it then lists this node as pending: `canopyctl peers` there, and `canopyctl peer accept` allows it)"
         case .peerClosed: why = "the peer closed the connection"
         case .failed(let detail), .protocolViolation(let detail): why = "the connection closed: \(detail)"
         }

@@ -122,6 +122,8 @@ package final class PeerLink: @unchecked Sendable {
             return mux.open(database) { result in
                 switch result {
                 case .opened(let channel): completion(.success(channel))
+                case .refused(let code, let message) where code == .forbidden || code == .notFound:
+                    completion(.failure(.notShared("\(code): \(message)")))
                 case .refused(let code, let message): completion(.failure(.peerRejected("\(code): \(message)")))
                 case .connectionEnded(let why): completion(.failure(.disconnected(why)))
                 }

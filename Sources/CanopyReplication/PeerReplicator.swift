@@ -27,6 +27,9 @@ public struct PeerStatus: Sendable, Equatable {
     /// Why the last session ended badly, if it did; cleared when a new session with the peer
     /// starts.
     public var lastError: String?
+    /// What the peer takes of this node's changes on the open session, when this node pushes
+    /// (nil before the peer's `hello`, and when this node does not push).
+    public var peerIntake: PeerIntake?
 }
 
 /// Replication with one configured peer over successive connections (`Protocol/design.md` §4): dials (when
@@ -55,7 +58,12 @@ public final class PeerReplicator: @unchecked Sendable {
     private var stopped = true
     /// The peer's database id from the last `hello` (for `resetCheckpoint` while disconnected).
     private var lastPeerDatabase: [UInt8]?
-    private var syncWaiters: [@Sendable (Result<Void, ReplicationError>) -> Void] = []
+    /// The syncs waiting, in the order they were asked for, each with the id `sync` returned.
+    private var syncWaiters: [(id: Int, done: @Sendable (Result<Void, ReplicationError>) -> Void)] = []
+    private var nextSyncWaiter = 0
+    /// One-shot: a sync was asked for while a pass was running. That pass may have read the
+    /// feeds before what the caller wrote, so it does not complete the sync: another pass follows.
+    private var anotherPassWanted = false
     /// True while this replicator closes its session to put another in its place (a newer
     /// connection, or another one-shot pass): that close does not fail the sync waiters, who wait
     /// for the new session.
@@ -196,29 +204,57 @@ public final class PeerReplicator: @unchecked Sendable {
     }
 
     /// Replicates once and calls `completion` when both directions are caught up (or failed).
-    /// Connects first if needed; a continuous session stays open afterwards.
+    /// Connects first if needed; a continuous session stays open afterwards. Returns an id for
+    /// `cancelSync`.
     ///
     /// A one-shot session whose pass finished is replaced by a new connection: replication is
     /// receiver-driven, and the peer's one-shot subscription to this node ended with the pass, so
-    /// only a new connection makes the peer pull (and this node push) again. Without a dialer
-    /// (the peer only connects to us) the session is closed and the waiters wait for the peer's
-    /// next connection, which its replicator makes after a moment.
-    public func sync(_ completion: @escaping @Sendable (Result<Void, ReplicationError>) -> Void) {
+    /// only a new connection makes the peer pull (and this node push) again. A one-shot pass
+    /// still running does not complete the sync (it may have read the feeds before the caller's
+    /// last writes): a new pass follows it. Without a dialer (the peer only connects to us) the
+    /// session is closed and the waiters wait for the peer's next connection, which its
+    /// replicator makes after a moment.
+    ///
+    /// The sync fails at once when the peer refuses the database's channel (`notShared`): it
+    /// does not replicate the database with this node, so there is nothing to wait for.
+    @discardableResult
+    public func sync(_ completion: @escaping @Sendable (Result<Void, ReplicationError>) -> Void) -> Int {
         scheduler.assertOnContext()
-        syncWaiters.append(completion)
+        let id = nextSyncWaiter
+        nextSyncWaiter += 1
+        syncWaiters.append((id, completion))
         if stopped { stopped = false }
         if session == nil && !dialing {
             retryTimer?.cancel()
             retryTimer = nil
             connect()
-        } else if let session, !configuration.continuous, !session.isBusy {
-            replacingSession = true
-            session.close(code: .normal, reason: "starting another one-shot pass")
-            replacingSession = false
-            connect()
-            return
+        } else if let session, !configuration.continuous {
+            guard !session.isBusy else {
+                anotherPassWanted = true
+                return id
+            }
+            startAnotherPass(session)
+            return id
         }
         checkSyncDone()
+        return id
+    }
+
+    /// Forgets the sync `id` without calling its completion (its caller went away); the
+    /// replication itself goes on as configured.
+    public func cancelSync(_ id: Int) {
+        scheduler.assertOnContext()
+        syncWaiters.removeAll { $0.id == id }
+        if syncWaiters.isEmpty { anotherPassWanted = false }
+    }
+
+    /// Replaces the one-shot session with a new connection, for a new pass.
+    private func startAnotherPass(_ session: ReplicationSession) {
+        anotherPassWanted = false
+        replacingSession = true
+        session.close(code: .normal, reason: "starting another one-shot pass")
+        replacingSession = false
+        connect()
     }
 
     /// A connection to the peer became available (it connected to this node): a replicator with
@@ -272,6 +308,10 @@ public final class PeerReplicator: @unchecked Sendable {
                 } else {
                     self.open(transport)
                 }
+            case .failure(.notShared(let detail)):
+                self.status.lastError = "the peer does not share this database with this node (\(detail)); asked again with backoff"
+                self.scheduleRetry(state: .unshared)
+                self.failWaiters(.notShared(detail))
             case .failure(let error):
                 self.status.lastError = "\(error)"
                 self.scheduleRetry(state: .offline)
@@ -290,6 +330,7 @@ public final class PeerReplicator: @unchecked Sendable {
             if case .documents(let events) = event { orphanedDocuments(events) }
         }
         self.session = session
+        anotherPassWanted = false
         status.connected = true
         session.start()
         setState(.busy)
@@ -311,7 +352,8 @@ public final class PeerReplicator: @unchecked Sendable {
         case .pullCheckpoint(let sequence):
             status.lastPulledSequence = sequence
         case .pullRefused(let reason):
-            status.lastError = "the peer does not let this node pull from it (\(reason)); check both nodes' direction settings"
+            status.lastError = "the peer does not let this node pull from it (\(reason)): its share of this database with this node "
+                + "does not allow reading (`canopyctl db list` there), or its direction for this node is pull"
         case .attachmentUnavailable(let reason):
             status.lastError = reason
         case .pullCaughtUp, .pushCompleted, .progress:
@@ -358,6 +400,7 @@ public final class PeerReplicator: @unchecked Sendable {
         status.pull = session.pullProgress
         status.push = session.pushProgress
         if let pushed = session.pushAcknowledgedSequence { status.lastPushedSequence = pushed }
+        status.peerIntake = session.peerIntake
         let busy = session.isBusy
         if !session.isClosed {
             status.state = busy ? .busy : (configuration.continuous ? .idle : .stopped)
@@ -367,15 +410,17 @@ public final class PeerReplicator: @unchecked Sendable {
 
     private func checkSyncDone() {
         guard !syncWaiters.isEmpty, let session, !session.isClosed, !session.isBusy else { return }
+        if anotherPassWanted && !configuration.continuous { return startAnotherPass(session) }
         let waiters = syncWaiters
         syncWaiters = []
-        for waiter in waiters { waiter(.success(())) }
+        for waiter in waiters { waiter.done(.success(())) }
     }
 
     private func failWaiters(_ error: ReplicationError) {
         let waiters = syncWaiters
         syncWaiters = []
-        for waiter in waiters { waiter(.failure(error)) }
+        anotherPassWanted = false
+        for waiter in waiters { waiter.done(.failure(error)) }
     }
 
     private func setState(_ state: ReplicatorState) {

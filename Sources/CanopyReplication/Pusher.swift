@@ -32,6 +32,8 @@ struct Pusher {
     private(set) var awaitingSubscription = false
     /// The peer stored revisions this node pushed on this connection.
     private(set) var pushedAnything = false
+    /// The filter of the peer's latest subscription, once it subscribed.
+    private(set) var subscribedFilter: ChangesFilter?
 
     init(store: any ReplicationStore, configuration: ReplicationConfiguration) {
         self.store = store
@@ -75,6 +77,7 @@ struct Pusher {
             throw .invalidReference("subscription \(subscribe.requestID) is a duplicate or over the limit")
         }
         awaitingSubscription = false
+        subscribedFilter = subscribe.filter
         let source = SubscriptionSource(subscribe: subscribe, serving: configuration.pushFilter, store: store,
                                         batchSize: configuration.batchSize, window: min(configuration.window, peerWindow),
                                         marksImportedIDs: marksImportedIDs,

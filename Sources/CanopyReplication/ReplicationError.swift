@@ -18,6 +18,10 @@ public enum ReplicationError: Error, Sendable, CustomStringConvertible {
     case store(StoreError)
     /// The connection was lost.
     case disconnected(String)
+    /// The peer refused the channel for this database (`forbidden` or `notFound`): it does not
+    /// replicate the database with this node. A sync does not wait for it; the replicator asks
+    /// again with its backoff, so a share made on the peer later is picked up.
+    case notShared(String)
 
     /// A violation naming a request, entry or revision that does not exist.
     static func invalidReference(_ detail: String) -> ReplicationError {
@@ -31,6 +35,7 @@ public enum ReplicationError: Error, Sendable, CustomStringConvertible {
         case .peerRejected(let detail): return "rejected by peer: \(detail)"
         case .store(let error): return "store error: \(error)"
         case .disconnected(let detail): return "disconnected: \(detail)"
+        case .notShared(let detail): return "not shared by the peer: \(detail)"
         }
     }
 }

@@ -152,6 +152,19 @@ package final class ReplicationSession: @unchecked Sendable {
     /// The peer's database id, once its `hello` arrived.
     public var peerDatabase: [UInt8]? { peerDatabaseID }
 
+    /// What the peer takes of this node's changes, when this node pushes and the peer's `hello`
+    /// arrived: nothing when it said it will not subscribe, else what its subscription asks for
+    /// (everything until it has subscribed).
+    public var peerIntake: PeerIntake? {
+        guard configuration.direction.pushes, let hello = peerHello else { return nil }
+        guard hello.features & Hello.subscribesFeature != 0 else { return .nothing }
+        switch pusher.subscribedFilter {
+        case .idPrefix(let prefix)?: return .prefix(prefix)
+        case .docIDs(let ids)?: return .documentIDs(ids.count)
+        case .some(ChangesFilter.none), nil: return .everything
+        }
+    }
+
     /// Sends `hello`, starts heartbeats and listens for commits. Must run on the serial context.
     public func start() {
         scheduler.assertOnContext()
@@ -334,7 +347,7 @@ package final class ReplicationSession: @unchecked Sendable {
             let violation = ProtocolError.invalidDocument(detail: detail)
             perform(machine.fail(violation))
             reason = .protocolViolation("\(violation)")
-        case .peerRejected(let detail), .disconnected(let detail):
+        case .peerRejected(let detail), .disconnected(let detail), .notShared(let detail):
             perform(machine.close(code: .normal, reason: detail))
             reason = .failed(detail)
         case .store(let storeError):

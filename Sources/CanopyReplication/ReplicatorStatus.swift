@@ -13,8 +13,35 @@ public enum ReplicatorState: String, Sendable, Codable, CaseIterable {
     case idle
     /// Transferring changes.
     case busy
+    /// The peer refused this database's channel: it does not share the database with this node.
+    /// Asked again with backoff, so a share the peer makes later is picked up.
+    case unshared
     /// A non-retryable error (for example the peer violated the protocol); see `lastError`.
     case error
+}
+
+/// What the peer takes of this node's changes on the open connection, as its `hello` and its
+/// subscription say (replication is receiver-driven: a peer that does not subscribe takes none of
+/// this node's writes, however this node is configured).
+public enum PeerIntake: Sendable, Equatable {
+    /// It subscribed without a filter: every change.
+    case everything
+    /// Its `hello` says it will not subscribe: what this node writes stays here.
+    case nothing
+    /// It subscribed for the documents whose id starts with this prefix only.
+    case prefix(String)
+    /// It subscribed for this many document ids only.
+    case documentIDs(Int)
+
+    /// For people: `everything`, `nothing`, `ids starting P`, `N document ids`.
+    public var summary: String {
+        switch self {
+        case .everything: "everything"
+        case .nothing: "nothing"
+        case .prefix(let prefix): "ids starting \(prefix)"
+        case .documentIDs(let count): "\(count) document id\(count == 1 ? "" : "s")"
+        }
+    }
 }
 
 /// Progress of a replication: revisions completed of those known so far. `total` grows as the

@@ -46,21 +46,42 @@ func printPeerTable(_ peers: JSONValue?) {
 }
 
 /// Each database replicated with each peer (the `databases` of the peer rows), when any peer
-/// shares more than `default`.
+/// shares more than `default` or a database does not replicate both ways as configured; then a
+/// line for each database whose writes stay on this node or that the peer does not share back.
 func printDatabaseTable(_ peers: JSONValue?) {
     guard case .array(let rows)? = peers else { return }
+    var notices: [String] = []
     let lines = rows.flatMap { row -> [[String]] in
         let peer = row.objectValue ?? [:]
         guard case .array(let databases)? = peer["databases"] else { return [] }
         return databases.map { entry in
             let database = entry.objectValue ?? [:]
             let scope = database["prefix"].flatMap { $0 == .null ? nil : "ids starting \(text($0))" } ?? "every id"
+            if let notice = databaseNotice(peer: text(peer["node_id"]), database) { notices.append(notice) }
             return [text(peer["node_id"]), text(database["db"]), text(database["access"]), scope, text(database["state"]),
-                    text(database["last_pushed_seq"]), text(database["last_pulled_seq"]), text(database["rejected"]),
-                    text(database["refused_by_peer"]), text(database["last_error"])]
+                    text(database["peer_takes"]), text(database["last_pushed_seq"]), text(database["last_pulled_seq"]),
+                    text(database["rejected"]), text(database["refused_by_peer"]), text(database["last_error"])]
         }
     }
-    guard lines.contains(where: { $0[1] != "default" }) else { return }
-    print("\ndatabases shared with each peer (ACCESS: what the peer may do to this node's copy):")
-    printTable(["NODE ID", "DATABASE", "ACCESS", "SCOPE", "STATE", "PUSHED THROUGH", "PULLED THROUGH", "REFUSED", "REFUSED BY PEER", "LAST ERROR"], lines)
+    guard lines.contains(where: { $0[1] != "default" }) || !notices.isEmpty else { return }
+    print("\ndatabases shared with each peer (ACCESS: what the peer may do to this node's copy; PEER TAKES: what it pulls of this node's writes):")
+    printTable(["NODE ID", "DATABASE", "ACCESS", "SCOPE", "STATE", "PEER TAKES", "PUSHED THROUGH", "PULLED THROUGH", "REFUSED",
+                "REFUSED BY PEER", "LAST ERROR"], lines)
+    if !notices.isEmpty { print("") }
+    for notice in notices { print(notice) }
+}
+
+/// What a user must know of one database's replication with a peer, when it does not go both
+/// ways as this node shares it: the peer does not share it back, or takes none or only part of
+/// this node's writes.
+func databaseNotice(peer: String, _ database: [String: JSONValue]) -> String? {
+    let name = text(database["db"])
+    if database["state"] == .string("unshared") {
+        return "\(peer) does not share \(name) with this node: nothing of it replicates either way (share it on \(peer): canopyctl share \(name) THIS-NODE-ID --access …)"
+    }
+    guard case .string(let takes)? = database["peer_takes"], takes != "everything" else { return nil }
+    if takes == "nothing" {
+        return "\(peer) takes none of this node's writes to \(name): it does not pull \(name) from this node (its share of \(name) with this node is read-only, or its direction is push); what this node writes there stays here"
+    }
+    return "\(peer) takes only \(takes) of this node's writes to \(name); the others stay here"
 }

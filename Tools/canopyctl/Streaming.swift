@@ -12,8 +12,11 @@ struct Sync: ParsableCommand {
         abstract: "Replicate once with a peer; --wait waits until both directions are caught up.",
         discussion: """
             With --wait, canopyctl says on stderr what it waits for, shows progress on a terminal, and
-            exits 1 when the peer could not be reached in time (--timeout) or when documents the peer
-            sent were refused (the count and the last reason are printed; `canopyctl peers` keeps them).
+            exits 1 when the peer could not be reached in time (--timeout), when documents the peer
+            sent were refused (the count and the last reason are printed; `canopyctl peers` keeps them),
+            or when a database shared with the peer did not replicate both ways: the peer does not
+            share it with this node, or takes none (or only part) of this node's writes to it. The
+            databases that are shared both ways are synced all the same.
             """)
     @OptionGroup var connection: ConnectionOptions
     @Argument var nodeID: String
@@ -60,7 +63,7 @@ struct Sync: ParsableCommand {
         }
         if showProgress && !connection.json { FileHandle.standardError.write(Data("\n".utf8)) }
         if connection.json { printJSON(.object(result)) } else {
-            print("synced with \(text(result["node_id"])): \(text(result["completed"])) changes checked")
+            print(Self.summary(result))
         }
         var refusals: [String] = []
         if case .int(let rejected)? = result["rejected"], rejected > 0 {
@@ -74,6 +77,41 @@ struct Sync: ParsableCommand {
         if !refusals.isEmpty {
             throw CtlFailure(status: .error, message: refusals.joined(separator: "; ") + "; `canopyctl peers` shows the counts")
         }
+        let oneWay = Self.oneWay(result)
+        if !oneWay.isEmpty { throw CtlFailure(status: .error, message: oneWay.joined(separator: "\n")) }
+    }
+
+    /// What the sync moved, for people: "synced with NODE: 3 documents received, 1 sent (12
+    /// changes checked)", or that both sides were caught up already (continuous replication
+    /// moves documents as they are written, before any sync asks).
+    static func summary(_ result: [String: JSONValue]) -> String {
+        let count: (String) -> Int64 = { key in if case .int(let value)? = result[key] { value } else { 0 } }
+        let (received, sent, checked) = (count("received"), count("sent"), count("completed"))
+        let head = "synced with \(text(result["node_id"])): "
+        guard received > 0 || sent > 0 else {
+            return head + "both directions were caught up; nothing to send or receive"
+                + " (\(checked) change\(checked == 1 ? "" : "s") checked)"
+        }
+        return head + "\(received) document\(received == 1 ? "" : "s") received, \(sent) sent"
+            + " (\(checked) change\(checked == 1 ? "" : "s") checked)"
+    }
+
+    /// The databases that did not replicate both ways as this node shares them, one line each:
+    /// the peer does not share them back, or takes none or part of this node's writes to them.
+    static func oneWay(_ result: [String: JSONValue]) -> [String] {
+        let peer = text(result["node_id"])
+        var lines: [String] = []
+        if case .array(let rows)? = result["not_shared_by_peer"] {
+            for row in rows.compactMap(\.objectValue) {
+                lines.append("\(peer) does not share \(text(row["db"])) with this node, so nothing of it was synced (it said: \(text(row["reason"])))")
+            }
+        }
+        if case .array(let rows)? = result["peer_takes_part"] {
+            for row in rows.compactMap(\.objectValue) {
+                lines.append(databaseNotice(peer: peer, ["db": row["db"] ?? .null, "peer_takes": row["peer_takes"] ?? .null]) ?? "")
+            }
+        }
+        return lines.filter { !$0.isEmpty }
     }
 
     /// The configured peer's row from `peers` (a usage error when it is not configured).
