@@ -28,6 +28,8 @@ struct Pusher {
     private var sources: [RequestID: SubscriptionSource] = [:]
     /// The newest local sequence acknowledged by a subscription that has since finished.
     private var finishedAcknowledged: UInt64?
+    /// The progress of the subscriptions that have finished.
+    private var finishedProgress = ReplicationProgress()
     /// The peer announced it will subscribe and has not yet.
     private(set) var awaitingSubscription = false
     /// The peer stored revisions this node pushed on this connection.
@@ -40,9 +42,10 @@ struct Pusher {
         self.configuration = configuration
     }
 
-    /// Progress of the peer's subscriptions, summed.
+    /// Progress of the peer's subscriptions on this connection, summed, the finished ones
+    /// included (a one-shot subscription is retired once served, and what it did still counts).
     var progress: ReplicationProgress {
-        sources.values.reduce(into: ReplicationProgress()) { sum, source in
+        sources.values.reduce(into: finishedProgress) { sum, source in
             sum.completed += source.progress.completed
             sum.total += source.progress.total
         }
@@ -141,6 +144,8 @@ struct Pusher {
         }
         guard source.finishedSending && source.isDrained else { return Report() }
         finishedAcknowledged = max(finishedAcknowledged ?? 0, source.acknowledgedSequence)
+        finishedProgress.completed += source.progress.completed
+        finishedProgress.total += source.progress.total
         sources[source.subscriptionID] = nil
         return Report(completed: true)
     }

@@ -30,7 +30,9 @@ struct SharingEndToEndTests {
         #expect(try a.ctl(["delete", "pub:gone", "--rev", pubDeleted]).status == 0)
         #expect(try a.ctl(["delete", "secret:1", "--rev", secret]).status == 0)
 
-        #expect(try b.ctl(["sync", a.nodeID, "--wait", "--timeout", "60"]).status == 0)
+        // b shares default read-write, but a takes nothing from it: b's sync says so (exit 1).
+        let fromB = try b.ctl(["sync", a.nodeID, "--wait", "--timeout", "60"])
+        #expect(fromB.status == 1 && fromB.stderr.contains("takes none of this node's writes to default"), "\(fromB.stderr)")
         #expect(try b.value(of: "pub:1", "text") == .string("for everyone"))
         let changesOnB = try b.ctl(["changes"]).stdout
         #expect(changesOnB.contains("pub:gone"), "the deletion of a shared document reaches b: \(changesOnB)")
