@@ -29,6 +29,8 @@ final class ChannelTransport: ConnectionTransport, @unchecked Sendable {
     let role: MultiplexStateMachine.Role
     private var finalSent = false
     private var closedDelivered = false
+    /// Bytes arrived from the peer after the handshake (to tell a refusal from a dropped link).
+    private var receivedAny = false
 
     init(connection: StreamConnection, session: EstablishedSession, localNodeID: NodeID, deliveryQueue: DispatchQueue) {
         dispatchPrecondition(condition: .onQueue(connection.queue))
@@ -92,6 +94,7 @@ final class ChannelTransport: ConnectionTransport, @unchecked Sendable {
 
     private func received(_ bytes: ArraySlice<UInt8>) {
         guard !closedDelivered else { return }
+        receivedAny = true
         let events: [ChannelEvent]
         do throws(CryptoError) { events = try channel.receive(bytes) } catch { return fail(.failed("channel: \(error)")) }
         for event in events {
@@ -119,6 +122,14 @@ final class ChannelTransport: ConnectionTransport, @unchecked Sendable {
         do throws(CryptoError) {
             try channel.receiveEnd()
             finish(.peerClosed)
+        } catch .channelEndedWithoutFinal {
+            // In the user's words: a peer that hangs up without the channel's FINAL frame before
+            // sending anything at all is, nearly always, one that does not allow this node
+            // (replication-v1.md §4.6: it closes and lists this node as pending).
+            finish(.failed(receivedAny
+                ? "the peer closed the connection without ending it cleanly (it was killed, or its network went away)"
+                : "the peer closed the connection right after the handshake: most likely it does not allow this node "
+                    + "(it then lists this node as pending: `canopyctl peers` there, and `canopyctl peer accept` allows it)"))
         } catch {
             finish(.failed("connection ended: \(error)"))
         }

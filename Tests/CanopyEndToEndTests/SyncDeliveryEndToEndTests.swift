@@ -188,4 +188,23 @@ struct SyncDeliveryEndToEndTests {
         #expect(try c.value(of: "from-d", "n") == .int(2))
         #expect(try d.value(of: "from-c", "n") == .int(3))
     }
+
+    @Test("a node its peer does not allow is told so in its peer row and by sync --wait, not 'channelEndedWithoutFinal'")
+    func peerThatDoesNotAllowThisNode() throws {
+        let a = try AgentProcess()
+        let b = try AgentProcess()
+        try a.start()
+        try b.start()
+        try b.allow(a)  // a has never heard of b: it refuses b after the handshake and lists it as pending
+        try poll("b's row to say why") {
+            let row = try DatabasesEndToEndTests.json(try b.ctl(["--json", "peers"]))["peers"]?.arrayValue?.first?.objectValue
+            guard case .string(let error)? = row?["last_error"] else { return false }
+            return error.contains("most likely it does not allow this node")
+        }
+        let table = try b.ctl(["peers"]).stdout
+        #expect(!table.contains("channelEndedWithoutFinal"), "\(table)")
+        let waited = try b.ctl(["sync", a.nodeID, "--wait", "--timeout", "1"])
+        #expect(waited.status == 1 && waited.stderr.contains("does not allow this node"), "\(waited.stderr)")
+        try poll("a to list b as pending") { try a.ctl(["peers"]).stdout.contains(b.nodeID) }
+    }
 }
