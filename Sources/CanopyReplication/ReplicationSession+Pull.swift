@@ -108,6 +108,7 @@ extension ReplicationSession {
         reportDocuments(completion.events)
         if let sequence = completion.checkpoint { onEvent(.pullCheckpoint(sequence)) }
         if completion.caughtUp {
+            releaseHeldSubscribes()
             onEvent(.pullCaughtUp)
             startConfirmationPullIfDue()
         }

@@ -11,12 +11,35 @@ extension ReplicationSession {
     func receiveSubscribe(_ subscribe: Subscribe) throws(ReplicationError) {
         // ConnectionStateMachine delivers nothing before the peer's hello.
         guard let hello = peerHello else { throw .invalidReference("subscribe before hello") }
+        if holdsPeerSubscriptions {
+            guard heldSubscribes.count < WireLimits.subscriptionsMax else {
+                throw .protocolViolation(.windowExceeded(what: "subscriptions", limit: WireLimits.subscriptionsMax))
+            }
+            return heldSubscribes.append(subscribe)
+        }
         reportPush(try pusher.subscribe(
             subscribe, peerWindow: hello.window, marksImportedIDs: hello.features & Hello.importedIDsFeature != 0,
             pumping: drainCompletion == nil, outbox))
     }
 
+    /// This node's pull caught up (or was refused): the peer's subscriptions held until then
+    /// (`holdsPeerSubscriptions`) are served now, in the order they came.
+    func releaseHeldSubscribes() {
+        guard !heldSubscribes.isEmpty, !holdsPeerSubscriptions, !isClosed else { return }
+        let held = heldSubscribes
+        heldSubscribes = []
+        do {
+            for subscribe in held { try receiveSubscribe(subscribe) }
+        } catch {
+            fail(error)
+        }
+    }
+
     func receiveUnsubscribe(_ unsubscribe: Unsubscribe) throws(ReplicationError) {
+        if let index = heldSubscribes.firstIndex(where: { $0.requestID == unsubscribe.subscriptionID }) {
+            heldSubscribes.remove(at: index)
+            return
+        }
         reportPush(try pusher.unsubscribe(unsubscribe, pumping: drainCompletion == nil, outbox))
     }
 
@@ -72,6 +95,7 @@ extension ReplicationSession {
             // broken connection: the push direction goes on, and the refusal is reported.
             logger.warning("the peer refused to be pulled from", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
             onEvent(.pullRefused(reason))
+            releaseHeldSubscribes()
         } else {
             logger.warning("peer reported an error", metadata: ["code": "\(error.code)", "message": "\(error.message)"])
         }

@@ -50,6 +50,8 @@ package final class ReplicationSession: @unchecked Sendable {
     var fetches = AttachmentFetches()
     /// Peer horizons waiting for the revisions received before them to be written.
     var horizonBarrier = PeerHorizonBarrier<PeerCheckpointKeeper.Horizon>()
+    /// The peer's subscriptions held until this node's pull caught up once (`holdsPeerSubscriptions`).
+    var heldSubscribes: [Subscribe] = []
     /// Where the store writes of received revisions run (`ReplicationWorker`): off the serial
     /// context in the agent, so that the session keeps answering `changes` (read from the
     /// store's snapshot connection) while a transaction runs.
@@ -98,7 +100,8 @@ package final class ReplicationSession: @unchecked Sendable {
         liveness = Liveness(
             intervalSeconds: configuration.heartbeatIntervalSeconds, deadIntervals: configuration.deadPeerIntervals, now: scheduler.now)
         machine = ConnectionStateMachine(localHello: Hello(
-            features: (configuration.direction.pulls ? Hello.subscribesFeature : 0) | Hello.importedIDsFeature
+            features: (configuration.direction.pulls ? Hello.subscribesFeature : 0)
+                | (Self.pullsFirst(configuration) ? Hello.pullsFirstFeature : 0) | Hello.importedIDsFeature
                 | Hello.refusalsFeature | Hello.attachmentsFeature, databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
             window: configuration.window))
         checks.deliver = { [weak self] checked in self?.writeChecked(checked) }
@@ -151,6 +154,22 @@ package final class ReplicationSession: @unchecked Sendable {
 
     /// The peer's database id, once its `hello` arrived.
     public var peerDatabase: [UInt8]? { peerDatabaseID }
+
+    /// Whether a session of `configuration` pulls before it serves the peer: its replicator has a
+    /// resolver of its own, which then decides the conflicts that the peer's revisions create
+    /// here (as Couchbase Lite's client resolver decides for its pulls), before the peer's policy
+    /// can settle this node's revisions on the other side (`Hello.pullsFirstFeature`).
+    static func pullsFirst(_ configuration: ReplicationConfiguration) -> Bool {
+        configuration.direction.pulls && configuration.direction.pushes && configuration.conflictPolicy != nil
+    }
+
+    /// True while the peer's subscriptions wait for this node's pull to catch up once
+    /// (`pullsFirst`; when both sides pull first, the one with the lower database id waits).
+    var holdsPeerSubscriptions: Bool {
+        guard Self.pullsFirst(configuration), let hello = peerHello, !pullCaughtUpOnce, !pullRefused else { return false }
+        guard hello.features & Hello.pullsFirstFeature != 0 else { return true }
+        return store.databaseIDBytes.lexicographicallyPrecedes(hello.databaseID)
+    }
 
     /// What the peer takes of this node's changes, when this node pushes and the peer's `hello`
     /// arrived: nothing when it said it will not subscribe, else what its subscription asks for

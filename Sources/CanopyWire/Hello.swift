@@ -22,6 +22,11 @@ public struct Hello: WireMessageBody {
     /// Feature bit: the sender answers `attachmentGet` and may send it (§6.12); attachment
     /// messages are exchanged only when both sides set it.
     public static let attachmentsFeature: UInt64 = 1 << 3
+    /// Feature bit: the sender settles the conflicts its pull creates with a resolver of its own,
+    /// so it serves the receiver's subscription only once its own pull has caught up (§6.2): its
+    /// resolver decides the conflicts of a reconnection, not the receiver's policy. When both
+    /// sides set it, only the one with the lower `databaseID` (byte-wise) waits.
+    public static let pullsFirstFeature: UInt64 = 1 << 4
     /// Bytes of a database id.
     public static let databaseIDBytes = 16
 

@@ -75,6 +75,36 @@ extension NodeReplicationTests {
         }
     }
 
+    @Test("a replicator's own resolver decides the conflicts of a sync in both directions, although the peer settles conflicts automatically: every time", .timeLimit(.minutes(5)), arguments: 0..<3)
+    func replicatorResolverDecidesBothWays(round: Int) async throws {
+        try await withTwoNodes { a, b in
+            let tv = Self.television
+            let ids = (0..<20).map { "tv-\($0)" }
+            a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
+            for id in ids {
+                let first = try a.database.save(json: tv.base, id: id)
+                #expect(try b.database.save(json: tv.base, id: id) == first)
+                try b.database.save(json: tv.local, id: id, replacing: first)
+                try a.database.save(json: tv.remote, id: id, replacing: first)
+            }
+            let asked = Mutex(0)
+            let resolver = ClosureResolver { conflict in
+                asked.withLock { $0 += 1 }
+                return try Self.mergeLocalChangesIntoRemote.resolve(conflict)
+            }
+            let replicator = b.replicator(ReplicatorConfiguration(
+                peer: a.nodeID, address: a.listenAddress, continuous: false, conflictResolution: .custom(resolver)))
+            try await replicator.sync()
+            let merged: JSONValue = .object(["name": .string("TV"), "size": .int(55), "widescreen": .bool(true), "hdmi inputs": .int(4)])
+            #expect(asked.withLock { $0 } == ids.count, "round \(round): B's resolver decides every conflict of its sync")
+            for id in ids { #expect(try b.database.document(id: id)?.body == merged, "round \(round): \(id) on B") }
+            try await replicator.sync()
+            for id in ids { #expect(try a.database.document(id: id)?.body == merged, "round \(round): \(id) on A") }
+            #expect(try a.database.conflictedDocumentIDs().isEmpty && b.database.conflictedDocumentIDs().isEmpty)
+            replicator.stop()
+        }
+    }
+
     @Test("without a resolver on the replicator, the database's automatic rule settles a conflict during replication: deletes win, then most revisions", .timeLimit(.minutes(5)))
     func automaticRuleDuringReplication() async throws {
         try await withTwoNodes { a, b in
