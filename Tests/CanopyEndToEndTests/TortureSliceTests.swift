@@ -93,4 +93,17 @@ struct TortureSliceTests {
         #expect(Self.figure(report, "lost_acknowledged_writes") == 0, "\(report)")
         #expect(Self.figure(report, "caught_up") == 1, "\(report)")
     }
+
+    @Test("a walk of random writes, kills, partitions and syncs over three agents: every sync answers as the model says, nothing acknowledged is lost, all converge", arguments: [1, 2] as [UInt64])
+    func model(seed: UInt64) throws {
+        let (status, report) = try Self.torture(["model", "--steps", "60", "--seed", String(seed)], limit: 300)
+        #expect(status == 0, "\(report)")
+        #expect(Self.figure(report, "operations") == 60)
+        #expect((Self.figure(report, "acknowledged_writes") ?? 0) > 0)
+        #expect((Self.figure(report, "syncs") ?? 0) > 0, "the walk checked no sync: \(report)")
+        #expect(Self.figure(report, "sync_mismatches") == 0, "\(report)")
+        #expect(Self.figure(report, "lost_acknowledged_writes") == 0, "\(report)")
+        #expect(Self.figure(report, "converged") == 1, "\(report)")
+        #expect(Self.figure(report, "conflicts") == 0, "\(report)")
+    }
 }

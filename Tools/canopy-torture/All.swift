@@ -16,7 +16,7 @@ struct All: ParsableCommand {
         if common.keep { arguments.append("--keep") }
         let experiments: [any Experiment] = [
             try Kill9.parse(arguments), try DiskFull.parse(arguments), try ByteFlip.parse(arguments),
-            try HandshakeAttack.parse(arguments), try AdminFlood.parse(arguments),
+            try HandshakeAttack.parse(arguments), try AdminFlood.parse(arguments), try Model.parse(arguments),
         ]
         let results = try experiments.map { experiment in try Report.running { try experiment.experiment() } }
         Report.finish(results, json: common.json, table: true)

@@ -9,7 +9,7 @@ struct CanopyTorture: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "canopy-torture",
         abstract: "Attack real canopyd agents and print figures; exit 1 when a target is missed.",
-        subcommands: [Kill9.self, DiskFull.self, ByteFlip.self, HandshakeAttack.self, AdminFlood.self, All.self])
+        subcommands: [Kill9.self, DiskFull.self, ByteFlip.self, HandshakeAttack.self, AdminFlood.self, Model.self, All.self])
 }
 
 Cleanup.shared.install()
