@@ -81,7 +81,8 @@ public final class Database: Sendable {
     }
 
     /// Settles the kept conflict of `id` with `resolver` (for example `BuiltInResolver.mergeJSON`)
-    /// and returns the document's new current revision.
+    /// and returns the document's new current revision. The resolver sees every open leaf, the
+    /// current one first; a deletion is one of them, marked `ConflictLeaf.isDeleted`.
     @discardableResult
     public func resolveConflicts(id: String, resolver: any ConflictResolver) throws(DatabaseError) -> RevisionID {
         do { return try store.resolveConflicts(id: id, resolver: resolver) } catch { throw DatabaseError(error, documentID: id) }

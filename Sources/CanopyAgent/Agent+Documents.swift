@@ -139,8 +139,9 @@ extension Agent {
         AdminFailure(.notFound, "not found: local document \"\(id.prefix(80))\"")
     }
 
-    /// `conflicts`: every conflicted document with its leaves, and the resolver client it is kept
-    /// for (null: kept for `resolve`).
+    /// `conflicts`: every conflicted document with its leaves (the other open live ones in
+    /// `conflicts`, the open deleted ones in `deleted_conflicts`), and the resolver client it is
+    /// kept for (null: kept for `resolve`).
     private func conflicts(_ database: OpenDatabase, waiting: [ResolverOffers<ObjectIdentifier>.Key: String]) throws -> [String: JSONValue] {
         let store = database.store
         let ids = try store.conflictedDocumentIDs()
@@ -172,14 +173,21 @@ extension Agent {
 
     /// Refuses a resolution of a document that is not conflicted (`not_conflicted`) or one that
     /// picks a revision that is not one of its open leaves (`invalid_argument`); the conflict is
-    /// then kept. Shared by `resolve` and a resolver's answer, which are applied alike.
+    /// then kept. Shared by `resolve` and a resolver's answer, which are applied alike. The open
+    /// leaves are the live ones (`_conflicts`) and the deleted ones (`_deleted_conflicts`): an
+    /// edit against a deletion is a conflict whose other leaf is deleted.
     func checkApplicable(_ decision: ResolutionDecision, to id: String, in store: DocumentStore) throws {
         dispatchPrecondition(condition: .onQueue(storeQueue))
         let before = try store.get(id: id, options: .conflicts)
-        guard !(before.conflicts ?? []).isEmpty else {
+        let others = (before.conflicts ?? []) + (before.deletedConflicts ?? [])
+        guard !others.isEmpty else {
             throw AdminFailure(.notConflicted, "document \"\(id.prefix(80))\" is not conflicted: \(before.revision) is its only open leaf; nothing to resolve")
         }
-        if case .keep(let revision) = decision, revision != before.revision, !(before.conflicts ?? []).contains(revision) {
+        // Deletions alone never conflict (the current revision is a deletion only when no live leaf is open).
+        guard !before.kind.isDeleted else {
+            throw AdminFailure(.notConflicted, "document \"\(id.prefix(80))\" is not conflicted: its open leaves are all deletions; nothing to resolve")
+        }
+        if case .keep(let revision) = decision, revision != before.revision, !others.contains(revision) {
             throw AdminFailure(.invalidArgument, "\(revision) is not one of the conflicting leaves of \"\(id.prefix(80))\"; the conflict is kept")
         }
     }

@@ -10,9 +10,11 @@ extension DocumentStore {
         }
     }
 
-    /// Resolves the conflict of `id` with `resolver`, Cloudant style: the resolver sees all open
-    /// non-deleted leaves (with bodies, canonical order); its decision is written as a child of
-    /// the winning leaf and every other conflicting leaf is closed, in one transaction.
+    /// Resolves the conflict of `id` with `resolver`: the resolver sees every open leaf (with
+    /// bodies, canonical order), deleted ones included and marked (`ConflictLeaf.isDeleted`), as
+    /// a policy's resolver and the agent's resolver clients see them, so that an edit against a
+    /// deletion reaches it as two leaves; its decision is written as a child of the winning leaf
+    /// and every other conflicting leaf is closed, in one transaction.
     /// Returns the new current revision. Throws `handlerFailed` when the resolver throws or decides
     /// something impossible (nothing is written then), `notFound` for an unknown document.
     @discardableResult
@@ -22,10 +24,10 @@ extension DocumentStore {
                 throw StoreError.notFound(documentID: id, revision: nil)
             }
             if document.tree.isConflicted {
-                let live = document.tree.conflictingLeaves.filter { !$0.kind.isDeleted }
                 do {
                     _ = try PolicyRunner.resolve(
-                        with: resolver, context.db, &document, leaves: live, localRevision: document.tree.current?.id)
+                        with: resolver, context.db, &document, leaves: document.tree.conflictingLeaves,
+                        localRevision: document.tree.current?.id)
                 } catch let failure as PolicyRunner.ResolverFailure {
                     throw StoreError.handlerFailed(documentID: id, underlying: failure)
                 }

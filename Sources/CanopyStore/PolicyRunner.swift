@@ -103,7 +103,7 @@ enum PolicyRunner {
             throw ResolverFailure(description: "resolver threw: \(error)")
         }
         do {
-            // Planned over every conflicting leaf: `leaves` may be only the live ones a resolver sees.
+            // Planned over every conflicting leaf of the tree, whatever `leaves` held.
             return try apply(decision, &document, bodies: bodies)
         } catch let error as ConflictResolution.PlanError {
             throw ResolverFailure(description: "resolver's decision refused: \(error)")

@@ -10,6 +10,16 @@ private func conflictingImport(_ id: String) -> String {
     return #"{"docs":[\#(first),\#(second)],"new_edits":false}"#
 }
 
+/// An edit and a deletion, both children of one first revision: an edit-versus-delete conflict
+/// once both are imported (without `--couchdb` the deletion is a user's, not a settled branch).
+/// Returns the `_bulk_docs` body and the two leaves.
+private func editAgainstDeleteImport(_ id: String) -> (body: String, edit: String, deletion: String) {
+    let root = String(repeating: "0", count: 32), edit = String(repeating: "c", count: 32), deletion = String(repeating: "d", count: 32)
+    let edited = #"{"_id":"\#(id)","_rev":"2-\#(edit)","_revisions":{"start":2,"ids":["\#(edit)","\#(root)"]},"side":"edit"}"#
+    let deleted = #"{"_id":"\#(id)","_rev":"2-\#(deletion)","_deleted":true,"_revisions":{"start":2,"ids":["\#(deletion)","\#(root)"]}}"#
+    return (#"{"docs":[\#(edited),\#(deleted)],"new_edits":false}"#, "2-" + edit, "2-" + deletion)
+}
+
 private func conflictCount(_ agent: AgentProcess) throws -> Int {
     guard case .array(let rows)? = try agent.client().request("conflicts")["conflicts"] else { return -1 }
     return rows.count
@@ -33,6 +43,42 @@ struct ConflictEndToEndTests {
         #expect(try conflictCount(agent) == 0)
         #expect(try agent.value(of: "c1", "side") == .string("a"))
         #expect(try agent.ctl(["resolve", "c1", "--delete"]).status == 1)  // no conflict left: not_conflicted
+    }
+
+    @Test("an edit against a deletion kept by manual lists its deleted leaf, and resolve settles it by either leaf, a body or delete")
+    func editAgainstDeleteResolves() throws {
+        let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
+        try agent.start()
+        let ids = ["keep-edit", "keep-deletion", "merged", "deleted"]
+        var leaves: (edit: String, deletion: String) = ("", "")
+        for id in ids {
+            let made = editAgainstDeleteImport(id)
+            leaves = (made.edit, made.deletion)
+            let imported = try agent.ctl(["import", "-"], stdin: made.body)
+            #expect(imported.status == 0, "\(imported.stderr)")
+        }
+        #expect(try conflictCount(agent) == 4)
+        // The table names the deleted leaf as the conflicting one, marked.
+        let listed = try agent.ctl(["conflicts"])
+        for id in ids {
+            let row = listed.stdout.split(separator: "\n").first { $0.hasPrefix(id + " ") }
+            #expect(row?.contains(leaves.edit) == true && row?.contains("\(leaves.deletion) (deleted)") == true, "\(listed.stdout)")
+        }
+        let resolutions: [(String, [String])] = [
+            ("keep-edit", ["--pick", leaves.edit]), ("keep-deletion", ["--pick", leaves.deletion]),
+            ("merged", ["--body", #"{"side":"merged"}"#]), ("deleted", ["--delete"]),
+        ]
+        for (id, how) in resolutions {
+            let resolved = try agent.ctl(["resolve", id] + how)
+            #expect(resolved.status == 0, "resolve \(id) \(how): \(resolved.stdout) \(resolved.stderr)")
+        }
+        #expect(try conflictCount(agent) == 0)
+        #expect(try agent.value(of: "keep-edit", "side") == .string("edit"))
+        #expect(try agent.value(of: "merged", "side") == .string("merged"))
+        for id in ["keep-deletion", "deleted"] {
+            #expect(try agent.value(of: id, "_deleted") == .bool(true), "\(id) reads as deleted")
+        }
+        #expect(try agent.ctl(["resolve", "keep-edit", "--delete"]).status == 1)  // settled: not_conflicted
     }
 
     @Test("a resolver client gets each conflict and its answer is applied")

@@ -60,6 +60,30 @@ struct DatabaseConflictTests {
         #expect(try db.conflictedDocumentIDs() == ["a"])
     }
 
+    /// The README's resolver (`newest`) deletes when a leaf is a deletion: under `.manual` an
+    /// edit here against a deletion from a peer reaches it as two leaves, so it deletes.
+    @Test("resolveConflicts shows an edit against a deletion as both leaves, the deletion marked, and a delete settles it")
+    func editAgainstDeletion() throws {
+        let db = try TestDatabase(.init(conflictResolution: .manual)).db
+        let first = try db.save(json: .object(["title": .string("Buy milk")]), id: "task")
+        let edit = try db.save(json: .object(["title": .string("Buy oat milk")]), id: "task", replacing: first)
+        let gone = RevisionHasher.revisionID(parent: first, kind: .deleted, body: .object([:]))
+        try db.store.bulkInsertForeign([
+            ForeignRevision(documentID: "task", path: try RevisionPath(leaf: gone, kind: .deleted, ancestors: [first]), body: .value(.object([:])))
+        ])
+        #expect(try db.conflictedDocumentIDs() == ["task"])
+        let seen = Mutex<[ConflictLeaf]>([])
+        try db.resolveConflicts(id: "task", resolver: ClosureResolver { conflict in
+            seen.withLock { $0 = conflict.leaves }
+            if conflict.leaves.contains(where: \.isDeleted) { return .delete }
+            return .keep(conflict.leaves[0].revision)
+        })
+        #expect(seen.withLock { $0.map(\.revision) } == [edit, gone], "the current (live) leaf first, then the deletion")
+        #expect(seen.withLock { $0.map(\.isDeleted) } == [false, true])
+        #expect(try db.conflictedDocumentIDs().isEmpty)
+        #expect(try db.document(id: "task") == nil, "deleted")
+    }
+
     @Test("resolving a document that does not exist says it is not found")
     func resolveMissing() throws {
         let db = try TestDatabase().db
@@ -68,11 +92,11 @@ struct DatabaseConflictTests {
         }
     }
 
-    /// Cloudant's `resolveConflicts(id:resolver:)`: the resolver sees the document id and every
-    /// leaf still open and not deleted, and returns a merged body; it becomes a child of the
-    /// winning leaf (by the node's rule over every open leaf), and every other leaf is ended, in
-    /// one transaction.
-    @Test("resolveConflicts with a closure sees the id and every non-deleted leaf; its merge extends the winner and ends the others")
+    /// `resolveConflicts(id:resolver:)`: the resolver sees the document id and every leaf still
+    /// open, deleted ones marked (as a policy's resolver and the agent's resolver clients see
+    /// them), and returns a merged body; it becomes a child of the winning leaf (by the node's
+    /// rule over every open leaf), and every other leaf is ended, in one transaction.
+    @Test("resolveConflicts with a closure sees the id and every open leaf, deleted ones marked; its merge extends the winner and ends the others")
     func resolveWithClosure() throws {
         let db = try TestDatabase(.init(conflictResolution: .manual)).db
         let (mine, theirs) = try makeConflict(db, "task",
@@ -88,14 +112,15 @@ struct DatabaseConflictTests {
         let before = try db.store.get(id: "task", options: .conflicts)
         #expect(Set(before.conflicts ?? []).union([before.revision]) == [mine, theirs] && before.deletedConflicts == [gone])
 
-        let seen = Mutex<(id: String, leaves: Set<RevisionID>)?>(nil)
+        let seen = Mutex<(id: String, leaves: Set<RevisionID>, deleted: [RevisionID])?>(nil)
         let settled = try db.resolveConflicts(id: "task", resolver: ClosureResolver { conflict in
-            seen.withLock { $0 = (conflict.documentID, Set(conflict.leaves.map(\.revision))) }
-            #expect(conflict.leaves.allSatisfy { !$0.isDeleted && $0.body != nil })
+            seen.withLock { $0 = (conflict.documentID, Set(conflict.leaves.map(\.revision)), conflict.leaves.filter(\.isDeleted).map(\.revision)) }
+            #expect(conflict.leaves.allSatisfy { $0.body != nil })
             return .merged(.object(["title": .string("Buy oat milk"), "done": .bool(true)]))
         })
         #expect(seen.withLock { $0?.id } == "task")
-        #expect(seen.withLock { $0?.leaves } == [mine, theirs], "the deleted leaf is not offered")
+        #expect(seen.withLock { $0?.leaves } == [mine, theirs, gone], "every open leaf is offered")
+        #expect(seen.withLock { $0?.deleted } == [gone], "the deletion is marked")
         let after = try db.store.get(id: "task", options: [.conflicts, .revisions])
         #expect(after.revision == settled && settled.generation == 3)
         // The winner by the node's rule among every open leaf is the deletion (deletes win): the

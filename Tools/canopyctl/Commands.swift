@@ -198,7 +198,7 @@ struct Delete: ParsableCommand {
 
 struct Conflicts: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "List conflicted documents: the current revision, what the conflict is kept for (a resolver client, or resolve) and the other open leaves.")
+        abstract: "List conflicted documents: the current revision, what the conflict is kept for (a resolver client, or resolve) and the other open leaves, deleted ones marked (deleted).")
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var database: DatabaseOption
 
@@ -211,9 +211,20 @@ struct Conflicts: ParsableCommand {
             let members = row.objectValue ?? [:]
             let keptFor: String
             if case .string(let resolver)? = members["resolver"] { keptFor = "resolver \(resolver)" } else { keptFor = "resolve" }
-            return [text(members["doc"]), text(members["rev"]), keptFor, list(members["conflicts"])]
+            return [text(members["doc"]), text(members["rev"]), keptFor, conflicting(members)]
         })
     }
+}
+
+/// The CONFLICTING cell of a `conflicts` row: the other open leaves, live ones first, each deleted
+/// one followed by `(deleted)` (an edit against a deletion is conflicted by its deleted leaf).
+private func conflicting(_ row: [String: JSONValue]) -> String {
+    func revisions(_ key: String) -> [JSONValue] {
+        if case .array(let items)? = row[key] { return items }
+        return []
+    }
+    let cells = revisions("conflicts").map { text($0) } + revisions("deleted_conflicts").map { "\(text($0)) (deleted)" }
+    return cells.isEmpty ? "-" : cells.joined(separator: ",")
 }
 
 struct Resolve: ParsableCommand {
