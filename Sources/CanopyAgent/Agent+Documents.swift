@@ -71,11 +71,20 @@ extension Agent {
         return ["doc": .string(id), "rev": .string(revision.description)]
     }
 
-    /// True when a rule covers the document (by its id, or the field of the body written): a
-    /// config rule, or a connected resolver's prefix (the store's policy holds both).
+    /// True when a rule covers the document (by its id, or the field of the body written; for a
+    /// deletion, which writes no body, of the current revision it conflicts with): a config rule,
+    /// or a connected resolver's prefix (the store's policy holds both).
     private func coveredByRule(_ id: String, _ body: JSONValue?, _ store: DocumentStore) -> Bool {
         guard case .rules(let rules) = store.conflictPolicy else { return false }
         return rules.rule(for: id, bodies: [body]) != nil
+    }
+
+    /// The body of `id`'s current revision when it is live: what a stale deletion would conflict
+    /// with, and what a rule matching a body field reads then. Nil when the document is deleted
+    /// or cannot be read.
+    private static func liveBody(of id: String, _ store: DocumentStore) -> JSONValue? {
+        guard let current = try? store.get(id: id), !current.isDeleted else { return nil }
+        return current.body
     }
 
     /// A stale write to a document a rule covers: kept as a branch from the revision it replaced,
@@ -121,7 +130,18 @@ extension Agent {
             guard try store.localDelete(id) else { throw Self.localNotFound(id) }
             return ["doc": .string(id), "local": .bool(true)]
         }
-        let revision = try store.delete(id: id, rev: try request.revision("rev"))
+        let named = try request.revision("rev")
+        let revision: RevisionID
+        do {
+            revision = try store.delete(id: id, rev: named)
+        } catch {
+            // As a stale put: kept as a branch from the revision it named, for the rule to settle.
+            // A document deleted already has nothing the deletion could conflict with: refused.
+            guard case .conflict(_, let replacing?, _) = error, let current = Self.liveBody(of: id, store),
+                coveredByRule(id, current, store)
+            else { throw error }
+            return try branch(id, body: nil, parent: replacing, database)
+        }
         events.emit("document.changed", [
             "doc": .string(id), "rev": .string(revision.description), "deleted": .bool(true), "origin": .string("local"),
             "db": .string(database.name.text),

@@ -229,6 +229,14 @@ extension AgentProcess {
 }
 
 extension AgentProcess {
+    /// Appends config text (rule sections, limits) to the agent's canopy.conf: before it starts,
+    /// or before a `reload`.
+    func appendConfig(_ text: String) throws {
+        let path = dataDir + "/canopy.conf"
+        let original = try String(contentsOfFile: path, encoding: .utf8)
+        try (original + "\n" + text).write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
     /// `doc_count` from `stats`.
     func documentCount() throws -> Int64 {
         guard case .int(let count)? = try client().request("stats")["doc_count"] else { return -1 }

@@ -70,13 +70,6 @@ private final class EventReader {
     }
 }
 
-/// Appends config text (rule sections, limits) to the agent's canopy.conf, before it starts.
-private func appendConfig(_ agent: AgentProcess, _ text: String) throws {
-    let path = agent.dataDir + "/canopy.conf"
-    let original = try String(contentsOfFile: path, encoding: .utf8)
-    try (original + "\n" + text).write(toFile: path, atomically: true, encoding: .utf8)
-}
-
 /// Imports the same first revision of `id` with `body` (so peers share it as an ancestor).
 private func importBase(_ agents: [AgentProcess], _ id: String, _ body: [String: JSONValue]) throws {
     var doc = body
@@ -117,7 +110,7 @@ struct ResolutionOnReceiptEndToEndTests {
     func offeredOnReceipt() throws {
         let a = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
         let b = try AgentProcess()
-        try appendConfig(b, "[rule notes]\nprefix = note:\nstrategy = resolver notes\n")
+        try b.appendConfig("[rule notes]\nprefix = note:\nstrategy = resolver notes\n")
         try a.start()
         try b.start()
         let base: [String: JSONValue] = ["type": .string("note"), "title": .string("t"), "text": .string("base")]
@@ -168,7 +161,7 @@ struct ResolutionOnReceiptEndToEndTests {
     func settledByThePeerFirst() throws {
         let a = try AgentProcess()
         let b = try AgentProcess()
-        try appendConfig(b, "[rule notes]\nprefix = note:\nstrategy = resolver notes\n")
+        try b.appendConfig("[rule notes]\nprefix = note:\nstrategy = resolver notes\n")
         try a.start()
         try b.start()
         let base: [String: JSONValue] = ["text": .string("base")]
@@ -214,7 +207,7 @@ struct ResolutionOnReceiptEndToEndTests {
     @Test("per-type rules settle each conflict as it arrives and say which rule did; reload applies new rules to the conflicts kept")
     func perTypeRules() throws {
         let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
-        try appendConfig(agent, """
+        try agent.appendConfig("""
             [rule notes]
             value = note
             strategy = merge-json
@@ -262,14 +255,14 @@ struct ResolutionOnReceiptEndToEndTests {
         ]), "\(status)")
 
         // A rule added and reloaded settles the kept conflict without a restart, and is listed.
-        try appendConfig(agent, "[rule rest]\nprefix = o\nstrategy = automatic\n")
+        try agent.appendConfig("[rule rest]\nprefix = o\nstrategy = automatic\n")
         #expect(try agent.ctl(["reload"]).status == 0)
         #expect(try events.next("conflict.resolved") { $0["doc"] == .string("other") }["by"] == .string("rest"))
         #expect(try conflicted(agent) == 0)
         #expect(try agent.client().request("status")["rules"]?.arrayValue?.last?.objectValue?["name"] == .string("rest"))
 
         // A rule that is wrong is reported with its file and line, and the running rules stay.
-        try appendConfig(agent, "[rule broken]\nstrategy = newest\n")
+        try agent.appendConfig("[rule broken]\nstrategy = newest\n")
         let reload = try agent.ctl(["reload"])
         #expect(reload.status != 0)
         #expect(reload.stderr.contains("canopy.conf:") && reload.stderr.contains("strategy must be automatic"), "\(reload.stderr)")
@@ -345,7 +338,7 @@ struct ResolutionOnReceiptEndToEndTests {
     @Test("an offer that fails keeps the conflict and it is offered again: refused answer, timeout, disconnect, re-registration, a new revision, a restart")
     func failedOffersComeBack() throws {
         let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
-        try appendConfig(agent, "[rule fix]\nprefix = r\nstrategy = resolver fixer\n\n[limits]\nresolver-timeout-seconds = 1\n")
+        try agent.appendConfig("[rule fix]\nprefix = r\nstrategy = resolver fixer\n\n[limits]\nresolver-timeout-seconds = 1\n")
         try agent.start()
         let events = try EventReader(agent)
         for id in ["r1", "r2", "r3"] { try importConflict(agent, id, ["side": .string("a")], ["side": .string("b")]) }

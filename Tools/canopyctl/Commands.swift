@@ -176,11 +176,11 @@ struct Get: ParsableCommand {
 
 struct Delete: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Delete a document (needs its current revision; a _local/ document has none).")
+        abstract: "Delete a document (needs its current revision; a _local/ document has none). A stale --rev exits 3 (conflict), unless a rule covers the document.")
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var database: DatabaseOption
     @Argument var id: String
-    @Option(help: "The current revision.") var rev: String?
+    @Option(help: "The current revision (under a rule, a stale one is kept as a branch, as put keeps one).") var rev: String?
 
     func validate() throws {
         if rev == nil && !id.hasPrefix("_local/") {
