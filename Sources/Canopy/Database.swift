@@ -68,7 +68,10 @@ public final class Database: Sendable {
     }
 
     /// How conflicts are settled from now on; a change applies to the next write, without
-    /// reopening.
+    /// reopening. On a ``Node``'s database a policy set here is the application's: it stays in
+    /// force when the node reloads its config file (``Node/reload()``, `canopyctl reload`, SIGHUP)
+    /// and when resolver clients come and go on its admin socket, instead of the file's
+    /// `conflicts` and rules, until the node is opened again.
     public var conflictResolution: ConflictPolicy {
         get { store.conflictPolicy }
         set { store.conflictPolicy = newValue }

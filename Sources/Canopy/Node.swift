@@ -148,6 +148,12 @@ public final class Node: Sendable {
     /// Reads the config file again and applies it, as `canopyctl reload` and SIGHUP to `canopyd`
     /// do. Returns the settings that changed but need a restart to apply (`listen`, say); fails
     /// with the file's problem, and the running config stays as it was.
+    ///
+    /// A database whose policy the application set in its process
+    /// (``Database/conflictResolution``: `.manual`, `.custom`, `.rules` with its own resolvers)
+    /// keeps it: the file's `conflicts` and rules apply to the other databases, and to that one
+    /// only when the node is opened again (the log says so at each reload). The conflicts kept so
+    /// far are scanned again under the policy in force, the application's included.
     @discardableResult
     public func reload() async throws(NodeError) -> [String] {
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[String], AgentError>, Never>) in

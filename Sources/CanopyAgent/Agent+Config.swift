@@ -74,7 +74,11 @@ extension Agent {
         replication.apply(config: next)
         let policies = next.databases.map { ($0.name, ConflictPolicy.rules($0.resolutionRules)) }
         storeQueue.async { [self] in
-            for (name, policy) in policies { databases[name]?.conflictPolicy = policy }
+            for (name, policy) in policies where databases[name]?.applyConfiguredPolicy(policy) == false {
+                logger.info(
+                    "the conflict policy the application set in its process stays in force; the config file's conflicts and rules wait until the node is opened again",
+                    metadata: ["db": "\(name)"])
+            }
         }
         // Kept conflicts are scanned again on reload only: an edit of the file by a command (a
         // peer added or removed as a library replicator starts or stops) must not settle by the

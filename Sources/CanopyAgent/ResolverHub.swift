@@ -71,7 +71,8 @@ final class ResolverHub: @unchecked Sendable {
             case .failure(let refusal): reply?(.failure(Self.failure(refusal)))
             }
         case .policyChanged:
-            for (name, store) in agent.databases.sorted { store.conflictPolicy = .rules(offers.policy(for: name)) }
+            // A policy the application set in its process (a `Node`'s database) stays in force.
+            for (name, store) in agent.databases.sorted { store.applyConfiguredPolicy(.rules(offers.policy(for: name))) }
         case .scan: runScan()
         case .drainFinished: finishDrain()
         }

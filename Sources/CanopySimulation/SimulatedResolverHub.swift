@@ -176,7 +176,7 @@ final class SimulatedResolverHub: @unchecked Sendable {
                 trace.record("n\(node) answer t\(ticket) \(connection) refused for \(document): \(refusal.code)", documents: [document.document])
             }
         case .policyChanged:
-            store.conflictPolicy = .rules(offers.policy(for: .default))
+            store.applyConfiguredPolicy(.rules(offers.policy(for: .default)))
         case .scan:
             counters.scans += 1
             storeWork { self.scan() }

@@ -81,8 +81,10 @@ public final class DocumentStore: @unchecked Sendable {
     let db: Database
     let configuration: Configuration
     var logger: Logger { configuration.logger }
-    /// The conflict policy in force (`conflictPolicy`); starts as the configuration's.
-    private let policy: Mutex<ConflictPolicy>
+    /// The conflict policy in force (`conflictPolicy`), starting as the configuration's, and
+    /// whether the application set it through `conflictPolicy` (then an embedder's configured
+    /// policy, `applyConfiguredPolicy`, no longer replaces it).
+    private let policy: Mutex<(policy: ConflictPolicy, setByApplication: Bool)>
     /// The store's permanent 16-byte identity (made once when the file is created: random, or
     /// `Configuration.databaseID`).
     public let databaseID: UUID
@@ -121,7 +123,7 @@ public final class DocumentStore: @unchecked Sendable {
             precondition((StoreLimits.revsLimitMin...StoreLimits.revsLimitMax).contains(limit), "revsLimit out of range")
         }
         self.configuration = configuration
-        policy = Mutex(configuration.conflictPolicy)
+        policy = Mutex((configuration.conflictPolicy, false))
         attachments = AttachmentStore(
             directory: configuration.attachmentsDirectory ?? path + "-attachments", sizeLimit: configuration.attachmentSizeLimit)
         _ = Self.sodiumReady
@@ -160,9 +162,24 @@ public final class DocumentStore: @unchecked Sendable {
 
     /// How conflicts are settled from now on: each write transaction reads it once when it
     /// starts, so a change applies to the next batch, import or retry pass, without reopening.
+    /// A policy set here is the application's: an agent running the store (a `Node`'s) keeps it
+    /// when its config is reloaded, instead of the config file's (`applyConfiguredPolicy`).
     public var conflictPolicy: ConflictPolicy {
-        get { policy.withLock { $0 } }
-        set { policy.withLock { $0 = newValue } }
+        get { policy.withLock { $0.policy } }
+        set { policy.withLock { $0 = (newValue, true) } }
+    }
+
+    /// Sets the policy an embedder's configuration gives (an agent's config file: its rules,
+    /// catch-all and connected resolvers' prefixes), unless the application set one through
+    /// `conflictPolicy`, which stays in force: a reload must not replace, without a word, the
+    /// resolver an application installed in its process. Returns whether it was applied.
+    @discardableResult
+    package func applyConfiguredPolicy(_ configured: ConflictPolicy) -> Bool {
+        policy.withLock { current in
+            guard !current.setByApplication else { return false }
+            current.policy = configured
+            return true
+        }
     }
 
     /// Runs `body` under the store's lock, outside any transaction (each statement sees committed
