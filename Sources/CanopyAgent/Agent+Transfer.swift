@@ -23,9 +23,11 @@ extension Agent {
         return .object(members)
     }
 
-    /// `import`: `{"docs": [...], "couchdb": bool}`, a `_bulk_docs` body with `new_edits: false`.
-    /// All revisions go in one store transaction: on any bad revision nothing is written.
-    /// Revisions are inserted as if received from a peer, so the node's conflict policy applies.
+    /// `import`: `{"docs": [...], "couchdb": bool, "conflicts": "keep" | "settle"}`, a `_bulk_docs`
+    /// body with `new_edits: false`. All revisions go in one store transaction: on any bad
+    /// revision nothing is written. Revisions are inserted as if received from a peer; the
+    /// conflicts they leave are settled by the node's policy, or kept as they came (the default
+    /// with `couchdb`, as CouchDB's replicator keeps them: `ImportConflicts`).
     func importDocuments(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
         dispatchPrecondition(condition: .onQueue(storeQueue))
         guard case .array(let docs)? = request.arguments["docs"] else {
@@ -45,7 +47,9 @@ extension Agent {
             throw AdminFailure(
                 .invalidArgument, "entry \(index) is a _local/ document, which is not imported: local documents never replicate; write it with put")
         }
-        let results = try database.store.importCouchDocuments(docs, couchDB: try request.bool("couchdb"))
+        let couchDB = try request.bool("couchdb")
+        let conflicts = try request.choice("conflicts", ImportConflicts.self, default: couchDB ? .keep : .settle)
+        let results = try database.store.importCouchDocuments(docs, couchDB: couchDB, conflicts: conflicts)
         events.emit(documentEvents: results.flatMap { DocumentEvent.conflictEvents(for: $0, arrivedBy: "import") }, peer: "", database: database.name)
         let added = results.reduce(0) { $0 + $1.added.count }
         events.emit("import.finished", [

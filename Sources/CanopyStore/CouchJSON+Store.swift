@@ -47,27 +47,36 @@ extension DocumentStore {
 
     /// Imports a `_bulk_docs` body with `"new_edits": false`: every entry is a revision with its
     /// history, inserted as received from a peer (ids not hash-verified, see above), then the
-    /// node's conflict policy runs. One transaction: a bad entry fails the whole import.
+    /// node's conflict policy runs, unless the import keeps its conflicts (`conflicts`, below).
+    /// One transaction: a bad entry fails the whole import.
     ///
     /// `couchDB: true` is for data that came from CouchDB or Cloudant, which end a losing branch
     /// with an ordinary deletion: a deleted leaf that is not CouchDB's winner among the document's
-    /// imported leaves is imported as a closing tombstone, so the document reads as CouchDB showed
-    /// it. Without it, such a deletion is a user's deletion and deletes-win applies (`Protocol/design.md` §3.6).
+    /// imported leaves is imported as a closing tombstone. Without it, such a deletion is a user's
+    /// deletion and deletes-win applies (`Protocol/design.md` §3.6).
+    ///
+    /// `conflicts` says what becomes of the conflicts the revisions leave (nil: `.keep` with
+    /// `couchDB`, `.settle` without): kept as they came, so a CouchDB document reads as CouchDB
+    /// showed it, `_conflicts` included, or settled by the policy as a peer's would be.
     @discardableResult
-    public func importBulkDocs(_ bytes: some Collection<UInt8>, couchDB: Bool = false) throws(StoreError) -> [ForeignDocumentResult] {
+    public func importBulkDocs(
+        _ bytes: some Collection<UInt8>, couchDB: Bool = false, conflicts: ImportConflicts? = nil
+    ) throws(StoreError) -> [ForeignDocumentResult] {
         let imported: [CouchJSON.ImportedRevision]
         do {
             imported = try Self.parseBulkDocs(bytes)
         } catch {
             throw .invalidInput(error)
         }
-        return try importRevisions(imported, couchDB: couchDB)
+        return try importRevisions(imported, couchDB: couchDB, conflicts: conflicts)
     }
 
     /// `importBulkDocs` for entries already parsed (the `docs` array of a `_bulk_docs` body, as
-    /// the admin socket receives them): the same checks, one transaction.
+    /// the admin socket receives them): the same checks and conflicts, one transaction.
     @discardableResult
-    public func importCouchDocuments(_ docs: [JSONValue], couchDB: Bool = false) throws(StoreError) -> [ForeignDocumentResult] {
+    public func importCouchDocuments(
+        _ docs: [JSONValue], couchDB: Bool = false, conflicts: ImportConflicts? = nil
+    ) throws(StoreError) -> [ForeignDocumentResult] {
         guard docs.count <= StoreLimits.foreignBatchCountMax else {
             throw .invalidInput(.batchTooLarge(count: docs.count, limit: StoreLimits.foreignBatchCountMax))
         }
@@ -77,14 +86,16 @@ extension DocumentStore {
         } catch {
             throw .invalidInput(error)
         }
-        return try importRevisions(imported, couchDB: couchDB)
+        return try importRevisions(imported, couchDB: couchDB, conflicts: conflicts)
     }
 
     /// Inserts imported revisions as from a peer. Their `_attachments` must be well formed and name
     /// content this node holds (an import stores inline content before this).
     /// Inline attachment content is stored first and pinned until the revisions naming it are
     /// written; every `_attachments` must then be well formed and name content this node holds.
-    private func importRevisions(_ parsed: [CouchJSON.ImportedRevision], couchDB: Bool) throws(StoreError) -> [ForeignDocumentResult] {
+    private func importRevisions(
+        _ parsed: [CouchJSON.ImportedRevision], couchDB: Bool, conflicts: ImportConflicts?
+    ) throws(StoreError) -> [ForeignDocumentResult] {
         let (imported, pins) = try storingInlineAttachments(parsed)
         let revisions = (couchDB ? Self.closingCouchLosers(imported) : imported).map { revision in
             ForeignRevision(documentID: revision.documentID, path: revision.path, body: .value(revision.body))
@@ -96,7 +107,8 @@ extension DocumentStore {
         } catch {
             throw .invalidInput(error)
         }
-        return try withExtendedLifetime(pins) { () throws(StoreError) in try bulkInsertForeign(revisions, idCheck: .trusted) }
+        let keeping = (conflicts ?? (couchDB ? .keep : .settle)) == .keep
+        return try withExtendedLifetime(pins) { () throws(StoreError) in try insertImported(revisions, keepingConflicts: keeping) }
     }
 
     /// Parses a `_bulk_docs` body after checking its size; only `"new_edits": false` is accepted.

@@ -41,18 +41,19 @@ extension DocumentStore {
 
     /// The retry pass: runs the node's policy (or `policy`, when given) again over every
     /// still-conflicted document (a resolver that failed before, or a policy changed since), in
-    /// one transaction. Under the manual policy nothing changes. Returns one result per
+    /// one transaction, except the conflicts an import kept as they came (`ImportConflicts.keep`),
+    /// which wait for `resolveConflicts`. Under the manual policy nothing changes. Returns one result per
     /// conflicted document, sorted by id; each carries the conflict as found (`conflict`), and a
     /// document whose rule names a resolver the store does not hold comes back `.awaiting`.
     public func retryConflictResolution(policy: ConflictPolicy? = nil) throws(StoreError) -> [ForeignDocumentResult] {
         let policy = policy ?? conflictPolicy
         // Nothing conflicted (the usual case at start-up): no write transaction, whose commit
         // could also set off a checkpoint of everything written before.
-        guard try read({ db in try db.queryFirst("SELECT 1 FROM documents WHERE conflicted = 1 LIMIT 1") { _ in true } }) != nil else {
+        guard try read({ db in try db.queryFirst(KeptImportedConflicts.anyRetriedSQL) { _ in true } }) != nil else {
             return []
         }
         return try write { context in
-            let ids = try readableIDs(context.db, "SELECT doc_id FROM documents WHERE conflicted = 1 ORDER BY doc_id")
+            let ids = try readableIDs(context.db, KeptImportedConflicts.retriedSQL)
             return try ids.map { id in
                 var document = try RevisionRows.loadForWrite(context.db, documentID: id)
                 let outcome = try PolicyRunner.run(policy, context.db, &document, localRevision: nil)

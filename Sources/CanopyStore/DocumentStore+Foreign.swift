@@ -42,15 +42,32 @@ extension DocumentStore {
         try insertChecked(batch.revisions, local: local, policy: policy, fromPeer: true)
     }
 
-    /// The write of checked revisions shared by both entry points.
+    /// `bulkInsertForeign(_:idCheck:)` for an import: with `keepingConflicts`, every conflict
+    /// the revisions leave is kept as it came, whatever the store's policy (`ImportConflicts.keep`).
+    func insertImported(_ revisions: [ForeignRevision], keepingConflicts: Bool) throws(StoreError) -> [ForeignDocumentResult] {
+        guard keepingConflicts else { return try bulkInsertForeign(revisions, idCheck: .trusted) }
+        guard revisions.count <= StoreLimits.foreignBatchCountMax else {
+            throw .invalidInput(.batchTooLarge(count: revisions.count, limit: StoreLimits.foreignBatchCountMax))
+        }
+        let checked: [CheckedRevision]
+        do {
+            checked = try Self.checkAll(revisions, idCheck: .trusted)
+        } catch {
+            throw .invalidInput(error)
+        }
+        return try insertChecked(checked, policy: KeptImportedConflicts.policy, fromPeer: false, keepingConflicts: true)
+    }
+
+    /// The write of checked revisions shared by every entry point.
     private func insertChecked(
-        _ checked: [CheckedRevision], local: LocalDocument? = nil, policy: ConflictPolicy? = nil, fromPeer: Bool
+        _ checked: [CheckedRevision], local: LocalDocument? = nil, policy: ConflictPolicy? = nil, fromPeer: Bool,
+        keepingConflicts: Bool = false
     ) throws(StoreError) -> [ForeignDocumentResult] {
         let (ready, awaiting) = try partitionAwaitingContent(checked, fromPeer: fromPeer)
         let groups = DocumentGroups(ready)
         let policy = policy ?? conflictPolicy
         let results = try write { context in
-            let results = try Self.mergeAll(context, ready, groups, policy: policy)
+            let results = try Self.mergeAll(context, ready, groups, policy: policy, keepingConflicts: keepingConflicts)
             if !awaiting.isEmpty { try Self.setAside(awaiting, context.db) }
             try local?.put(context.db)
             return results
@@ -91,8 +108,10 @@ extension DocumentStore {
     /// Merges every document of a batch, in order: documents that receive one path are queued for
     /// `NewChainBatch` (which writes the new ones with multi-row statements); any other document
     /// first flushes the queue, so documents are written, and get their sequences, in order.
+    /// `keepingConflicts`: an import that keeps the conflicts it leaves (`KeptImportedConflicts`).
     static func mergeAll(
-        _ context: WriteContext, _ checked: [CheckedRevision], _ groups: DocumentGroups, policy: ConflictPolicy
+        _ context: WriteContext, _ checked: [CheckedRevision], _ groups: DocumentGroups, policy: ConflictPolicy,
+        keepingConflicts: Bool = false
     ) throws -> [ForeignDocumentResult] {
         var results = [ForeignDocumentResult?](repeating: nil, count: groups.first.count)
         var batch = NewChainBatch()
@@ -119,7 +138,9 @@ extension DocumentStore {
                 context, documentID: revision.documentID, revisions: groups.revisions(at: position, of: checked), policy: policy)
         }
         try flush(&batch)
-        return results.map { $0! }
+        let merged = results.map { $0! }
+        try KeptImportedConflicts.record(merged, keeping: keepingConflicts, context)
+        return merged
     }
 
     /// A foreign revision whose input checks passed, with its canonical body bytes.

@@ -336,6 +336,9 @@ final class WriteContext {
     let stemHorizon: Int64?
     /// Peer horizons written in this transaction (nil: forgotten), cached once it commits.
     var horizonChanges: [String: Int64?] = [:]
+    /// Whether `kept_imported_conflicts` holds a row, once this transaction has asked
+    /// (`KeptImportedConflicts`); nil before.
+    var keptImportedConflictsExist: Bool?
     let logger: Logger
 
     init(db: Database, lastSequence: Int64, revsLimit: Int, peerHorizons: [String: Int64], stemHorizon: Int64?, logger: Logger) {

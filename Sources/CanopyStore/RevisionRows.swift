@@ -216,8 +216,9 @@ enum RevisionRows {
         guard let current = RevTree.current(amongLeaves: leaves) else {
             throw StoreError.corrupt(detail: "empty tree for \"\(document.id.prefix(80))\"")
         }
-        let key = try writeDocumentRow(
-            context, &document, current: current, conflicted: !RevTree.conflicting(amongLeaves: leaves).isEmpty, leaves: leaves)
+        let conflicted = !RevTree.conflicting(amongLeaves: leaves).isEmpty
+        let key = try writeDocumentRow(context, &document, current: current, conflicted: conflicted, leaves: leaves)
+        if document.wasConflicted && !conflicted { try KeptImportedConflicts.forget(document.id, context) }
         let placement = ClosedPlacement(&document)
         // Sorted so that rows are written in the same order on every node and every run.
         var previous: RevisionID?

@@ -25,6 +25,9 @@
 ///     attachment_names(digest)                   every attachment content a revision stored
 ///                                                here has named, never removed: what a peer
 ///                                                may fetch through this database (version 5 on)
+///     kept_imported_conflicts(doc_id)            documents whose conflict an import kept as it
+///                                                came, which the retry pass leaves alone
+///                                                (`KeptImportedConflicts`; version 7 on)
 ///
 /// `documents.sequence` is the rowid, so the changes feed is a rowid range scan and a document
 /// write maintains one index (doc_id) besides the table, not two. A document's row moves to a new
@@ -121,6 +124,13 @@ enum Schema {
         // "Closing tombstones"): `closed_child` holds its digest. Closing tombstones written
         // before keep rows of their own; both forms are read.
         "ALTER TABLE revisions ADD COLUMN closed_child BLOB;",
+        // 7: the documents whose conflict an import kept as it came (`ImportConflicts.keep`),
+        // which the retry pass leaves to whoever resolves them (`KeptImportedConflicts`).
+        """
+        CREATE TABLE kept_imported_conflicts (
+            doc_id TEXT PRIMARY KEY NOT NULL
+        ) WITHOUT ROWID, STRICT;
+        """,
     ]
 
     /// What a step writes beyond its SQL, in the same transaction: rows computed from the rows

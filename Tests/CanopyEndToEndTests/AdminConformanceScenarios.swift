@@ -193,7 +193,7 @@ struct AdminConformanceScenarios {
             {"_id":"settled","_rev":"3-9bf31c7ff062936a96d3c8bd1f8f2ff3","_deleted":true,"_revisions":{"start":3,"ids":["9bf31c7ff062936a96d3c8bd1f8f2ff3","c74d97b01eae257e44aa9d5bade97baf","c4ca4238a0b923820dcc509a6f75849b"]}}]}
             """#
         let docs = try #require(JSONValue.parse(Data(couch.utf8)).objectValue?["docs"])
-        let imported = try a.request("import", ["docs": docs, "couchdb": .bool(true), "new_edits": .bool(false)])
+        let imported = try a.request("import", ["docs": docs, "couchdb": .bool(true), "new_edits": .bool(false), "conflicts": .string("keep")])
         #expect(imported["revisions_added"] == .int(4), "\(imported)")
         for index in 0..<3 { _ = try a.request("put", ["doc": .string("page-\(index)"), "body": .object(["i": .int(Int64(index))])]) }
         let exported = try exportAll(a)

@@ -14,7 +14,9 @@ struct Import: ParsableCommand {
         discussion: """
             With "new_edits": false in the body (what `canopyctl export` and CouchDB replication dumps
             write), every entry is a revision with its history, kept with its revision id; the node's
-            conflict policy applies, and --couchdb reads CouchDB's settled deleted branches as closed.
+            conflict policy settles the conflicts they leave. --couchdb reads CouchDB's settled deleted
+            branches as closed and keeps CouchDB's open conflicts as they are (each document reads as
+            CouchDB showed it, _conflicts included); --conflicts keep|settle says otherwise.
             Without it (CouchDB's default), every entry is a new revision of its _id: _rev names the
             revision it replaces, _deleted: true deletes; a stale entry is a conflict, listed on stderr
             (exit 3), and the others are written. --new-edits overrides the body. Each batch is one
@@ -23,7 +25,9 @@ struct Import: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var database: DatabaseOption
     @Argument(help: "The file, or '-' for stdin.") var file: String
-    @Flag(help: "The data came from CouchDB: settled deleted branches are imported as closed.") var couchdb = false
+    @Flag(help: "The data came from CouchDB: settled deleted branches are imported as closed, open conflicts kept.") var couchdb = false
+    @Option(help: "keep: the conflicts the revisions leave stay as they came; settle: the node's conflict policy settles them. Default: keep with --couchdb, else settle.")
+    var conflicts: ImportConflicts?
     @Option(help: "true: new revisions; false: revisions as they are. Default: the body's \"new_edits\" (true when absent).")
     var newEdits: Bool?
 
@@ -33,7 +37,11 @@ struct Import: ParsableCommand {
         if couchdb && mode {
             throw CtlFailure(status: .usage, message: "--couchdb applies to revisions as they are (\"new_edits\": false)")
         }
-        var loader = try BatchLoader(connection: connection, database: database.db, newEdits: mode, couchdb: couchdb, totalBytes: input.size)
+        if conflicts != nil && mode {
+            throw CtlFailure(status: .usage, message: "--conflicts applies to revisions as they are (\"new_edits\": false): new revisions make no conflict")
+        }
+        var loader = try BatchLoader(
+            connection: connection, database: database.db, newEdits: mode, couchdb: couchdb, conflicts: conflicts, totalBytes: input.size)
         var splitter = BulkDocsSplitter(elementBytesMax: AgentLimits.adminLineBytesMax - BatchLoader.envelopeBytes)
         do {
             try input.forEachChunk { chunk in
@@ -48,6 +56,8 @@ struct Import: ParsableCommand {
         try loader.finish()
     }
 }
+
+extension ImportConflicts: ExpressibleByArgument {}
 
 /// The import's input: a file (whose size is the progress total) or stdin.
 final class ImportInput {
@@ -144,6 +154,8 @@ struct BatchLoader {
     let database: String
     let newEdits: Bool
     let couchdb: Bool
+    /// What the agent does with the conflicts an import leaves; nil: its default.
+    let importConflicts: ImportConflicts?
     let totalBytes: Int?
     var bytesRead = 0
     private var batch: [[UInt8]] = []
@@ -160,12 +172,13 @@ struct BatchLoader {
     private var lastProgress = 0.0
     private let terminal = isatty(2) == 1
 
-    init(connection: ConnectionOptions, database: String, newEdits: Bool, couchdb: Bool, totalBytes: Int?) throws {
+    init(connection: ConnectionOptions, database: String, newEdits: Bool, couchdb: Bool, conflicts: ImportConflicts?, totalBytes: Int?) throws {
         self.connection = connection
         self.client = try connection.connect()
         self.database = database
         self.newEdits = newEdits
         self.couchdb = couchdb
+        self.importConflicts = conflicts
         self.totalBytes = totalBytes
     }
 
@@ -195,6 +208,7 @@ struct BatchLoader {
     private mutating func send() throws {
         var line = Array(#"{"cmd":"#.utf8) + Array((newEdits ? #""bulk_docs""# : #""import""#).utf8)
         line += Array(#","couchdb":"#.utf8) + Array((couchdb ? "true" : "false").utf8)
+        if let importConflicts { line += Array(#","conflicts":"#.utf8) + CanonicalJSON.encode(.string(importConflicts.rawValue)) }
         line += Array(#","new_edits":"#.utf8) + Array((newEdits ? "true" : "false").utf8)
         line += Array(#","db":"#.utf8) + CanonicalJSON.encode(.string(database))
         line += Array(#","id":"#.utf8) + Array(String(nextID).utf8) + Array(#","docs":["#.utf8)
