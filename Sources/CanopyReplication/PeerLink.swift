@@ -136,7 +136,10 @@ package final class PeerLink: @unchecked Sendable {
         guard !dialing else { return }
         dialing = true
         dialer.dial { [weak self] result in
-            guard let self else { return }
+            guard let self else {
+                if case .success(let connection) = result { connection.close(.localClosed) }  // nobody replicates over it
+                return
+            }
             self.dialing = false
             switch result {
             case .success(let connection): self.adopt(connection, role: .initiator)

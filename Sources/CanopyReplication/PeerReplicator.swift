@@ -299,7 +299,12 @@ public final class PeerReplicator: @unchecked Sendable {
         dialing = true
         setState(.connecting)
         dialer.dial { [weak self] result in
-            guard let self else { return }
+            guard let self else {
+                // Stopped and released meanwhile: a channel that opened now belongs to nobody,
+                // and the peer's session on it would wait for a hello until its timeout.
+                if case .success(let transport) = result { transport.close(.localClosed) }
+                return
+            }
             self.dialing = false
             switch result {
             case .success(let transport):

@@ -93,6 +93,26 @@ struct PeerLinkTests {
         #expect(try pair.stores["b"]!["notes"]!.store.documentCount == 30 && pair.stores["b"]!["default"]!.store.documentCount == 40)
     }
 
+    @Test("a replicator stopped and released while its channel is being opened closes the channel when it opens: the peer's session does not wait for a hello that never comes")
+    func releasedWhileOpening() throws {
+        let pair = try LinkedPair(seed: 23, replicated: ["a": ["default"], "b": ["default", "notes"]])
+        #expect(pair.settle { pair.links["a"]!.isConnected && pair.replicators["a"]!["default"]!.status.state == .idle })
+        let notes = DatabaseName(validating: "notes")!
+        let node = try pair.harness.addNode("a-notes")
+        var replicator: PeerReplicator? = PeerReplicator(
+            peerName: "b", store: node.store, dialer: pair.links["a"]!.channelDialer(for: notes), scheduler: pair.harness.scheduler,
+            random: pair.harness.random, configuration: ReplicationConfiguration(), logger: Logger(label: "test.a.notes"))
+        pair.links["a"]!.add(replicator!, for: notes)
+        replicator!.start()  // asks the connection for a channel; the answer comes later
+        replicator!.stop()
+        pair.links["a"]!.remove(notes)
+        replicator = nil
+        let peer = pair.replicators["b"]!["notes"]!
+        let start = pair.harness.scheduler.now
+        _ = pair.harness.scheduler.run(deadline: start + 5)
+        #expect(peer.currentSession == nil, "b's notes session still waits for a's hello \(pair.harness.scheduler.now - start) s on")
+    }
+
     @Test("when the connection drops, every database's replicator comes back over one new connection and goes on")
     func reconnectCarriesEveryDatabase() throws {
         let pair = try LinkedPair(seed: 42, replicated: ["a": ["default", "notes"], "b": ["default", "notes"]])

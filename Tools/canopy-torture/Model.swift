@@ -220,7 +220,7 @@ struct ModelWalk {
         let said = result.stdout + result.stderr
         if result.status != expected.status || !(expected.says.map(said.contains) ?? true) {
             mismatches.append("\(agents[i].name) → \(agents[j].name): exit \(result.status), expected \(expected.status)"
-                + " (shares \(shares[i][j])/\(shares[j][i])): \(said.replacingOccurrences(of: "\n", with: " | ").prefix(300))")
+                + " (shares \(shares[i][j])/\(shares[j][i])): \(said.replacingOccurrences(of: "\n", with: " | ").suffix(400))")
         }
         return "\(agents[i].name) synced with \(agents[j].name): exit \(result.status)"
     }
