@@ -11,6 +11,9 @@
 ///
 /// Only the structure is checked here (brackets, strings, where elements start and end); each
 /// element's own JSON is parsed by the caller, which reports its errors with the element's index.
+/// An element is handed out without the whitespace between its tokens, so a pretty-printed body
+/// gives the same elements as the same body on one line, and none holds a line break. Members
+/// may come in any order and with any whitespace between them.
 /// Feeding the same bytes in any chunking gives the same elements (tested byte by byte, at once
 /// and in random chunks).
 package struct BulkDocsSplitter: Sendable {
@@ -88,9 +91,17 @@ package struct BulkDocsSplitter: Sendable {
     }
 
     /// Inside an element: consumes bytes from `start` until the element closes (depth 0) or the
-    /// buffer ends, appending them to `current`; returns where it stopped.
+    /// buffer ends, appending them to `current` without the whitespace between tokens; returns
+    /// where it stopped.
+    ///
+    /// The whitespace goes because an element travels to the agent inside one admin request line:
+    /// a pretty-printed document (`jq`, `python3 -m json.tool`) would otherwise carry its line
+    /// breaks into the request and cut it in pieces. A line break can appear nowhere else in
+    /// valid JSON: inside a string it must be written `\n`, so a raw control character in a
+    /// string is refused here.
     private mutating func scanElement(_ buffer: UnsafeBufferPointer<UInt8>, from start: Int) throws -> Int {
         var index = start
+        var runStart = start
         var depth = self.depth
         var inString = self.inString
         var escaped = self.escaped
@@ -98,7 +109,17 @@ package struct BulkDocsSplitter: Sendable {
             let byte = buffer[index]
             index += 1
             if inString {
-                if escaped { escaped = false } else if byte == 0x5C { escaped = true } else if byte == 0x22 { inString = false }
+                if escaped {
+                    escaped = false
+                } else if byte == 0x5C {
+                    escaped = true
+                } else if byte == 0x22 {
+                    inString = false
+                } else if byte < 0x20 {
+                    throw Problem(
+                        offset: offset + index - 1 - start,
+                        detail: "a control character (0x\(String(byte, radix: 16))) inside a string; JSON writes it escaped, as \\n for a line break")
+                }
                 continue
             }
             switch byte {
@@ -107,17 +128,26 @@ package struct BulkDocsSplitter: Sendable {
             case 0x7D, 0x5D:
                 depth -= 1
                 if depth == 0 { break scan }
+            case 0x20, 0x09, 0x0A, 0x0D:
+                try take(buffer, runStart..<index - 1)
+                runStart = index
             default: break
             }
         }
-        guard current.count + (index - start) <= elementBytesMax else {
-            throw problem("a document is larger than \(elementBytesMax) bytes")
-        }
-        current.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[start..<index]))
+        try take(buffer, runStart..<index)
         self.depth = depth
         self.inString = inString
         self.escaped = escaped
         return index
+    }
+
+    /// Appends a run of an element's bytes to `current`, within `elementBytesMax`.
+    private mutating func take(_ buffer: UnsafeBufferPointer<UInt8>, _ run: Range<Int>) throws {
+        guard !run.isEmpty else { return }
+        guard current.count + run.count <= elementBytesMax else {
+            throw problem("a document is larger than \(elementBytesMax) bytes")
+        }
+        current.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[run]))
     }
 
     /// Checks that the body ended where a body may end.
@@ -184,12 +214,7 @@ package struct BulkDocsSplitter: Sendable {
             depth = 1
             place = .inElement
         case .inElement:
-            try append(byte)
-            if depth == 0 {
-                try element(current)
-                current = []
-                place = .afterElement
-            }
+            preconditionFailure("feed scans an element with scanElement, never byte by byte")
         case .afterMember:
             if Self.isSpace(byte) { return }
             if byte == UInt8(ascii: ",") { key = []; place = .beforeKey; return }

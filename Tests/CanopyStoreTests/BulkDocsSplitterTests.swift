@@ -53,6 +53,42 @@ struct BulkDocsSplitterTests {
         }
     }
 
+    @Test("a pretty-printed body, new_edits after the documents, gives the elements it gives on one line, none with a line break")
+    func prettyPrinted() throws {
+        let pretty = """
+            {
+                "docs": [
+                    {
+                        "_id": "a",
+                        "s": " spaced\\n \\" text ",
+                        "n": [
+                            1,
+                            {\t"x" : "]" }
+                        ]
+                    },
+                    {\r\n  "_id": "b"\r\n}
+                ],
+                "new_edits": false
+            }
+
+            """
+        let oneLine = #"{"docs":[{"_id":"a","s":" spaced\n \" text ","n":[1,{"x":"]"}]},{"_id":"b"}],"new_edits":false}"#
+        let flat = try split(oneLine)
+        #expect(flat.docs == [#"{"_id":"a","s":" spaced\n \" text ","n":[1,{"x":"]"}]}"#, #"{"_id":"b"}"#])
+        for chunks in [[Int.max], [1], [3, 1, 7], [13, 5]] {
+            let chunked = try split(pretty, chunks: chunks)
+            #expect(chunked.docs == flat.docs, "chunks \(chunks)")
+            #expect(chunked.members == ["new_edits": "false"], "chunks \(chunks)")
+        }
+    }
+
+    @Test("a raw line break or other control character inside a string is refused with its offset")
+    func controlCharacterInString() {
+        #expect(throws: BulkDocsSplitter.Problem(offset: 16, detail: "a control character (0xa) inside a string; JSON writes it escaped, as \\n for a line break")) {
+            try split("{\"docs\":[{\"s\":\"a\nb\"}]}")
+        }
+    }
+
     @Test("bodies that are not _bulk_docs bodies are refused with the offset", arguments: [
         "", "[]", #"{"docs": {}}"#, #"{"docs": [1]}"#, #"{"docs": [{"a":1},]}"#, #"{"docs": [{"a":1}"#,
         #"{"docs": [{"a":1}]} x"#, #"{"docs": [], "docs": []}"#, #"{"x": 1}"#, #"{"docs": [{"a":1}}]}"#,

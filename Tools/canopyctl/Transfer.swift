@@ -21,6 +21,7 @@ struct Import: ParsableCommand {
             revision it replaces, _deleted: true deletes; a stale entry is a conflict, listed on stderr
             (exit 3), and the others are written. --new-edits overrides the body. Each batch is one
             transaction; a bad entry stops the import there, naming it (earlier batches stay written).
+            The members may come in any order, pretty-printed or on one line.
             """)
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var database: DatabaseOption
@@ -65,9 +66,14 @@ final class ImportInput {
     let size: Int?
     let seekable: Bool
     static let chunkBytes = 1 << 20
-    /// Bytes read from stdin to look for `new_edits`, handed out again first.
+    /// Bytes read from stdin to look for `new_edits`, handed out again first: in memory up to
+    /// `stdinLookAheadBytes`, in `spool` beyond.
     private var pushedBack: [UInt8]?
-    /// How much of stdin may be held while looking for `new_edits` after the documents.
+    /// An unlinked temporary file holding what was read from stdin to look for `new_edits`, when
+    /// more than `stdinLookAheadBytes` came before it (a CouchDB dump printed by `jq` names it
+    /// after the documents).
+    private var spool: FileHandle?
+    /// How much of stdin is held in memory while looking for `new_edits`; beyond it, a temporary file.
     static let stdinLookAheadBytes = 64 << 20
 
     init(path: String) throws {
@@ -90,8 +96,8 @@ final class ImportInput {
     /// The body's `new_edits`, read ahead until it is known: at once when the body names it
     /// before the documents (`canopyctl export` writes it first), else at the end of the body.
     /// A regular file is then read again from the start; stdin cannot be, so its bytes are held
-    /// (and handed out again by `forEachChunk`), at most `stdinLookAheadBytes`: a larger body
-    /// whose documents come first needs `--new-edits`.
+    /// (and handed out again by `forEachChunk`): in memory up to `stdinLookAheadBytes`, then in
+    /// a temporary file, so a body of any size whose documents come first imports.
     func newEditsMember() throws -> Bool? {
         var splitter = BulkDocsSplitter(elementBytesMax: AgentLimits.adminLineBytesMax)
         var found: JSONValue?
@@ -99,7 +105,7 @@ final class ImportInput {
         var held: [UInt8] = []
         while true {
             let chunk = [UInt8](handle.readData(ofLength: Self.chunkBytes))
-            if !seekable { held += chunk }
+            if !seekable { try hold(chunk, in: &held) }
             do {
                 try splitter.feed(chunk, element: { _ in sawDocument = true }, member: { name, value in
                     if name == "new_edits" { found = try? JSONValue.parse(value) }
@@ -108,14 +114,48 @@ final class ImportInput {
                 throw CtlFailure(status: .usage, message: "not a _bulk_docs body: \(problem)")
             }
             if (found != nil && !sawDocument) || splitter.isComplete || chunk.isEmpty { break }
-            guard held.count <= Self.stdinLookAheadBytes else {
-                throw CtlFailure(
-                    status: .usage,
-                    message: "reading stdin, more than \(Self.stdinLookAheadBytes >> 20) MiB of documents come before \"new_edits\": say --new-edits false (revisions as they are) or true (new revisions)")
-            }
         }
-        if seekable { try handle.seek(toOffset: 0) } else { pushedBack = held }
+        if seekable {
+            try handle.seek(toOffset: 0)
+        } else if let spool {
+            try spool.seek(toOffset: 0)
+        } else {
+            pushedBack = held
+        }
         return try Self.flag(found)
+    }
+
+    /// Keeps a chunk read ahead from stdin: in `held` while it stays within
+    /// `stdinLookAheadBytes`, else in the spool file (made then, with what `held` had).
+    private func hold(_ chunk: [UInt8], in held: inout [UInt8]) throws {
+        if spool == nil && held.count + chunk.count <= Self.stdinLookAheadBytes {
+            held += chunk
+            return
+        }
+        do {
+            if spool == nil {
+                spool = try Self.temporaryFile()
+                try spool!.write(contentsOf: held)
+                held = []
+            }
+            try spool!.write(contentsOf: chunk)
+        } catch {
+            throw CtlFailure(
+                status: .error,
+                message: "cannot hold stdin in a temporary file while looking for \"new_edits\" after the documents (\(error)): set TMPDIR, or say --new-edits false (revisions as they are) or true (new revisions)")
+        }
+    }
+
+    /// A new file in `$TMPDIR` (else /tmp), already unlinked: it goes when it is closed.
+    private static func temporaryFile() throws -> FileHandle {
+        let directory = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array((directory + "/canopyctl-import-XXXXXX").utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else {
+            throw CtlFailure(status: .error, message: "cannot make a temporary file in \(directory): \(String(cString: strerror(errno)))")
+        }
+        _ = template.withUnsafeBufferPointer { unlink($0.baseAddress!) }
+        return FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
     }
 
     static func flag(_ value: JSONValue?) throws -> Bool? {
@@ -126,10 +166,19 @@ final class ImportInput {
         }
     }
 
+    /// Hands out the body in chunks: what was read ahead first (held or spooled), then the rest.
     func forEachChunk(_ body: ([UInt8]) throws -> Void) throws {
         if let first = pushedBack {
             pushedBack = nil
             try body(first)
+        }
+        if let held = spool {
+            spool = nil
+            while true {
+                let data = held.readData(ofLength: Self.chunkBytes)
+                if data.isEmpty { break }
+                try body([UInt8](data))
+            }
         }
         while true {
             let data = handle.readData(ofLength: Self.chunkBytes)
@@ -233,7 +282,9 @@ struct BatchLoader {
         var response: [String: JSONValue]
         repeat {
             do { response = try client.readObject() } catch { throw CtlFailure(status: .error, message: "\(error)") }
-        } while response["id"] != .int(pending.id)
+            // An answer without an id is to a request the agent could not read at all: never
+            // one to wait past (it is this one's, the only request in flight).
+        } while response["id"] != .int(pending.id) && !(response["id"] == nil || response["id"] == .null)
         guard response["ok"] == .bool(true) else {
             let error = response["error"]?.objectValue
             let message = error?["message"].map(text) ?? "the agent refused the batch"
