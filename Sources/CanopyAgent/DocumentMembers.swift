@@ -7,23 +7,25 @@ import CanopyCore
 /// them), checked by the store. Any other `_` member is refused, as CouchDB refuses unknown
 /// special members, rather than stored where `get` would hide it behind the metadata of the same
 /// name.
-struct DocumentMembers {
+///
+/// `canopyctl` applies the same rules before it sends a body, so a refused one is a usage error there.
+package struct DocumentMembers {
     /// The body without `_id` and `_rev`.
-    var body: JSONValue
+    package var body: JSONValue
     /// The revision the write replaces: `rev` or the body's `_rev` (which must agree).
-    var replacing: RevisionID?
+    package var replacing: RevisionID?
 
     /// Ids with this prefix name local documents (`DocumentStore.localPut`), which never
     /// replicate and have no revisions, as CouchDB's `_local/` documents never replicate.
-    static let localPrefix = "_local/"
+    package static let localPrefix = "_local/"
 
     /// Whether `id` names a local document.
-    static func isLocal(_ id: String) -> Bool { id.hasPrefix(localPrefix) }
+    package static func isLocal(_ id: String) -> Bool { id.hasPrefix(localPrefix) }
 
     /// Checks and strips the special members of a `put` body written to `documentID`, with the
     /// request's `rev` argument.
     /// A nil `documentID` (not known yet) lets any string `_id` through.
-    init(body: JSONValue, documentID: String?, rev: RevisionID?) throws(AdminFailure) {
+    package init(body: JSONValue, documentID: String?, rev: RevisionID?) throws(AdminFailure) {
         guard case .object(var members) = body else { throw AdminFailure(.invalidArgument, "\"body\" must be a JSON object") }
         let shown = (documentID ?? "").prefix(80)
         if let id = members.removeValue(forKey: "_id") {
@@ -54,7 +56,7 @@ struct DocumentMembers {
 
     /// A resolution's merged body: the same rules, and no `_rev` (a resolution replaces every
     /// open leaf, not one revision).
-    static func resolutionBody(_ body: JSONValue, documentID: String?) throws(AdminFailure) -> JSONValue {
+    package static func resolutionBody(_ body: JSONValue, documentID: String?) throws(AdminFailure) -> JSONValue {
         let members = try DocumentMembers(body: body, documentID: documentID, rev: nil)
         guard members.replacing == nil else {
             throw AdminFailure(.invalidArgument, "a resolution's body has no _rev: it replaces every open leaf; remove _rev")

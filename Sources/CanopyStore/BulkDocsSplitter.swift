@@ -22,6 +22,9 @@ package struct BulkDocsSplitter: Sendable {
         /// Offset of the offending byte from the start of the body.
         public let offset: Int
         public let detail: String
+        /// The body is a CouchDB `_all_docs` response (`{"total_rows", "offset", "rows"}`), a
+        /// listing often mistaken for a dump: the caller can say how to make one of it.
+        public var isAllDocsResponse = false
         public var description: String { "not a _bulk_docs body at byte \(offset): \(detail)" }
     }
 
@@ -183,6 +186,11 @@ package struct BulkDocsSplitter: Sendable {
             place = .beforeValue
         case .beforeValue:
             if Self.isSpace(byte) { return }
+            if !sawDocs && (key == Array("rows".utf8) || key == Array("total_rows".utf8)) {
+                var allDocs = problem("it is a CouchDB _all_docs response (\"\(String(decoding: key, as: UTF8.self))\"), which lists documents in \"rows\"; a _bulk_docs body has them in \"docs\"")
+                allDocs.isAllDocsResponse = true
+                throw allDocs
+            }
             if key == Array("docs".utf8) {
                 guard !sawDocs else { throw problem("\"docs\" appears twice") }
                 guard byte == UInt8(ascii: "[") else { throw problem("\"docs\" must be an array") }

@@ -123,12 +123,12 @@ struct UserInputEndToEndTests {
         #expect(try agent.documentCount() == 1)
     }
 
-    @Test("_id and _rev in a body must agree with the command, and other _ members are refused")
+    @Test("_id and _rev in a body must agree with the command, and other _ members are refused as usage errors")
     func specialMembers() throws {
         let agent = try AgentProcess()
         try agent.start()
         let wrongID = try agent.ctl(["put", "d", "--body", #"{"_id":"e","x":1}"#])
-        #expect(wrongID.status == 1)
+        #expect(wrongID.status == 2, "a body the put rules refuse is a usage error")
         #expect(wrongID.stderr.contains(#"_id "e" is not the document id "d""#), "\(wrongID.stderr)")
         let created = try agent.ctl(["put", "d", "--body", #"{"_id":"d","x":1}"#])
         #expect(created.status == 0, "\(created.stderr)")
@@ -139,10 +139,10 @@ struct UserInputEndToEndTests {
         #expect(try agent.value(of: "d", "x") == .int(2))
         #expect(try agent.client().request("get", ["doc": .string("d")])["doc"]?.objectValue?["_id"] == .string("d"))
         let disagree = try agent.ctl(["put", "d", "--rev", rev, "--body", #"{"_rev":"2-00000000000000000000000000000000"}"#])
-        #expect(disagree.status == 1)
+        #expect(disagree.status == 2)
         #expect(disagree.stderr.contains("differ"))
         let special = try agent.ctl(["put", "d", "--rev", "2-00000000000000000000000000000000", "--body", #"{"_foo":1}"#])
-        #expect(special.status == 1)
+        #expect(special.status == 2)
         #expect(special.stderr.contains(#""_foo" is not allowed"#), "\(special.stderr)")
         // `_attachments` is kept, but only as stubs of content this node holds.
         guard case .string(let current)? = try agent.value(of: "d", "_rev") else {
@@ -196,17 +196,17 @@ struct UserInputEndToEndTests {
         #expect(try agent.ctl(["resolve", "missing", "--pick", rev]).status == 4)
     }
 
-    @Test("a resolution's merged body follows the put rules for _ members")
+    @Test("a resolution's merged body follows the put rules for _ members, refused as usage errors")
     func resolutionBodyMembers() throws {
         let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
         try agent.start()
         let leaves = ["a", "b"].map { #"{"_id":"c","_rev":"1-\#(String(repeating: $0, count: 32))","side":"\#($0)"}"# }
         #expect(try agent.ctl(["import", "-"], stdin: #"{"docs":[\#(leaves.joined(separator: ","))],"new_edits":false}"#).status == 0)
         let special = try agent.ctl(["resolve", "c", "--body", #"{"_deleted":true}"#])
-        #expect(special.status == 1)
+        #expect(special.status == 2)
         #expect(special.stderr.contains(#""_deleted" is not allowed; to delete a document use delete"#), "\(special.stderr)")
         let withRev = try agent.ctl(["resolve", "c", "--body", #"{"_rev":"1-\#(String(repeating: "a", count: 32))"}"#])
-        #expect(withRev.status == 1)
+        #expect(withRev.status == 2)
         #expect(withRev.stderr.contains("remove _rev"))
         let merged = try agent.ctl(["resolve", "c", "--body", #"{"_id":"c","side":"both"}"#])
         #expect(merged.status == 0, "\(merged.stderr)")

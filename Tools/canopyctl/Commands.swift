@@ -99,12 +99,18 @@ struct PeerCommand: ParsableCommand {
         @OptionGroup var connection: ConnectionOptions
         @Argument var nodeID: String
         @Argument var address: String
-        @Option(help: "push, pull or both.") var direction = "both"
-        @Option(help: "continuous or once.") var mode = "continuous"
+        @Option(help: "push, pull or both.") var direction = Direction.both
+        @Option(help: "continuous or once.") var mode = Mode.continuous
+
+        /// The `direction` values (a typo is a usage error before the agent is asked).
+        enum Direction: String, ExpressibleByArgument, CaseIterable { case push, pull, both }
+        /// The `mode` values.
+        enum Mode: String, ExpressibleByArgument, CaseIterable { case continuous, once }
 
         func run() throws {
             let result = try connection.call("peer.add", [
-                "node_id": .string(nodeID), "address": .string(address), "direction": .string(direction), "mode": .string(mode),
+                "node_id": .string(nodeID), "address": .string(address), "direction": .string(direction.rawValue),
+                "mode": .string(mode.rawValue),
             ])
             connection.json ? printJSON(.object(result)) : print("added \(text(result["node_id"]))")
         }
@@ -150,7 +156,15 @@ struct Put: ParsableCommand {
     }
 
     func run() throws {
-        var arguments: [String: JSONValue] = ["doc": .string(id), "body": try readBody(inline: body, file: file)]
+        let body = try readBody(inline: body, file: file)
+        // The agent's own rules for the `_` members, applied before asking it: a body they refuse
+        // is bad input, as one that is not a JSON object is.
+        do throws(AdminFailure) {
+            _ = try DocumentMembers(body: body, documentID: id, rev: rev.flatMap(RevisionID.init))
+        } catch {
+            throw CtlFailure(status: .usage, message: error.message)
+        }
+        var arguments: [String: JSONValue] = ["doc": .string(id), "body": body]
         if let rev { arguments["rev"] = .string(rev) }
         let result = try connection.call("put", database.adding(to: arguments))
         connection.json ? printJSON(.object(result)) : print(writeSummary(result))
@@ -170,6 +184,17 @@ struct Get: ParsableCommand {
         var arguments: [String: JSONValue] = ["doc": .string(id), "revs": .bool(revs), "conflicts": .bool(conflicts)]
         if let rev { arguments["rev"] = .string(rev) }
         let result = try connection.call("get", database.adding(to: arguments))
+        // As CouchDB answers 404 `deleted`: the current revision of a deleted document is not a
+        // document to print. A deletion asked for by --rev is.
+        if rev == nil, case .object(let document)? = result["doc"], document["_deleted"] == .bool(true) {
+            let revision = text(document["_rev"])
+            let message = "document \"\(id.prefix(80))\" is deleted (at revision \(revision); get --rev \(revision) prints the deletion)"
+            throw CtlFailure(
+                status: .notFound, message: message,
+                errorObject: .object([
+                    "code": .string("not_found"), "message": .string(message), "reason": .string("deleted"), "rev": .string(revision),
+                ]))
+        }
         printJSON(connection.json ? .object(result) : result["doc"] ?? .null)
     }
 }
@@ -245,7 +270,15 @@ struct Resolve: ParsableCommand {
     func run() throws {
         var arguments: [String: JSONValue] = ["doc": .string(id)]
         if let pick { arguments["pick"] = .string(pick) }
-        if let body { arguments["body"] = try readBody(inline: body, file: nil) }
+        if let body {
+            let merged = try readBody(inline: body, file: nil)
+            do throws(AdminFailure) {
+                _ = try DocumentMembers.resolutionBody(merged, documentID: id)
+            } catch {
+                throw CtlFailure(status: .usage, message: error.message)
+            }
+            arguments["body"] = merged
+        }
         if delete { arguments["delete"] = .bool(true) }
         let result = try connection.call("resolve", database.adding(to: arguments))
         connection.json ? printJSON(.object(result)) : print("\(text(result["doc"])) \(text(result["rev"]))")
@@ -256,8 +289,16 @@ struct Changes: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "The changes feed.")
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var database: DatabaseOption
-    @Option(help: "Only changes after this sequence.") var since: Int64 = 0
-    @Option(help: "At most this many.") var limit: Int64?
+    // Unconditional: `--since -1` is a value to refuse by name, not an unknown option `-1`.
+    @Option(parsing: .unconditional, help: "Only changes after this sequence (0 or more).") var since: Int64 = 0
+    @Option(parsing: .unconditional, help: "At most this many (1 or more).") var limit: Int64?
+
+    func validate() throws {
+        guard since >= 0 else {
+            throw ValidationError("--since must be a sequence number: 0 (from the start) or more, not \(since)")
+        }
+        if let limit, limit < 1 { throw ValidationError("--limit must be 1 or more, not \(limit)") }
+    }
 
     func run() throws {
         var arguments: [String: JSONValue] = ["since": .int(since)]

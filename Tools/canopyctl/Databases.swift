@@ -104,12 +104,18 @@ struct Share: ParsableCommand {
             """)
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var target: DatabaseAndPeer
-    @Option(help: "read, write or read-write.") var access: String
+    @Option(help: "read, write or read-write.") var access: Access
     @Option(help: "Only documents whose id starts with this.") var prefix: String?
+
+    /// The `access` values (a typo is a usage error before the agent is asked).
+    enum Access: String, ExpressibleByArgument, CaseIterable {
+        case read, write
+        case readWrite = "read-write"
+    }
 
     func run() throws {
         var arguments = target.arguments
-        arguments["access"] = .string(access)
+        arguments["access"] = .string(access.rawValue)
         if let prefix { arguments["prefix"] = .string(prefix) }
         let result = try connection.call("share", arguments)
         if connection.json { return printJSON(.object(result)) }

@@ -168,7 +168,12 @@ struct Events: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Stream events; --since N first replays those after N that the agent still holds.")
     @OptionGroup var connection: ConnectionOptions
-    @Option(help: "Replay events after this sequence number.") var since: Int64?
+    // Unconditional: `--since -1` is a value to refuse by name, not an unknown option `-1`.
+    @Option(parsing: .unconditional, help: "Replay events after this sequence number (0 or more).") var since: Int64?
+
+    func validate() throws {
+        if let since, since < 0 { throw ValidationError("--since must be an event sequence number: 0 or more, not \(since)") }
+    }
 
     func run() throws {
         let client = try connection.connect()

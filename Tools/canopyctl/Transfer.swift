@@ -34,28 +34,34 @@ struct Import: ParsableCommand {
 
     func run() throws {
         let input = try ImportInput(path: file)
-        let mode = try newEdits ?? input.newEditsMember() ?? true
-        if couchdb && mode {
-            throw CtlFailure(status: .usage, message: "--couchdb applies to revisions as they are (\"new_edits\": false)")
-        }
-        if conflicts != nil && mode {
-            throw CtlFailure(status: .usage, message: "--conflicts applies to revisions as they are (\"new_edits\": false): new revisions make no conflict")
-        }
-        var loader = try BatchLoader(
-            connection: connection, database: database.db, newEdits: mode, couchdb: couchdb, conflicts: conflicts, totalBytes: input.size)
-        var splitter = BulkDocsSplitter(elementBytesMax: AgentLimits.adminLineBytesMax - BatchLoader.envelopeBytes)
         do {
+            let mode = try newEdits ?? input.newEditsMember() ?? true
+            if couchdb && mode {
+                throw CtlFailure(status: .usage, message: "--couchdb applies to revisions as they are (\"new_edits\": false)")
+            }
+            if conflicts != nil && mode {
+                throw CtlFailure(status: .usage, message: "--conflicts applies to revisions as they are (\"new_edits\": false): new revisions make no conflict")
+            }
+            var loader = try BatchLoader(
+                connection: connection, database: database.db, newEdits: mode, couchdb: couchdb, conflicts: conflicts, totalBytes: input.size)
+            var splitter = BulkDocsSplitter(elementBytesMax: AgentLimits.adminLineBytesMax - BatchLoader.envelopeBytes)
             try input.forEachChunk { chunk in
                 try splitter.feed(chunk, element: { try loader.add($0) }, member: { _, _ in })
                 loader.bytesRead += chunk.count
                 loader.showProgress(final: false)
             }
             try splitter.finish()
+            try loader.finish()
         } catch let problem as BulkDocsSplitter.Problem {
-            throw CtlFailure(status: .usage, message: "\(file): \(problem)")
+            throw CtlFailure(status: .usage, message: "\(file == "-" ? "stdin" : file): \(problem)" + (problem.isAllDocsResponse ? Self.allDocsAdvice : ""))
         }
-        try loader.finish()
     }
+
+    /// How to turn an `_all_docs` response into a body this command reads.
+    static let allDocsAdvice = """
+        ; fetch it with include_docs=true and import its rows' documents as {"new_edits": false, "docs": [ROW.doc, …]}, \
+        e.g. curl -s 'http://HOST:5984/DB/_all_docs?include_docs=true' | jq '{new_edits: false, docs: [.rows[].doc]}' | canopyctl import --couchdb -
+        """
 }
 
 extension ImportConflicts: ExpressibleByArgument {}
@@ -97,7 +103,8 @@ final class ImportInput {
     /// before the documents (`canopyctl export` writes it first), else at the end of the body.
     /// A regular file is then read again from the start; stdin cannot be, so its bytes are held
     /// (and handed out again by `forEachChunk`): in memory up to `stdinLookAheadBytes`, then in
-    /// a temporary file, so a body of any size whose documents come first imports.
+    /// a temporary file, so a body of any size whose documents come first imports. A body the
+    /// splitter refuses throws its `BulkDocsSplitter.Problem`.
     func newEditsMember() throws -> Bool? {
         var splitter = BulkDocsSplitter(elementBytesMax: AgentLimits.adminLineBytesMax)
         var found: JSONValue?
@@ -106,13 +113,9 @@ final class ImportInput {
         while true {
             let chunk = [UInt8](handle.readData(ofLength: Self.chunkBytes))
             if !seekable { try hold(chunk, in: &held) }
-            do {
-                try splitter.feed(chunk, element: { _ in sawDocument = true }, member: { name, value in
-                    if name == "new_edits" { found = try? JSONValue.parse(value) }
-                })
-            } catch let problem as BulkDocsSplitter.Problem {
-                throw CtlFailure(status: .usage, message: "not a _bulk_docs body: \(problem)")
-            }
+            try splitter.feed(chunk, element: { _ in sawDocument = true }, member: { name, value in
+                if name == "new_edits" { found = try? JSONValue.parse(value) }
+            })
             if (found != nil && !sawDocument) || splitter.isComplete || chunk.isEmpty { break }
         }
         if seekable {

@@ -160,46 +160,11 @@ func printError(_ message: String) {
     FileHandle.standardError.write(Data("canopyctl: \(message)\n".utf8))
 }
 
-/// The arguments with the global options written before the command (`canopyctl --data-dir D
-/// status`, the order the usage line shows) moved after it, where ArgumentParser, which parses
-/// options per subcommand, looks for them.
-func reorderedArguments(_ arguments: [String]) -> [String] {
-    var leading: [String] = []
-    var index = 0
-    while index < arguments.count, arguments[index].hasPrefix("--") {
-        let argument = arguments[index]
-        let takesValue = argument == "--data-dir" || argument == "--socket"
-        guard takesValue || argument == "--json" || argument.hasPrefix("--data-dir=") || argument.hasPrefix("--socket=") else { break }
-        leading.append(argument)
-        if takesValue, index + 1 < arguments.count {
-            leading.append(arguments[index + 1])
-            index += 1
-        }
-        index += 1
-    }
-    return Array(arguments[index...]) + leading
-}
-
-/// The command names ArgumentParser accepts first (its own `help` included).
-let commandNames = Canopyctl.configuration.subcommands.map { $0._commandName } + ["help"]
-
-/// A usage failure for a command line with no command or an unknown one, which ArgumentParser
-/// would report as an unknown option (the global options are moved after the command name), or
-/// accept with exit 0 (no arguments at all). Nil when the line starts with a known command or
-/// asks for help or the version.
-func missingCommand(_ arguments: [String]) -> String? {
-    guard let first = arguments.first else { return "no command given" }
-    if ["-h", "--help", "--version", "--generate-completion-script", "--experimental-dump-help"].contains(where: first.hasPrefix) {
-        return nil
-    }
-    if first.hasPrefix("-") { return "no command given (\(first) is an option; it goes with a command)" }
-    return commandNames.contains(first) ? nil : "unknown command '\(first.prefix(80))'"
-}
-
 let arguments = reorderedArguments(Array(CommandLine.arguments.dropFirst()))
-if let problem = missingCommand(arguments) {
-    printError("\(problem); the commands are: \(commandNames.dropLast().joined(separator: ", "))\n")
-    FileHandle.standardError.write(Data((Canopyctl.helpMessage() + "\n").utf8))
+if let problem = commandProblem(arguments) {
+    printError(problem.message + "\n")
+    let help = problem.group.map { Canopyctl.helpMessage(for: $0) } ?? Canopyctl.helpMessage()
+    FileHandle.standardError.write(Data((help + "\n").utf8))
     exit(ExitStatus.usage.rawValue)
 }
 
