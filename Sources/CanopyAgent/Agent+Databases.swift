@@ -310,12 +310,14 @@ extension Agent {
         reply(.success(["pending": .array(rows)]))
     }
 
-    /// `db.dismiss {db, node_id}`: forgets a pending offer (the peer's next request lists it again).
+    /// `db.dismiss {db, node_id}`: dismisses a pending offer. It is no longer listed, and the
+    /// peer's further requests for the database raise no `share.pending`, across restarts, until
+    /// `share` accepts it or the peer is removed. A dismissed offer is no pending offer to dismiss.
     func dismissPendingShare(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
         dispatchPrecondition(condition: .onQueue(queue))
         let name = try Self.databaseName(try request.string("db"))
         let rawID = try request.string("node_id")
-        guard let nodeID = AgentIdentity.normalizeNodeID(rawID), pendingShares.remove(ShareKey(name, nodeID)) else {
+        guard let nodeID = AgentIdentity.normalizeNodeID(rawID), pendingShares.dismiss(ShareKey(name, nodeID)) else {
             throw AdminFailure(.notFound, "no pending offer of database \(name) from \(rawID.prefix(80))")
         }
         reply(.success(["db": .string(name.text), "node_id": .string(nodeID)]))

@@ -138,9 +138,12 @@ public final class Agent: @unchecked Sendable {
         replication = EngineReplication(
             queue: replicationQueue, databases: databases, connectionID: Array(identity.identity.nodeID.publicKey.prefix(16)),
             manager: peers, logger: logger, sink: events,
-            onOffer: { nodeID, database in
-                guard pendingShares.record(ShareKey(database, nodeID), at: Agent.wallClock()) else { return }
-                events.emit("share.pending", ["node_id": .string(nodeID), "db": .string(database.text)])
+            onOffer: { [logger = options.logger] nodeID, database in
+                switch pendingShares.record(ShareKey(database, nodeID), at: Agent.wallClock()) {
+                case .new: events.emit("share.pending", ["node_id": .string(nodeID), "db": .string(database.text)])
+                case .again: break
+                case .dismissed: logger.debug("refused a request for a dismissed database offer", metadata: ["db": "\(database)", "peer": "\(nodeID)"])
+                }
             })
         inbound = InboundPeers(queue: queue, events: events, replication: replication)
         for (name, store) in databases.sorted {

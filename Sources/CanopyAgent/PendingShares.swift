@@ -3,19 +3,35 @@ import Logging
 import Synchronization
 
 /// Databases peers asked to replicate that are not shared with them (Syncthing's pending
-/// folders): the peer's offer, refused with `forbidden`, is kept here until `share` accepts it,
-/// `db.dismiss` drops it or the peer is removed. Recorded from the replication queue, read from
-/// the agent's.
+/// folders): the peer's offer, refused with `forbidden`, is kept here until `share` accepts it
+/// or the peer is removed. `db.dismiss` marks it dismissed: it is no longer listed and the
+/// peer's further requests for it (a refused peer asks again and again, backing off) raise no
+/// `share.pending`, until `share` accepts it or `peer.remove` forgets the peer. A peer's request
+/// names only the database, so the offer is its database and peer: a request for another database
+/// is another offer. Recorded from the replication queue, read from the agent's.
 ///
-/// The offers outlive a restart: they are written to `DIR/pending-shares.json` (0600) whenever
-/// one appears or goes, with their attempts and times as they stand then (later attempts of an
-/// offer already listed are counted in memory only). A file that cannot be read is logged and the
-/// list starts empty: it is a convenience, never a reason not to start.
+/// The offers, dismissed ones included, outlive a restart: they are written to
+/// `DIR/pending-shares.json` (0600) whenever one appears, is dismissed or goes, with their
+/// attempts and times as they stand then (later attempts of an offer already kept are counted in
+/// memory only). A file that cannot be read is logged and the list starts empty: it is a
+/// convenience, never a reason not to start.
 final class PendingShares: Sendable {
     struct Offer: Sendable, Equatable {
         var attempts: Int
         var firstSeen: Double
         var lastSeen: Double
+        /// The operator dismissed it: not listed, and its requests are refused quietly.
+        var dismissed = false
+    }
+
+    /// What `record` found.
+    enum Recorded: Equatable {
+        /// A new offer (the agent emits `share.pending`).
+        case new
+        /// Another request for an offer already listed.
+        case again
+        /// Another request for a dismissed offer.
+        case dismissed
     }
 
     private let offers: Mutex<[ShareKey: Offer]>
@@ -29,27 +45,40 @@ final class PendingShares: Sendable {
         offers = Mutex(path.map { Self.load($0, logger) } ?? [:])
     }
 
-    /// Records an offer; true when it is new (the agent then emits `share.pending`). At most
-    /// `AgentLimits.pendingSharesMax` are kept: the one seen least recently makes room.
-    func record(_ key: ShareKey, at time: Double) -> Bool {
-        let added = offers.withLock { offers in
+    /// Records a request for a database not shared with the peer. At most
+    /// `AgentLimits.pendingSharesMax` offers are kept (dismissed ones included): the one seen
+    /// least recently makes room.
+    func record(_ key: ShareKey, at time: Double) -> Recorded {
+        let recorded = offers.withLock { offers -> Recorded in
             if var offer = offers[key] {
                 offer.attempts += 1
                 offer.lastSeen = time
                 offers[key] = offer
-                return false
+                return offer.dismissed ? .dismissed : .again
             }
             if offers.count >= AgentLimits.pendingSharesMax, let oldest = offers.min(by: { $0.value.lastSeen < $1.value.lastSeen })?.key {
                 offers[oldest] = nil
             }
             offers[key] = Offer(attempts: 1, firstSeen: time, lastSeen: time)
-            return true
+            return .new
         }
-        if added { save() }
-        return added
+        if recorded == .new { save() }
+        return recorded
     }
 
-    /// Forgets an offer; true when there was one.
+    /// Marks a listed offer dismissed; true when there was one (a dismissed offer is not listed).
+    func dismiss(_ key: ShareKey) -> Bool {
+        let dismissed = offers.withLock { offers -> Bool in
+            guard var offer = offers[key], !offer.dismissed else { return false }
+            offer.dismissed = true
+            offers[key] = offer
+            return true
+        }
+        if dismissed { save() }
+        return dismissed
+    }
+
+    /// Forgets an offer, dismissed or not (it was shared); true when there was one.
     @discardableResult
     func remove(_ key: ShareKey) -> Bool {
         let removed = offers.withLock { $0.removeValue(forKey: key) != nil }
@@ -67,18 +96,23 @@ final class PendingShares: Sendable {
         if removed { save() }
     }
 
-    /// Every offer, by database then node id.
-    var all: [(key: ShareKey, value: Offer)] {
+    /// Every offer not dismissed, by database then node id.
+    var all: [(key: ShareKey, value: Offer)] { kept.filter { !$0.value.dismissed } }
+
+    /// Every offer, dismissed ones included, by database then node id.
+    private var kept: [(key: ShareKey, value: Offer)] {
         offers.withLock { $0.sorted { ($0.key.database, $0.key.nodeID) < ($1.key.database, $1.key.nodeID) } }
     }
 
     private func save() {
         guard let path else { return }
-        let rows = all.map { key, offer -> JSONValue in
-            .object([
+        let rows = kept.map { key, offer -> JSONValue in
+            var row: [String: JSONValue] = [
                 "db": .string(key.database.text), "node_id": .string(key.nodeID), "attempts": .int(Int64(offer.attempts)),
                 "first_seen": .double(offer.firstSeen), "last_seen": .double(offer.lastSeen),
-            ])
+            ]
+            if offer.dismissed { row["dismissed"] = .bool(true) }
+            return .object(row)
         }
         do throws(AgentError) {
             try DataDirectory.writeFileAtomically(path, CanonicalJSON.encode(.array(rows)), mode: 0o600)
@@ -99,7 +133,8 @@ final class PendingShares: Sendable {
                 case .string(let nodeID)? = members["node_id"], case .int(let attempts)? = members["attempts"],
                 let first = members["first_seen"]?.number, let last = members["last_seen"]?.number
             else { continue }
-            offers[ShareKey(database, nodeID)] = Offer(attempts: Int(attempts), firstSeen: first, lastSeen: last)
+            offers[ShareKey(database, nodeID)] = Offer(
+                attempts: Int(attempts), firstSeen: first, lastSeen: last, dismissed: members["dismissed"] == .bool(true))
         }
         return offers
     }

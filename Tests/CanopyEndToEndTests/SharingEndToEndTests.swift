@@ -125,4 +125,62 @@ struct SharingEndToEndTests {
         let withoutDefault = try b.ctl(["sync", a.nodeID, "--wait", "--timeout", "60"])
         #expect(withoutDefault.status == 0, "\(withoutDefault.stderr)")
     }
+
+    /// The types of the events `agent` holds, through a marker document written now (the
+    /// events after it are not waited for).
+    static func heldEventTypes(_ agent: AgentProcess, marker: String) throws -> [(type: String, data: [String: JSONValue])] {
+        let reader = try agent.client()
+        _ = try reader.request("events", ["since": .int(0)])
+        _ = try agent.put(marker, [:])
+        var seen: [(type: String, data: [String: JSONValue])] = []
+        while true {
+            guard case .object(let event)? = try reader.readObject()["event"], case .string(let type)? = event["type"] else { continue }
+            let data = event["data"]?.objectValue ?? [:]
+            if type == "document.changed" && data["doc"] == .string(marker) { return seen }
+            seen.append((type, data))
+        }
+    }
+
+    @Test("a dismissed database offer stays dismissed while the peer asks again, across a restart, until the database is shared")
+    func dismissedOfferStaysDismissed() throws {
+        let (a, b) = try Self.pair()
+        #expect(try a.ctl(["db", "create", "photos"]).status == 0)
+        #expect(try a.ctl(["share", "photos", b.nodeID, "--access", "read"]).status == 0)
+        #expect(try a.ctl(["put", "p-1", "--db", "photos", "--body", #"{"jpeg":true}"#]).status == 0)
+        try poll("b to list a's offer of photos") { try b.ctl(["db", "pending"]).stdout.contains("photos") }
+        let dismissed = try b.ctl(["db", "dismiss", "photos", a.nodeID])
+        #expect(dismissed.stdout == "dismissed photos from \(a.nodeID)\n", "\(dismissed.stdout)\(dismissed.stderr)")
+        #expect(try b.ctl(["db", "pending"]).stdout == "no pending databases\n")
+
+        // a's replicator asks again as it backs off; b refuses it quietly (and logs it at debug).
+        let quietly = "refused a request for a dismissed database offer"
+        try poll("a to ask b for photos again", limitSeconds: 90) {
+            if b.log.contains(quietly) { return true }
+            return try b.ctl(["db", "pending"]).stdout.contains("photos")
+        }
+        #expect(try b.ctl(["db", "pending"]).stdout == "no pending databases\n")
+        let offered = try Self.heldEventTypes(b, marker: "marker-1").filter { $0.type == "share.pending" }
+        #expect(offered.count == 1, "share.pending once, before the dismissal: \(offered)")
+        #expect(try b.ctl(["db", "dismiss", "photos", a.nodeID]).status == 4, "a dismissed offer is no pending offer")
+
+        // The dismissal is kept in pending-shares.json: a restarted b still refuses quietly.
+        let file = try String(contentsOfFile: b.dataDir + "/pending-shares.json", encoding: .utf8)
+        #expect(file.contains(#""dismissed":true"#), "\(file)")
+        #expect(try b.ctl(["shutdown"]).status == 0)
+        let quietBefore = b.log.components(separatedBy: quietly).count
+        try b.restart()
+        try poll("a to ask the restarted b for photos again", limitSeconds: 90) {
+            if b.log.components(separatedBy: quietly).count > quietBefore { return true }
+            return try b.ctl(["db", "pending"]).stdout.contains("photos")
+        }
+        #expect(try b.ctl(["db", "pending"]).stdout == "no pending databases\n")
+        #expect(try Self.heldEventTypes(b, marker: "marker-2").filter { $0.type == "share.pending" }.isEmpty)
+
+        // Sharing it is what ends the dismissal: the database replicates.
+        #expect(try b.ctl(["db", "create", "photos"]).status == 0)
+        #expect(try b.ctl(["share", "photos", a.nodeID, "--access", "write"]).status == 0)
+        try poll("photos on b") { try b.ctl(["get", "p-1", "--db", "photos"]).status == 0 }
+        let after = try String(contentsOfFile: b.dataDir + "/pending-shares.json", encoding: .utf8)
+        #expect(!after.contains("photos"), "\(after)")
+    }
 }

@@ -48,7 +48,8 @@ struct DatabaseCommand: ParsableCommand {
     }
 
     struct Dismiss: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Forget a pending database offer (the peer's next request lists it again).")
+        static let configuration = CommandConfiguration(
+            abstract: "Dismiss a pending database offer: not listed again, whatever the peer asks, until `share` accepts it or the peer is removed.")
         @OptionGroup var connection: ConnectionOptions
         @OptionGroup var target: DatabaseAndPeer
 
