@@ -13,7 +13,7 @@ extension Agent {
             notifier.reloading()
             defer { notifier.ready() }
             do throws(AgentError) {
-                let restartRequired = applyConfig(try ConfigFile.read(options.directory.configPath), rescanning: true)
+                let restartRequired = applyConfig(try ConfigFile.read(options.directory.configPath, ownNodeID: identity.nodeID), rescanning: true)
                 logger.info("config reloaded: \(config.peers.count) peers")
                 events.emit("config.reloaded", [
                     "peers": .int(Int64(config.peers.count)), "restart_required": .array(restartRequired.map(JSONValue.string)),
@@ -175,7 +175,7 @@ extension Agent {
         dispatchPrecondition(condition: .onQueue(queue))
         let edited: ConfigFile
         do {
-            edited = try ConfigFile(text: text, path: options.directory.configPath)
+            edited = try ConfigFile(text: text, path: options.directory.configPath, ownNodeID: identity.nodeID)
             try DataDirectory.writeFileAtomically(options.directory.configPath, Array(text.utf8), mode: 0o600)
         } catch {
             throw AdminFailure(.failed, "cannot update the config file: \(error)")
@@ -192,20 +192,22 @@ struct ConfigFile {
     let text: String
     let parsed: ParsedConfig
 
-    /// Parses `text`, which is (or is about to be) the file at `path`.
-    init(text: String, path: String) throws(ConfigError) {
+    /// Parses `text`, which is (or is about to be) the file at `path` of the node `ownNodeID`
+    /// (which no `[peer …]` section may name).
+    init(text: String, path: String, ownNodeID: String) throws(ConfigError) {
         self.text = text
-        parsed = try ConfigParser(file: path, normalizeNodeID: AgentIdentity.normalizeNodeID).parse(text)
+        parsed = try ConfigParser(file: path, normalizeNodeID: AgentIdentity.normalizeNodeID, ownNodeID: ownNodeID).parse(text)
     }
 
-    /// Reads and parses the file at `path` (at most `AgentLimits.configFileBytesMax`, UTF-8).
-    static func read(_ path: String) throws(AgentError) -> ConfigFile {
+    /// Reads and parses the file at `path` (at most `AgentLimits.configFileBytesMax`, UTF-8) of
+    /// the node `ownNodeID`.
+    static func read(_ path: String, ownNodeID: String) throws(AgentError) -> ConfigFile {
         let bytes = try DataDirectory.readFile(path, limit: AgentLimits.configFileBytesMax)
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw .config(ConfigError(file: path, line: 0, message: "file is not UTF-8"))
         }
         do {
-            return try ConfigFile(text: text, path: path)
+            return try ConfigFile(text: text, path: path, ownNodeID: ownNodeID)
         } catch {
             throw .config(error)
         }

@@ -114,7 +114,7 @@ public final class Agent: @unchecked Sendable {
         try directory.requireInitialized()
         if let held = options.heldLock { lock = held } else { lock = try DirectoryLock(path: directory.lockPath) }
         identity = try AgentIdentity.load(path: directory.identityPath)
-        configFile = try ConfigFile.read(directory.configPath)
+        configFile = try ConfigFile.read(directory.configPath, ownNodeID: identity.nodeID)
         config = configFile.parsed.config
         if let listen = options.listen { config.listen = listen }
         store = try Self.openStore(

@@ -55,11 +55,16 @@ package struct ConfigParser: Sendable {
 
     private let file: String
     private let normalizeNodeID: NodeIDNormalizer
+    /// The node's own id (canonical text), refused as a `[peer …]` section: the handshake would
+    /// refuse the node's connections to itself (`peerNotAuthorized`), as `peer.add` refuses it.
+    private let ownNodeID: String?
 
-    /// Creates a parser. `file` is used only in error messages.
-    public init(file: String, normalizeNodeID: @escaping NodeIDNormalizer) {
+    /// Creates a parser. `file` is used only in error messages; `ownNodeID`, when given, may not
+    /// name a peer.
+    public init(file: String, normalizeNodeID: @escaping NodeIDNormalizer, ownNodeID: String? = nil) {
         self.file = file
         self.normalizeNodeID = normalizeNodeID
+        self.ownNodeID = ownNodeID
     }
 
     private enum Section: Equatable {
@@ -228,6 +233,9 @@ package struct ConfigParser: Sendable {
         }
         guard let id = normalizeNodeID(String(words[1])) else {
             throw error(lineNumber, "\"\(words[1].prefix(80))\" is not a valid node id")
+        }
+        guard id != ownNodeID else {
+            throw error(lineNumber, "[peer \(id)] is this node's own id: a node does not replicate with itself; remove the section")
         }
         guard config.peer(id) == nil else { throw error(lineNumber, "peer \(id) is listed twice") }
         guard config.peers.count < AgentLimits.peersMax else {

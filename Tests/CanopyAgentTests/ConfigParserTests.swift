@@ -90,6 +90,17 @@ struct ConfigParserTests {
         #expect(found?.description.hasPrefix("canopy.conf:\(line): ") == true)
     }
 
+    @Test("a peer section naming the node's own id, in any spelling, is refused at its header; other peers are not")
+    func ownNodeIsNoPeer() throws {
+        let parser = ConfigParser(file: "canopy.conf", normalizeNodeID: AgentIdentity.normalizeNodeID, ownNodeID: nodeA)
+        #expect(throws: ConfigError(
+            file: "canopy.conf", line: 3,
+            message: "[peer \(nodeA)] is this node's own id: a node does not replicate with itself; remove the section")) {
+            try parser.parse("[peer \(nodeB)]\n\n[peer \(nodeA.lowercased().replacingOccurrences(of: "-", with: ""))]\naddress = 127.0.0.1:9")
+        }
+        #expect(try parser.parse("[peer \(nodeB)]").config.peers.map(\.nodeID) == [nodeB])
+    }
+
     @Test("HOST:PORT parsing accepts names, IPv4 and bracketed IPv6, and nothing else")
     func hostPortParsing() {
         #expect(HostPort(parsing: "example.org:80") == HostPort(host: "example.org", port: 80))

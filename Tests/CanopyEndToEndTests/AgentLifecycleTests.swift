@@ -171,4 +171,33 @@ struct AgentLifecycleTests {
         }
         #expect(try agent.client().request("status")["ok"] == .bool(true))
     }
+
+    @Test("a [peer OWN-NODE-ID] section written by hand is refused naming it: by reload (the running config kept) and at start (exit 1)")
+    func ownNodeAsPeerIsRefused() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        let configPath = agent.dataDir + "/canopy.conf"
+        let text = try String(contentsOfFile: configPath, encoding: .utf8)
+        let headerLine = text.split(separator: "\n", omittingEmptySubsequences: false).count + 1
+        // Written as a reader might: lowercase, with the dashes.
+        try (text + "\n[peer \(agent.nodeID.lowercased())]\naddress = 127.0.0.1:9\n").write(toFile: configPath, atomically: true, encoding: .utf8)
+        let said = "canopy.conf:\(headerLine): [peer \(agent.nodeID)] is this node's own id: a node does not replicate with itself; remove the section"
+        let reload = try agent.ctl(["reload"])
+        #expect(reload.status == 1)
+        #expect(reload.stderr.contains(said), "\(reload.stderr)")
+        let events = try agent.client()
+        _ = try events.request("events")
+        agent.signal(SIGHUP)
+        var reported: String?
+        while reported == nil {
+            guard let event = try events.readObject()["event"]?.objectValue, event["type"] == .string("config.error") else { continue }
+            if case .string(let message)? = event["data"]?.objectValue?["message"] { reported = message } else { reported = "" }
+        }
+        #expect(reported?.contains(said) == true, "SIGHUP reports it as config.error: \(reported ?? "")")
+        #expect(try agent.client().request("peers")["peers"] == .array([]), "the running config is kept")
+        #expect(try agent.ctl(["shutdown"]).status == 0)
+        let started = try run(Binaries.canopyd, ["run", "--data-dir", agent.dataDir])
+        #expect(started.status == 1)
+        #expect(started.stderr.contains(said), "\(started.stderr)")
+    }
 }
