@@ -219,7 +219,7 @@ package final class ChannelMux: @unchecked Sendable {
         let why: String
         switch reason {
         case .localClosed: why = "the connection closed"
-        case .peerClosed, .failed where machine.peerHello == nil:
+        case .peerClosed where machine.peerHello == nil, .failed where machine.peerHello == nil:
             // The handshake succeeded, so the peer knows who this node is; a peer that then
             // closes without a word is, nearly always, one that does not allow this node
             // (Protocol/replication-v1.md §4.6: it closes and lists this node as pending).

@@ -22,6 +22,8 @@ struct Model: Experiment {
 
     @OptionGroup var common: CommonOptions
     @Option(help: "How many operations (default 300; 40 with --quick).") var steps: Int?
+    @Flag(help: "Every operation an attach, and no faults: attachment content named by many documents, fetched between three agents.")
+    var attachmentsOnly = false
 
     func validate() throws {
         if let steps, !(1...100_000).contains(steps) { throw ValidationError("--steps must be 1…100000") }
@@ -39,7 +41,8 @@ struct Model: Experiment {
         for agent in agents {
             for other in agents where other !== agent { try agent.allow(other) }
         }
-        var walk = ModelWalk(agents: agents, random: SplitMix64(seed: common.seed))
+        var walk = ModelWalk(agents: agents, random: SplitMix64(seed: common.seed), contents: try ModelWalk.writeContents(in: directory, seed: common.seed))
+        walk.attachmentsOnly = attachmentsOnly
         for step in 0..<count {
             let done = try walk.step()
             if step % 20 == 0 { common.progress("step \(step + 1)/\(count): \(done)") }
@@ -52,12 +55,17 @@ struct Model: Experiment {
             return Int(count)
         }.reduce(0, +)
         let sound = try agents.allSatisfy { try $0.checkSound() }
+        let fetching = try agents.map { agent -> Int in
+            guard case .int(let count)? = try agent.request("status")["awaiting_attachments"] else { return -1 }
+            return Int(count)
+        }.reduce(0, +)
 
         var result = ExperimentResult(
             name: "model", summary: "\(count) random operations over three agents, seed \(common.seed)")
         result.figures = [
             .count("operations", "operations", count),
             .count("acknowledged_writes", "acknowledged writes", walk.acknowledged.count),
+            .count("attachments", "attachments written", walk.attachments),
             .count("kills", "kill -9", walk.kills),
             .count("partitions", "shares taken away (unshare)", walk.unshares),
             .count("syncs", "sync --wait checked against the model", walk.syncs),
@@ -67,6 +75,7 @@ struct Model: Experiment {
             .flag("converged", "converged", converged, required: true),
             .seconds("convergence_seconds", "convergence after healing", seconds),
             .count("conflicts", "conflicted documents left (all agents)", conflicts, target: .equal(0)),
+            .count("awaiting_attachments", "revisions still waiting for attachment content (all agents)", fetching, target: .equal(0)),
             .flag("integrity_sound", "integrity (check sound on all)", sound, required: true),
         ]
         result.notes = walk.mismatches.prefix(5).map { "sync: \($0)" } + walk.refused.prefix(3).map { "refused: \($0)" }
@@ -90,15 +99,21 @@ struct ModelWalk {
     private(set) var acknowledged: [(doc: String, rev: String, agent: String)] = []
     /// Documents written so far, in order (updates and deletions pick among them).
     private var documents: [String] = []
+    /// Files whose content `attach` uses, each named by many documents (content stored once).
+    let contents: [String]
+    private(set) var attachments = 0
+    /// Every step is an attach (`--attachments-only`).
+    var attachmentsOnly = false
     private(set) var kills = 0
     private(set) var unshares = 0
     private(set) var syncs = 0
     private(set) var mismatches: [String] = []
     private(set) var refused: [String] = []
 
-    init(agents: [TortureAgent], random: SplitMix64) {
+    init(agents: [TortureAgent], random: SplitMix64, contents: [String]) {
         self.agents = agents
         self.random = random
+        self.contents = contents
         running = agents.map { _ in true }
         shares = agents.map { _ in agents.map { _ in true } }
     }
@@ -108,8 +123,10 @@ struct ModelWalk {
         let roll = random.next(below: 100)
         let up = running.indices.filter { running[$0] }
         guard let some = up.isEmpty ? nil : up[Int(random.next(below: UInt64(up.count)))] else { return try start(0) }
+        if attachmentsOnly { return try attach(on: some) }
         switch roll {
-        case 0..<35: return try write(on: some, id: "doc-\(documents.count)")
+        case 0..<29: return try write(on: some, id: "doc-\(documents.count)")
+        case 29..<35: return try attach(on: some)
         case 35..<55: return try update(on: some, delete: false)
         case 55..<60: return try update(on: some, delete: true)
         case 60..<66: return kill(some, restart: random.next(below: 2) == 0)
@@ -153,6 +170,44 @@ struct ModelWalk {
         }
         acknowledged.append((id, rev, agent.name))
         return "\(delete ? "deleted" : "updated") \(id) on \(agent.name)"
+    }
+
+    /// Four files of 5 B, 10 KiB, 300 KiB (more than one 256 KiB part) and 1 MiB, from the seed.
+    static func writeContents(in directory: String, seed: UInt64) throws -> [String] {
+        var random = SplitMix64(seed: seed &+ 0x5eed)
+        return try [5, 10 << 10, 300 << 10, 1 << 20].enumerated().map { index, size in
+            let path = directory + "/content-\(index).bin"
+            let bytes = (0..<size).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            return path
+        }
+    }
+
+    /// `canopyctl attach` of one of the contents, to a new document or to a live one at the
+    /// revision read first.
+    private mutating func attach(on index: Int) throws -> String {
+        let agent = agents[index]
+        let content = contents[Int(random.next(below: UInt64(contents.count)))]
+        var id = "att-\(attachments)"
+        var arguments = ["attach", id, "file", "--file", content]
+        if !documents.isEmpty && random.next(below: 2) == 0 {
+            let existing = documents[Int(random.next(below: UInt64(documents.count)))]
+            if case .object(let document)? = try agent.client().request("get", ["doc": .string(existing)])["doc"],
+                case .string(let current)? = document["_rev"], document["_deleted"] != .bool(true) {
+                id = existing
+                arguments = ["attach", id, "file", "--file", content, "--rev", current]
+            }
+        }
+        let result = try agent.ctl(arguments, limit: 120)
+        guard result.status == 0, let rev = result.stdout.split(separator: " ").first(where: { $0.contains("-") && $0.first?.isNumber == true }) else {
+            if result.status == 3 { return "\(id) moved on \(agent.name)" }
+            refused.append("attach \(id) on \(agent.name): exit \(result.status): \(result.stderr.prefix(200))")
+            return "attach of \(id) refused"
+        }
+        attachments += 1
+        acknowledged.append((id, String(rev), agent.name))
+        if !documents.contains(id) { documents.append(id) }
+        return "attached to \(id) on \(agent.name)"
     }
 
     private mutating func kill(_ index: Int, restart: Bool) -> String {
