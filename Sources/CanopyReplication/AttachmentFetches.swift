@@ -109,11 +109,23 @@ struct AttachmentFetches {
         waiting.isEmpty && heldElsewhere.isEmpty && active.isEmpty && requests.isEmpty && completed.isEmpty && !settling && !settleAll
     }
 
-    /// Adds content to fetch (what is known already is skipped).
+    /// Adds content to fetch, skipping what is on its way already (waiting, being fetched, held
+    /// by another fetch, or fetched and not yet merged) and what the peer said it lacks. Content
+    /// this session finished with earlier comes back: a revision set aside after that content's
+    /// merge (it arrived while the content was being named) waits for it too, and is merged
+    /// without a fetch once the content is found on disk.
     mutating func enqueue(_ awaited: [AwaitedAttachment]) {
-        for item in awaited where !unavailable.contains(item.digest) && known.insert(item.digest).inserted {
+        for item in awaited where !unavailable.contains(item.digest) {
+            guard known.insert(item.digest).inserted || !isOnItsWay(item.digest) else { continue }
             waiting.append(item)
         }
+    }
+
+    /// Whether `digest` is waiting, being fetched, held by another fetch, or fetched and not
+    /// yet merged.
+    private func isOnItsWay(_ digest: AttachmentDigest) -> Bool {
+        active[digest] != nil || waiting.contains { $0.digest == digest } || heldElsewhere.contains { $0.digest == digest }
+            || completed.contains(digest) || verified.contains { $0.digest == digest } || publishing.contains { $0.digest == digest }
     }
 
     /// The next content to start, if fewer than `activeMax` are active.

@@ -68,4 +68,25 @@ struct AttachmentFetchesTests {
         #expect(fetches.partsHeld == 0)
         #expect(fetches.active.isEmpty)
     }
+
+    @Test("content this session finished with is queued again for a revision set aside after its merge, and never twice while it is on its way")
+    func finishedContentComesBack() throws {
+        let (download, remove) = try Self.download()
+        defer { remove() }
+        let awaited = AwaitedAttachment(digest: download.digest, length: download.length)
+        var fetches = AttachmentFetches()
+        fetches.enqueue([awaited])
+        #expect(fetches.nextToStart() == awaited)
+        fetches.started(download)
+        fetches.enqueue([awaited])
+        #expect(fetches.nextToStart() == nil, "content being fetched is not queued again")
+        fetches.finished(download.digest, available: true)
+        fetches.completed.append(download.digest)
+        fetches.enqueue([awaited])
+        #expect(fetches.nextToStart() == nil, "content fetched and not merged yet merges the revisions then")
+        fetches.completed = []
+        // Merged; then a revision naming the same content was set aside: it waits for it too.
+        fetches.enqueue([awaited])
+        #expect(fetches.nextToStart() == awaited)
+    }
 }
