@@ -3,73 +3,6 @@ import CanopyCore
 import Foundation
 import Testing
 
-/// A resolver connection that keeps the offers it reads while it waits for a response.
-private final class ResolverConnection {
-    let client: AdminSocketClient
-    private var nextID: Int64 = 1
-    private var offers: [[String: JSONValue]] = []
-
-    init(_ agent: AgentProcess, name: String, prefix: String? = nil) throws {
-        client = try agent.client()
-        var arguments: [String: JSONValue] = ["name": .string(name)]
-        if let prefix { arguments["prefix"] = .string(prefix) }
-        let registered = try request("resolver.register", arguments)
-        guard registered["ok"] == .bool(true) else { throw TimedOut(what: "resolver.register: \(registered)") }
-    }
-
-    func request(_ command: String, _ arguments: [String: JSONValue] = [:]) throws -> [String: JSONValue] {
-        let id = nextID
-        nextID += 1
-        try client.sendLine(CanonicalJSON.encode(.object(arguments.merging(["id": .int(id), "cmd": .string(command)]) { $1 })))
-        while true {
-            let line = try client.readObject()
-            if case .object(let offer)? = line["resolve"] { offers.append(offer); continue }
-            if line["id"] == .int(id) { return line }
-        }
-    }
-
-    /// The next offer, in the order the agent sent them.
-    func nextOffer() throws -> [String: JSONValue] {
-        if !offers.isEmpty { return offers.removeFirst() }
-        while true {
-            if case .object(let offer)? = try client.readObject()["resolve"] { return offer }
-        }
-    }
-
-    /// Offers until one for each of `documents` came, by document.
-    func offers(for documents: Set<String>) throws -> [String: [String: JSONValue]] {
-        var found: [String: [String: JSONValue]] = [:]
-        while found.count < documents.count {
-            let offer = try nextOffer()
-            if case .string(let doc)? = offer["doc"], documents.contains(doc) { found[doc] = offer }
-        }
-        return found
-    }
-
-    func answer(_ offer: [String: JSONValue], _ decision: [String: JSONValue]) throws -> [String: JSONValue] {
-        try request("resolver.answer", decision.merging(["ticket": offer["ticket"] ?? .null]) { $1 })
-    }
-}
-
-/// An agent's event stream, read until an event matches.
-private final class EventReader {
-    let client: AdminSocketClient
-    init(_ agent: AgentProcess) throws {
-        client = try agent.client()
-        _ = try client.request("events")
-    }
-
-    /// The data of the next event of `type` for which `matches` holds.
-    func next(_ type: String, where matches: ([String: JSONValue]) -> Bool = { _ in true }) throws -> [String: JSONValue] {
-        while true {
-            guard let event = try client.readObject()["event"]?.objectValue, event["type"] == .string(type),
-                let data = event["data"]?.objectValue, matches(data)
-            else { continue }
-            return data
-        }
-    }
-}
-
 /// Imports the same first revision of `id` with `body` (so peers share it as an ancestor).
 private func importBase(_ agents: [AgentProcess], _ id: String, _ body: [String: JSONValue]) throws {
     var doc = body
@@ -79,15 +12,6 @@ private func importBase(_ agents: [AgentProcess], _ id: String, _ body: [String:
         let imported = try agent.client().request("import", ["docs": .array([.object(doc)])])
         guard imported["ok"] == .bool(true) else { throw TimedOut(what: "import: \(imported)") }
     }
-}
-
-/// Two generation-1 revisions of `id` in one import: a conflict with no peer and no ancestor.
-private func importConflict(_ agent: AgentProcess, _ id: String, _ first: [String: JSONValue], _ second: [String: JSONValue]) throws {
-    let docs: [JSONValue] = [(first, "a"), (second, "b")].map { body, digit in
-        .object(body.merging(["_id": .string(id), "_rev": .string("1-" + String(repeating: digit, count: 32))]) { $1 })
-    }
-    let imported = try agent.client().request("import", ["docs": .array(docs)])
-    guard imported["ok"] == .bool(true) else { throw TimedOut(what: "import: \(imported)") }
 }
 
 private func revision(_ agent: AgentProcess, _ id: String) throws -> JSONValue? {
@@ -118,7 +42,7 @@ struct ResolutionOnReceiptEndToEndTests {
         let baseRevision = try #require(try revision(a, "note:1")?.stringValue)
         let fromA = try a.client().request("put", ["doc": .string("note:1"), "rev": .string(baseRevision), "body": .object(base.merging(["title": .string("A")]) { $1 })])
         let fromB = try b.client().request("put", ["doc": .string("note:1"), "rev": .string(baseRevision), "body": .object(base.merging(["text": .string("B")]) { $1 })])
-        let resolver = try ResolverConnection(b, name: "notes")
+        let resolver = try RawResolverConnection(b, name: "notes")
         let events = try EventReader(b)
         let eventsOfA = try EventReader(a)
         try mesh([a, b])
@@ -169,7 +93,7 @@ struct ResolutionOnReceiptEndToEndTests {
         let baseRevision = try #require(try revision(a, "note:1")?.stringValue)
         try a.put("note:1", ["text": .string("A")], replacing: baseRevision)
         try b.put("note:1", ["text": .string("B")], replacing: baseRevision)
-        let resolver = try ResolverConnection(b, name: "notes")
+        let resolver = try RawResolverConnection(b, name: "notes")
         let events = try EventReader(b)
         // B pulls A's edit first: its conflict is kept and offered, and left unanswered.
         let pushToB = try a.client().request("peer.add", [
@@ -280,7 +204,7 @@ struct ResolutionOnReceiptEndToEndTests {
             .write(toFile: path, atomically: true, encoding: .utf8)
         #expect(try agent.ctl(["reload"]).status == 0)
         let events = try EventReader(agent)
-        let resolver = try ResolverConnection(agent, name: "keeper")
+        let resolver = try RawResolverConnection(agent, name: "keeper")
         let docs: [JSONValue] = [("a", "left"), ("b", "right")].map { digit, side in
             .object(["_id": .string("note:1"), "_rev": .string("1-" + String(repeating: digit, count: 32)), "side": .string(side)])
         }
@@ -346,7 +270,7 @@ struct ResolutionOnReceiptEndToEndTests {
         var status = try agent.client().request("status")
         #expect(status["conflicts_awaiting_resolver"] == .int(3) && status["conflicts_kept"] == .int(1), "\(status)")
 
-        var resolver = try ResolverConnection(agent, name: "fixer")
+        var resolver = try RawResolverConnection(agent, name: "fixer")
         var offers = try resolver.offers(for: ["r1", "r2", "r3"])
         #expect(offers["r1"]?["node_id"] == .null && offers["r1"]?["ancestor"] == .null)
         let notALeaf = JSONValue.string("1-" + String(repeating: "c", count: 32))
@@ -370,7 +294,7 @@ struct ResolutionOnReceiptEndToEndTests {
         resolver.client.disconnect()
         #expect(try events.next("resolution.failed") { $0["doc"] == .string("r1") }["reason"]?.stringValue?.contains("disconnected") == true)
         #expect(try events.next("resolver.disconnected")["name"] == .string("fixer"))
-        resolver = try ResolverConnection(agent, name: "fixer")
+        resolver = try RawResolverConnection(agent, name: "fixer")
         offers = try resolver.offers(for: ["r1", "r2", "r3"])
         #expect(try resolver.answer(offers["r1"]!, ["delete": .bool(true)])["ok"] == .bool(true))
         #expect(try resolver.answer(offers["r2"]!, ["pick": offers["r2"]!["rev"]!])["ok"] == .bool(true))
@@ -387,7 +311,7 @@ struct ResolutionOnReceiptEndToEndTests {
         try agent.restart()
         status = try agent.client().request("status")
         #expect(status["conflicts_awaiting_resolver"] == .int(1), "\(status)")
-        resolver = try ResolverConnection(agent, name: "fixer")
+        resolver = try RawResolverConnection(agent, name: "fixer")
         let afterRestart = try resolver.nextOffer()
         #expect(afterRestart["doc"] == .string("r3"))
         #expect(try resolver.answer(afterRestart, ["body": .object(["side": .string("merged")])])["ok"] == .bool(true))
@@ -398,7 +322,7 @@ struct ResolutionOnReceiptEndToEndTests {
     func pipelinedAnswers() throws {
         let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
         try agent.start()
-        let resolver = try ResolverConnection(agent, name: "fast", prefix: "p")
+        let resolver = try RawResolverConnection(agent, name: "fast", prefix: "p")
         let ids = (1...20).map { "p\($0)" }
         for id in ids { try importConflict(agent, id, ["side": .string("a")], ["side": .string("b")]) }
         let offers = try resolver.offers(for: Set(ids))
@@ -424,7 +348,7 @@ struct ResolutionOnReceiptEndToEndTests {
     func answersDuringShutdown() throws {
         let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
         try agent.start()
-        let resolver = try ResolverConnection(agent, name: "late", prefix: "s")
+        let resolver = try RawResolverConnection(agent, name: "late", prefix: "s")
         try importConflict(agent, "s1", ["side": .string("a")], ["side": .string("b")])
         let offer = try resolver.nextOffer()
         let events = try EventReader(agent)
