@@ -80,10 +80,11 @@ extension Agent {
                     metadata: ["db": "\(name)"])
             }
         }
-        // Kept conflicts are scanned again on reload only: an edit of the file by a command (a
-        // peer added or removed as a library replicator starts or stops) must not settle by the
-        // database's rules a conflict that replicator's own resolver kept.
-        if listening != nil && rescanning { resolvers.scan() }
+        // Kept conflicts are scanned again, and failed offers made again, on reload only: an edit
+        // of the file by a command (a peer added or removed as a library replicator starts or
+        // stops) must not settle by the database's rules a conflict that replicator's own
+        // resolver kept.
+        if listening != nil && rescanning { resolvers.reloaded() }
         return restartRequired
     }
 

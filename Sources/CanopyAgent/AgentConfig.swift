@@ -177,7 +177,8 @@ public struct ReplicationLimits: Sendable, Equatable {
     /// Heartbeat interval on idle connections.
     public var heartbeatSeconds: Int = 30
     /// Seconds a resolver client has to answer one offer before the conflict is kept
-    /// (`resolution.failed`) until it is offered again.
+    /// (`resolution.failed`); it is offered again after as long, doubled after each further
+    /// timeout, at most `AgentLimits.resolverRetryMaximumSeconds`.
     public var resolverTimeoutSeconds: Int = 10
 
     /// Creates limits with the defaults.

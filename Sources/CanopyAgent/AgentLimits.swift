@@ -55,6 +55,11 @@ public enum AgentLimits {
 
     /// Resolver clients registered at once.
     public static let resolversMax = 64
+    /// The longest wait before a conflict whose offers keep timing out is offered again. The
+    /// first wait is the offer's `resolver-timeout-seconds`, doubled after each further timeout
+    /// up to this: a resolver that was slow once answers the next offer, one that hangs is asked
+    /// every five minutes rather than hammered, and `reload` offers at once.
+    public static let resolverRetryMaximumSeconds = 300
 
     /// `[rule NAME]` sections in the config file.
     public static let rulesMax = 1024

@@ -33,7 +33,7 @@ final class ResolverHub: @unchecked Sendable {
         self.agent = agent
         offers = Offers(
             rules: Self.rules(of: agent.config), timeoutSeconds: agent.config.limits.resolverTimeoutSeconds,
-            offersInFlightMax: AgentLimits.resolverOffersInFlightMax, resolversMax: AgentLimits.resolversMax)
+            retryMaximumSeconds: AgentLimits.resolverRetryMaximumSeconds, offersInFlightMax: AgentLimits.resolverOffersInFlightMax, resolversMax: AgentLimits.resolversMax)
     }
 
     /// Feeds one event to the machine (with the config in force: a reload may have changed the
@@ -59,6 +59,8 @@ final class ResolverHub: @unchecked Sendable {
             timeouts[ticket] = timeout
             agent.queue.asyncAfter(deadline: .now() + .seconds(seconds), execute: timeout)
         case .cancelTimeout(let ticket): timeouts.removeValue(forKey: ticket)?.cancel()
+        case .scheduleRetry(let ticket, let seconds):
+            agent.queue.asyncAfter(deadline: .now() + .seconds(seconds)) { [weak self] in self?.handle { $0.retryDue(ticket: ticket) } }
         case .apply(let batch): apply(batch)
         case .emit(let events): agent.events.emit(batch: events.map { .fields(type: $0.type, data: $0.data) })
         case .reply(let ticket, let document, let result):
@@ -81,10 +83,16 @@ final class ResolverHub: @unchecked Sendable {
     // MARK: Policy and scans
 
     /// Runs the policy over every conflicted document (`retryConflictResolution`): settles what it
-    /// can now settle, and offers what waits for a connected resolver. At start, on reload and when
-    /// a resolver registers.
+    /// can now settle, and offers what waits for a connected resolver. At start and when a
+    /// resolver registers.
     func scan() {
         handle { $0.scanRequested() }
+    }
+
+    /// The config was reloaded (`canopyctl reload`, SIGHUP): conflicts whose offers failed are
+    /// offered again at once to their connected resolvers, then the scan runs.
+    func reloaded() {
+        handle { $0.reloaded() }
     }
 
     private func runScan() {

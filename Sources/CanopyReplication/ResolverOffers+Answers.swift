@@ -32,6 +32,8 @@ extension ResolverOffers {
         var registration = Registration(name: name, prefix: prefix, connection: connection)
         for document in waiting.keys.sorted() where waiting[document]!.resolver == name {
             waiting[document]!.failed = false
+            waiting[document]!.timeouts = 0
+            waiting[document]!.retryTicket = nil
             registration.toOffer.append(document)
         }
         registrations[name] = registration
@@ -134,10 +136,44 @@ extension ResolverOffers {
 
     // MARK: Failures
 
-    /// The offer's timeout fired: if it is still outstanding, it fails.
+    /// The offer's timeout fired: if it is still outstanding, it fails, and the conflict is
+    /// offered again after the backoff (`retryDelaySeconds`), unless the machine is draining.
     package mutating func timeoutFired(ticket: Int64) -> [Action] {
         guard let sent = tickets[ticket] else { return [] }
-        return failed(ticket: ticket, reason: "resolver \(sent.resolver) did not answer within \(sent.timeoutSeconds) s; conflict kept")
+        let timeouts = (waiting[sent.document]?.timeouts ?? 0) + 1
+        let delay = retryDelaySeconds(afterTimeouts: timeouts, timeoutSeconds: sent.timeoutSeconds)
+        let again = stopping ? "" : ", offered again in \(delay) s"
+        var actions = failed(ticket: ticket, reason: "resolver \(sent.resolver) did not answer within \(sent.timeoutSeconds) s; conflict kept\(again)")
+        guard !stopping, waiting[sent.document]?.failed == true else { return actions }
+        waiting[sent.document]!.timeouts = timeouts
+        waiting[sent.document]!.retryTicket = ticket
+        retries[ticket] = sent.document
+        actions.append(.scheduleRetry(ticket: ticket, seconds: delay))
+        return actions
+    }
+
+    /// The wait before offering again a conflict whose offers timed out `timeouts` times in a
+    /// row: the timeout, doubled for each timeout after the first, at most `retryMaximumSeconds`.
+    func retryDelaySeconds(afterTimeouts timeouts: Int, timeoutSeconds: Int) -> Int {
+        let doublings = min(max(timeouts - 1, 0), 30)
+        return max(1, min(max(timeoutSeconds, 1) << doublings, retryMaximumSeconds))
+    }
+
+    /// The backoff after the timeout of `ticket` has passed: its conflict is offered again if it
+    /// is still failed from that timeout (not offered again meanwhile, changed or settled) and its
+    /// resolver is connected. A retry that no longer applies does nothing.
+    package mutating func retryDue(ticket: Int64) -> [Action] {
+        guard let document = retries.removeValue(forKey: ticket), var entry = waiting[document], entry.failed,
+            entry.retryTicket == ticket, !stopping
+        else { return [] }
+        entry.failed = false
+        entry.retryTicket = nil
+        waiting[document] = entry
+        guard registrations[entry.resolver] != nil else { return [] }
+        registrations[entry.resolver]!.toOffer.append(document)
+        var actions: [Action] = []
+        pump(entry.resolver, &actions)
+        return actions
     }
 
     private mutating func failed(ticket: Int64, reason: String) -> [Action] {

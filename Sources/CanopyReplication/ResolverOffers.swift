@@ -15,16 +15,20 @@ import DequeModule
 ///                    failed)
 ///     tickets        ticket → (database and document, resolver, timeout seconds): offers sent,
 ///                    not answered
+///     retries        ticket that timed out → document: offers to make again once the backoff
+///                    after that timeout has passed (`scheduleRetry`, `retryDue`)
 ///     answers        answers received, waiting for the next batch; `applying`: the batch being
 ///                    written
 ///
 /// A conflict waits for a resolver when its rule names one (a `conflictAwaitingResolver` event).
 /// It is offered as soon as that resolver is connected: the machine asks for its conflict to be
 /// read (`readConflicts`), then sends the offer (`send`) and starts its timeout. An offer with no
-/// answer in time, a refused answer and a disconnect leave the conflict `failed`: not offered
-/// again until its resolver registers again or the document changes again (a new event carrying a
-/// conflict). An event without a conflict is the scan finding it again: an offer outstanding for it
-/// stands, and so does `failed`.
+/// answer in time, a refused answer and a disconnect leave the conflict `failed`. One that timed
+/// out is offered again after a backoff (the offer's timeout, doubled after each further timeout
+/// in a row, at most `retryMaximumSeconds`); any failed conflict is offered again when the config
+/// is reloaded (`reloaded`, the backoff starting over), when its resolver registers again or when
+/// the document changes again (a new event carrying a conflict). An event without a conflict is
+/// the scan finding it again: an offer outstanding for it stands, and so does `failed`.
 ///
 /// Invariants: a document has at most one offer outstanding; a ticket is never reused; at most
 /// `offersInFlightMax` offers are outstanding per resolver; at most one read of conflicts runs per
@@ -63,6 +67,9 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
         case scheduleTimeout(ticket: Int64, seconds: Int)
         /// The ticket's timeout is no longer needed.
         case cancelTimeout(ticket: Int64)
+        /// Call `retryDue(ticket)` after `seconds`: the ticket timed out, and its conflict is to
+        /// be offered again then. Never cancelled: a retry that no longer applies does nothing.
+        case scheduleRetry(ticket: Int64, seconds: Int)
         /// Write these decisions, one transaction per database (`DocumentStore.applyResolutions`),
         /// then call `answersApplied` with one result per entry, in order.
         case apply([PendingAnswer])
@@ -133,8 +140,13 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
         /// The offer outstanding, if one is.
         var ticket: Int64?
         /// Offered and not settled (no answer in time, a refused answer, a disconnect): not offered
-        /// again until its resolver registers again or the document changes.
+        /// again until its retry is due (after a timeout), the config is reloaded, its resolver
+        /// registers again or the document changes.
         var failed = false
+        /// Offers of this conflict that timed out in a row: the backoff's exponent.
+        var timeouts = 0
+        /// The timed-out ticket whose `retryDue` offers it again; nil when no retry is due.
+        var retryTicket: Int64?
     }
 
     /// An offer sent.
@@ -150,6 +162,8 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
     package var configuredRules: [DatabaseName: ResolutionRules]
     /// Seconds an offer waits for its answer.
     package var timeoutSeconds: Int
+    /// The longest backoff before a conflict whose offers timed out is offered again.
+    package let retryMaximumSeconds: Int
     /// Offers outstanding at once per resolver.
     package let offersInFlightMax: Int
     /// Documents read per `readConflicts`.
@@ -160,6 +174,9 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
     var registrations: [String: Registration] = [:]
     var waiting: [Key: Waiting] = [:]
     var tickets: [Int64: Ticket] = [:]
+    /// Retries scheduled: the ticket that timed out → its document. An entry goes when its
+    /// `retryDue` comes, whether or not it still applies.
+    var retries: [Int64: Key] = [:]
     var nextTicket: Int64 = 1
     var answers: [PendingAnswer] = []
     /// The batch being written, nil when none is.
@@ -168,11 +185,13 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
 
     /// A machine with nothing registered and nothing waiting.
     package init(
-        rules: [DatabaseName: ResolutionRules], timeoutSeconds: Int, offersInFlightMax: Int, readBatchMax: Int = 512, resolversMax: Int
+        rules: [DatabaseName: ResolutionRules], timeoutSeconds: Int, retryMaximumSeconds: Int, offersInFlightMax: Int,
+        readBatchMax: Int = 512, resolversMax: Int
     ) {
-        precondition(offersInFlightMax > 0 && readBatchMax > 0 && resolversMax > 0, "resolver limits must be positive")
+        precondition(offersInFlightMax > 0 && readBatchMax > 0 && resolversMax > 0 && retryMaximumSeconds > 0, "resolver limits must be positive")
         configuredRules = rules
         self.timeoutSeconds = timeoutSeconds
+        self.retryMaximumSeconds = retryMaximumSeconds
         self.offersInFlightMax = offersInFlightMax
         self.readBatchMax = readBatchMax
         self.resolversMax = resolversMax
@@ -192,9 +211,28 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
         return rules
     }
 
-    /// A scan is due (start, reload): the policy as it now stands, then the scan.
+    /// A scan is due (start, registration): the policy as it now stands, then the scan.
     package func scanRequested() -> [Action] {
         [.policyChanged, .scan]
+    }
+
+    /// The config was reloaded: every conflict whose offer failed (timed out, refused, or lost
+    /// with a connection) is offered again at once to its resolver when it is connected, its
+    /// backoff starting over; then the policy as it now stands, and the scan.
+    package mutating func reloaded() -> [Action] {
+        var actions: [Action] = []
+        var resolvers: Set<String> = []
+        for document in waiting.keys.sorted() where waiting[document]!.failed {
+            waiting[document]!.failed = false
+            waiting[document]!.timeouts = 0
+            waiting[document]!.retryTicket = nil
+            let name = waiting[document]!.resolver
+            guard registrations[name] != nil else { continue }
+            registrations[name]!.toOffer.append(document)
+            resolvers.insert(name)
+        }
+        for name in resolvers.sorted() { pump(name, &actions) }
+        return actions + scanRequested()
     }
 
     // MARK: Conflicts arriving

@@ -42,6 +42,8 @@ final class SimulatedResolverHub: @unchecked Sendable {
     /// Seconds an offer waits for its answer (the agent's default is 10 s; shorter here so that
     /// timeouts happen within a fault phase).
     static let timeoutSeconds = 5
+    /// As `AgentLimits.resolverRetryMaximumSeconds`.
+    static let retryMaximumSeconds = 300
     /// Small limits, so that the in-flight window and read batches fill up.
     static let offersInFlightMax = 3
     static let readBatchMax = 2
@@ -72,7 +74,8 @@ final class SimulatedResolverHub: @unchecked Sendable {
         self.trace = trace
         self.counters = counters
         self.client = client
-        offers = Offers(rules: [.default: rules], timeoutSeconds: Self.timeoutSeconds, offersInFlightMax: Self.offersInFlightMax,
+        offers = Offers(rules: [.default: rules], timeoutSeconds: Self.timeoutSeconds, retryMaximumSeconds: Self.retryMaximumSeconds,
+                        offersInFlightMax: Self.offersInFlightMax,
                         readBatchMax: Self.readBatchMax, resolversMax: 64)
     }
 
@@ -161,6 +164,12 @@ final class SimulatedResolverHub: @unchecked Sendable {
             }
         case .cancelTimeout(let ticket):
             timeouts.removeValue(forKey: ticket)?.cancel()
+        case .scheduleRetry(let ticket, let seconds):
+            _ = scheduler.schedule(after: Double(seconds)) { [weak self] in
+                guard let self else { return }
+                self.trace.record("n\(self.node) offer t\(ticket) retry due")
+                self.handle { $0.retryDue(ticket: ticket) }
+            }
         case .apply(let batch):
             storeWork { self.apply(batch) }
         case .emit(let events):

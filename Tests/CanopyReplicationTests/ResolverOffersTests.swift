@@ -12,7 +12,7 @@ struct ResolverOffersTests {
     /// A rule sending `res-` documents to the resolver `sim`; the catch-all is automatic.
     static func machine(inFlight: Int = 4096) -> Offers {
         Offers(rules: [.default: ResolutionRules([ResolutionRule(name: "to-sim", idPrefix: "res-", strategy: .resolver("sim"))])],
-               timeoutSeconds: 10, offersInFlightMax: inFlight, resolversMax: 64)
+               timeoutSeconds: 10, retryMaximumSeconds: 300, offersInFlightMax: inFlight, resolversMax: 64)
     }
 
     /// `id` in the `default` database.
@@ -143,7 +143,7 @@ struct ResolverOffersTests {
         #expect(offers.document(offeredAs: 1, to: "sim") == Self.key("res-1"))
     }
 
-    @Test("an offer that times out fails, and is not offered again by a scan; a change offers it again")
+    @Test("an offer that times out fails and its retry is scheduled; a scan does not offer it again, a change does at once")
     func timeoutFails() throws {
         var offers = Self.machine()
         _ = try Self.register(&offers)
@@ -151,6 +151,7 @@ struct ResolverOffersTests {
         let fired = offers.timeoutFired(ticket: 1)
         #expect(Self.failures(fired) == ["res-1"])
         #expect(fired.first == .cancelTimeout(ticket: 1))
+        #expect(fired.last == .scheduleRetry(ticket: 1, seconds: 10))
         #expect(offers.document(offeredAs: 1, to: "sim") == nil)
         #expect(offers.timeoutFired(ticket: 1).isEmpty)
         #expect(offers.observe([Self.foundByScan("res-1")], peer: nil).isEmpty)
@@ -277,7 +278,7 @@ struct ResolverOffersTests {
                 .default: ResolutionRules([]),
                 archive: ResolutionRules([ResolutionRule(name: "old", idPrefix: "old-", strategy: .resolver("sim"))]),
             ],
-            timeoutSeconds: 10, offersInFlightMax: 8, resolversMax: 64)
+            timeoutSeconds: 10, retryMaximumSeconds: 300, offersInFlightMax: 8, resolversMax: 64)
         // `sim` is named by archive's rules: it claims only what they route to it.
         #expect(try offers.register(name: "sim", prefix: nil, connection: 1).prefix == nil)
         let read = offers.observe([Self.arrived("old-1")], peer: "peer-a", database: archive)
