@@ -15,7 +15,7 @@ struct ResolverRetryEndToEndTests {
     /// `timeout` seconds to answer an offer, started.
     static func agent(timeout: Int) throws -> AgentProcess {
         let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
-        try appendConfig(agent, "[rule fix]\nprefix = r\nstrategy = resolver fixer\n\n[limits]\nresolver-timeout-seconds = \(timeout)\n")
+        try agent.appendConfig("[rule fix]\nprefix = r\nstrategy = resolver fixer\n\n[limits]\nresolver-timeout-seconds = \(timeout)\n")
         try agent.start()
         return agent
     }
