@@ -12,12 +12,19 @@ extension ReplicationSession {
 
     // MARK: Source
 
-    /// Answers a part of content this node holds, or `notFound`.
+    /// Answers a part of content this node holds, or `notFound`. Only content that a revision
+    /// the peer may read names is served: nothing to a peer this node does not push to (a
+    /// write-only share), and with a filter (a prefix share, document ids) only content a
+    /// document that passes it names; the peer is told it is not here otherwise, as for content
+    /// only another database names (replication-v1.md §6.12).
     func answerAttachmentGet(_ get: AttachmentGet) {
         let digest = AttachmentDigest(bytes: get.digest)
         let offset = Int64(clamping: get.offset)
         let part: (length: Int64, bytes: [UInt8])?
         do {
+            guard try peerMayRead(digest) else {
+                return send(.error(ErrorMessage(requestID: get.requestID, code: .notFound, message: "\(digest) is not on this node")))
+            }
             part = try store.attachmentPart(of: digest, offset: offset, maxBytes: get.maxBytes)
         } catch {
             logger.warning("reading attachment content for a peer failed", metadata: ["digest": "\(digest)", "error": "\(error)"])
@@ -27,6 +34,27 @@ extension ReplicationSession {
             return send(.error(ErrorMessage(requestID: get.requestID, code: .notFound, message: "\(digest) is not on this node")))
         }
         send(.attachmentPart(AttachmentPart(requestID: get.requestID, length: UInt64(part.length), data: part.bytes)))
+    }
+
+    /// Whether the peer may read content `digest`: this node pushes to it, and (with a push
+    /// filter) a document the filter passes names the content. Remembered for the session.
+    private func peerMayRead(_ digest: AttachmentDigest) throws(StoreError) -> Bool {
+        guard configuration.direction.pushes else { return false }
+        let filter = configuration.pushFilter
+        if case .all = filter { return true }
+        if readableAttachments.contains(digest) { return true }
+        var prefix: String?
+        var ids: [String]?
+        switch filter {
+        case .idPrefix(let value): prefix = value
+        case .documentIDs(let value): ids = value
+        case .all, .predicate: break
+        }
+        let readable = try store.namesAttachment(digest, idPrefix: prefix, documentIDs: ids) { documentID, body in
+            filter.accepts(documentID: documentID, body: filter.needsBody ? try? JSONValue.parse(body) : nil)
+        }
+        if readable { readableAttachments.insert(digest) }
+        return readable
     }
 
     // MARK: Target

@@ -52,6 +52,9 @@ package final class ReplicationSession: @unchecked Sendable {
     var horizonBarrier = PeerHorizonBarrier<PeerCheckpointKeeper.Horizon>()
     /// The peer's subscriptions held until this node's pull caught up once (`holdsPeerSubscriptions`).
     var heldSubscribes: [Subscribe] = []
+    /// Content the peer was found allowed to read (`peerMayRead`), so that each part of it is
+    /// not looked up again.
+    var readableAttachments: Set<AttachmentDigest> = []
     /// Where the store writes of received revisions run (`ReplicationWorker`): off the serial
     /// context in the agent, so that the session keeps answering `changes` (read from the
     /// store's snapshot connection) while a transaction runs.

@@ -59,6 +59,11 @@ package protocol ReplicationStore: AnyObject, Sendable {
     /// A part of stored attachment content for a peer, with the content's length; nil when the
     /// content is not here.
     func attachmentPart(of digest: AttachmentDigest, offset: Int64, maxBytes: Int) throws(StoreError) -> (length: Int64, bytes: [UInt8])?
+    /// Whether a stored revision of a document `admits` accepts names `digest` (see
+    /// `DocumentStore.namesAttachment(_:idPrefix:documentIDs:admits:)`).
+    func namesAttachment(
+        _ digest: AttachmentDigest, idPrefix: String?, documentIDs: [String]?, admits: (String, [UInt8]) -> Bool
+    ) throws(StoreError) -> Bool
 
     /// A local (non-replicated) document's body.
     func localGet(_ id: String) throws(StoreError) -> JSONValue?

@@ -25,6 +25,39 @@ extension DocumentStore {
         try readSnapshot { db in try Self.namesAttachment(db, digest) }
     }
 
+    /// Whether a stored revision of a document that `admits` names `digest`: what a peer
+    /// allowed some documents of this database only may be sent of its content. `idPrefix` and
+    /// `documentIDs` narrow the search before `admits` (the document id, the revision's body)
+    /// decides; without either, every document that names the content is read. A revision whose
+    /// body compaction dropped names nothing here. Reads the last committed snapshot.
+    public func namesAttachment(
+        _ digest: AttachmentDigest, idPrefix: String? = nil, documentIDs: [String]? = nil,
+        admits: (String, [UInt8]) -> Bool
+    ) throws(StoreError) -> Bool {
+        try readSnapshot { db in
+            guard try Self.namesAttachment(db, digest) else { return false }
+            var sql = """
+                SELECT d.doc_id, r.body FROM documents d JOIN revisions r ON r.doc_key = d.doc_key
+                WHERE r.body IS NOT NULL AND instr(r.body, CAST(? AS BLOB)) > 0
+                """
+            var values: [SQLiteValue] = [.text(digest.description)]
+            if let idPrefix {
+                sql += " AND d.doc_id >= ? AND substr(d.doc_id, 1, length(?)) = ?"
+                values += [.text(idPrefix), .text(idPrefix), .text(idPrefix)]
+            }
+            if let documentIDs {
+                guard !documentIDs.isEmpty else { return false }
+                sql += " AND d.doc_id IN (\(documentIDs.map { _ in "?" }.joined(separator: ",")))"
+                values += documentIDs.map { .text($0) }
+            }
+            var found = false
+            _ = try db.query(sql, values) { row in
+                if !found, admits(row.text(0), row.blob(1) ?? []) { found = true }
+            }
+            return found
+        }
+    }
+
     /// `namesAttachment(_:)` on `db`, in the caller's transaction.
     static func namesAttachment(_ db: Database, _ digest: AttachmentDigest) throws -> Bool {
         try db.queryFirst("SELECT 1 FROM attachment_names WHERE digest = ?", [.blob(digest.bytes)]) { _ in true } ?? false

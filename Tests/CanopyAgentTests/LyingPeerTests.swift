@@ -184,6 +184,60 @@ struct LyingPeerTests {
         #expect(part.length == 3000 && part.data == Array(open[0..<1000]))
     }
 
+    @Test("a peer may fetch only content that a document it may read names: nothing with a write-only share, and with a prefix only what a document of that prefix names")
+    func attachmentsPastAShareAreNotSent() throws {
+        let a = try InProcessReplicationTests.Node(name: "a")
+        defer { a.stop() }
+        let admin = try AdminSocketClient(path: a.socket, receiveTimeoutSeconds: 60)
+        /// Stores `bytes` and writes `id` of the default database naming them; returns the digest.
+        func attach(_ bytes: [UInt8], as id: String) throws -> AttachmentDigest {
+            let store = a.agent.store
+            let upload = try store.attachments.beginUpload(length: Int64(bytes.count), from: "a test")
+            try bytes.withUnsafeBytes { raw in try upload.write(raw) }
+            let content = try upload.finishPinned()
+            defer { content.pin.release() }
+            let stub = AttachmentMetadata(contentType: "application/octet-stream", length: Int64(bytes.count), digest: content.digest, revpos: 1)
+            try store.put(id: id, body: Attachments.body(.object(["id": .string(id)]), with: ["file": stub]), replacing: nil)
+            return content.digest
+        }
+        let secret = try attach([UInt8](repeating: 0x11, count: 2000), as: "secret:plan")
+        let public_ = try attach([UInt8](repeating: 0x22, count: 2000), as: "pub:readme")
+
+        /// A peer with `access` (and `prefix`) to default asks for each digest; true for each sent.
+        func fetches(seed: UInt8, access: String, prefix: String?, _ digests: [AttachmentDigest]) throws -> [Bool] {
+            var entropy = DeterministicEntropy(seed: [UInt8](repeating: seed, count: DeterministicEntropy.seedBytes))
+            let peer = Identity.generate(random: &entropy)
+            #expect(try admin.request("peer.add", ["node_id": .string(peer.nodeID.description), "address": .string("-")])["ok"] == .bool(true))
+            var share: [String: JSONValue] = ["db": .string("default"), "node_id": .string(peer.nodeID.description), "access": .string(access)]
+            if let prefix { share["prefix"] = .string(prefix) }
+            #expect(try admin.request("share", share)["ok"] == .bool(true))
+            let address = a.agent.queue.sync { a.agent.listening!.address }
+            let transport = try Self.connect(
+                to: address, as: peer, expecting: try #require(AgentIdentity.nodeID(a.agent.nodeID)), delivery: DispatchQueue(label: "test.peer.delivery"))
+            defer { transport.close(.localClosed) }
+            let received = ConnectionEventLog()
+            transport.start { received.append($0) }
+            transport.send(.hello(ConnectionHello(nodeID: [UInt8](repeating: seed, count: 16))))
+            #expect(received.next { if case .message(.hello) = $0 { true } else { false } } != nil)
+            transport.send(.attach(Attach(channel: 1, database: .default)))
+            #expect(received.next { if case .message(.attach) = $0 { true } else { false } } != nil, "default was not opened")
+            transport.send(.channel(1, .hello(Hello(features: Hello.attachmentsFeature, databaseID: [UInt8](repeating: seed, count: 16), revsLimit: 1000, window: 4))))
+            #expect(received.next { if case .message(.channel(1, .hello)) = $0 { true } else { false } } != nil, "no session hello on the channel")
+            return digests.enumerated().map { index, digest in
+                let id = RequestID(10 + index)
+                transport.send(.channel(1, .attachmentGet(AttachmentGet(requestID: id, digest: digest.bytes, offset: 0, maxBytes: 1000))))
+                let answer = received.next(where: {
+                    if case .message(.channel(1, .error(let e))) = $0 { e.requestID == id } else if case .message(.channel(1, .attachmentPart(let p))) = $0 { p.requestID == id } else { false }
+                })
+                if case .message(.channel(1, .attachmentPart))? = answer { return true }
+                return false
+            }
+        }
+        #expect(try fetches(seed: 21, access: "read", prefix: "pub:", [secret, public_]) == [false, true], "a prefix share")
+        #expect(try fetches(seed: 22, access: "write", prefix: nil, [secret, public_]) == [false, false], "a write-only share")
+        #expect(try fetches(seed: 23, access: "read-write", prefix: nil, [secret, public_]) == [true, true], "a full share")
+    }
+
     @Test("a node of the previous version reads the agent's connection hello as its own hello and gets a close saying it must be upgraded; the agent's status for it says the same")
     func previousVersionPeerIsToldToUpgrade() throws {
         let a = try InProcessReplicationTests.Node(name: "a")

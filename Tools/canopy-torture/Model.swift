@@ -55,10 +55,16 @@ struct Model: Experiment {
             return Int(count)
         }.reduce(0, +)
         let sound = try agents.allSatisfy { try $0.checkSound() }
-        let fetching = try agents.map { agent -> Int in
-            guard case .int(let count)? = try agent.request("status")["awaiting_attachments"] else { return -1 }
-            return Int(count)
-        }.reduce(0, +)
+        // Converged means every revision is in place; a revision still set aside for content
+        // then waits for nothing, and is given 30 s to be merged before it counts as stuck.
+        var fetching = 0
+        _ = try waitUntil(limit: 30, interval: 0.2) {
+            fetching = try agents.map { agent -> Int in
+                guard case .int(let count)? = try agent.request("status")["awaiting_attachments"] else { return -1 }
+                return Int(count)
+            }.reduce(0, +)
+            return fetching == 0
+        }
 
         var result = ExperimentResult(
             name: "model", summary: "\(count) random operations over three agents, seed \(common.seed)")
