@@ -96,6 +96,18 @@ extension DocumentStore {
         }
     }
 
+    /// Forgets, in the caller's transaction, the set-aside copies of revisions now written: a
+    /// revision set aside by one session (its content was not here yet) that another peer then
+    /// sent once the content was here is in the tree, and its copy waits for nothing. Only
+    /// revisions naming content can have one, so the others cost nothing.
+    static func forgetSetAside(_ written: [CheckedRevision], _ db: Database) throws {
+        for revision in written where revision.namesAttachments {
+            let rev = revision.path.leaf.description
+            try db.run("DELETE FROM awaiting_revisions WHERE doc_id = ? AND rev = ?", .text(revision.documentID), .text(rev))
+            try db.run("DELETE FROM awaiting_digests WHERE doc_id = ? AND rev = ?", .text(revision.documentID), .text(rev))
+        }
+    }
+
     /// Revisions set aside and not yet settled.
     public func awaitingContentCount() throws(StoreError) -> Int {
         try read { db in Int(try db.scalarInt("SELECT count(*) FROM awaiting_revisions") ?? 0) }

@@ -68,6 +68,7 @@ extension DocumentStore {
         let policy = policy ?? conflictPolicy
         let results = try write { context in
             let results = try Self.mergeAll(context, ready, groups, policy: policy, keepingConflicts: keepingConflicts)
+            try Self.forgetSetAside(ready, context.db)
             if !awaiting.isEmpty { try Self.setAside(awaiting, context.db) }
             try local?.put(context.db)
             return results

@@ -59,6 +59,27 @@ struct AwaitingContentTests {
         #expect(!FileManager.default.fileExists(atPath: reopened.attachments.directory + "/partial-" + digest.hex))
     }
 
+    @Test("a revision set aside that arrives again once its content is here is written, and its set-aside copy is forgotten")
+    func setAsideCopyForgottenWhenWritten() throws {
+        let test = try TestStore()
+        let bytes = pattern(5000, seed: 3)
+        let (revision, digest) = try foreignRevision("photo", naming: bytes)
+        try test.store.bulkInsertForeign([revision])
+        #expect(try test.store.awaitingContentCount() == 1)
+        // The content comes by another way (here an upload that a local document names).
+        let upload = try test.store.attachments.beginUpload(length: Int64(bytes.count), from: "a test")
+        try bytes.withUnsafeBytes { raw in try upload.write(raw) }
+        let content = try upload.finishPinned()
+        defer { content.pin.release() }
+        #expect(content.digest == digest)
+        let stub = AttachmentMetadata(contentType: "image/png", length: Int64(bytes.count), digest: digest, revpos: 1)
+        try test.store.put(id: "local", body: Attachments.body(.object(["n": .int(1)]), with: ["photo": stub]), replacing: nil)
+        // The first revision comes again from another peer, its content here: written at once.
+        try test.store.bulkInsertForeign([revision])
+        #expect(try test.store.get(id: "photo").revision == revision.path.leaf)
+        #expect(try test.store.awaitingContentCount() == 0, "the set-aside copy of a revision in the tree waits for nothing")
+    }
+
     @Test("content that does not hash to its digest is discarded, and the revisions waiting for it are refused by document")
     func mismatchRefused() throws {
         let test = try TestStore()
