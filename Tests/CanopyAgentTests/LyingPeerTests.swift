@@ -128,6 +128,17 @@ struct LyingPeerTests {
         }
     }
 
+    /// Stores `bytes` and writes document `id` of `store` naming them; returns the digest.
+    static func attach(_ bytes: [UInt8], as id: String, in store: DocumentStore) throws -> AttachmentDigest {
+        let upload = try store.attachments.beginUpload(length: Int64(bytes.count), from: "a test")
+        try bytes.withUnsafeBytes { raw in try upload.write(raw) }
+        let content = try upload.finishPinned()
+        defer { content.pin.release() }
+        let stub = AttachmentMetadata(contentType: "application/octet-stream", length: Int64(bytes.count), digest: content.digest, revpos: 1)
+        try store.put(id: id, body: Attachments.body(.object(["id": .string(id)]), with: ["file": stub]), replacing: nil)
+        return content.digest
+    }
+
     @Test("a peer allowed one database that asks for attachment content only another database names, by its digest, is told it is not here; content its database names is sent")
     func attachmentsOfAnotherDatabaseAreNotSent() throws {
         let a = try InProcessReplicationTests.Node(name: "a")
@@ -140,19 +151,9 @@ struct LyingPeerTests {
         let secret = try #require(a.agent.databases[DatabaseName(validating: "secret")!])
         #expect(secret.attachments.sharesDirectory(with: a.agent.store.attachments), "the agent's databases share DIR/attachments")
 
-        /// Stores `bytes` and writes document `id` of `store` naming them; returns the digest.
-        func attach(_ bytes: [UInt8], as id: String, in store: DocumentStore) throws -> AttachmentDigest {
-            let upload = try store.attachments.beginUpload(length: Int64(bytes.count), from: "a test")
-            try bytes.withUnsafeBytes { raw in try upload.write(raw) }
-            let content = try upload.finishPinned()
-            defer { content.pin.release() }
-            let stub = AttachmentMetadata(contentType: "application/octet-stream", length: Int64(bytes.count), digest: content.digest, revpos: 1)
-            try store.put(id: id, body: Attachments.body(.object(["id": .string(id)]), with: ["file": stub]), replacing: nil)
-            return content.digest
-        }
-        let hidden = try attach([UInt8](repeating: 0x5A, count: 3000), as: "payroll", in: secret)
+        let hidden = try Self.attach([UInt8](repeating: 0x5A, count: 3000), as: "payroll", in: secret)
         let open = [UInt8]((0..<3000).map { UInt8(truncatingIfNeeded: $0) })
-        let visible = try attach(open, as: "readme", in: a.agent.store)
+        let visible = try Self.attach(open, as: "readme", in: a.agent.store)
 
         let address = a.agent.queue.sync { a.agent.listening!.address }
         let transport = try Self.connect(
@@ -189,19 +190,8 @@ struct LyingPeerTests {
         let a = try InProcessReplicationTests.Node(name: "a")
         defer { a.stop() }
         let admin = try AdminSocketClient(path: a.socket, receiveTimeoutSeconds: 60)
-        /// Stores `bytes` and writes `id` of the default database naming them; returns the digest.
-        func attach(_ bytes: [UInt8], as id: String) throws -> AttachmentDigest {
-            let store = a.agent.store
-            let upload = try store.attachments.beginUpload(length: Int64(bytes.count), from: "a test")
-            try bytes.withUnsafeBytes { raw in try upload.write(raw) }
-            let content = try upload.finishPinned()
-            defer { content.pin.release() }
-            let stub = AttachmentMetadata(contentType: "application/octet-stream", length: Int64(bytes.count), digest: content.digest, revpos: 1)
-            try store.put(id: id, body: Attachments.body(.object(["id": .string(id)]), with: ["file": stub]), replacing: nil)
-            return content.digest
-        }
-        let secret = try attach([UInt8](repeating: 0x11, count: 2000), as: "secret:plan")
-        let public_ = try attach([UInt8](repeating: 0x22, count: 2000), as: "pub:readme")
+        let secret = try Self.attach([UInt8](repeating: 0x11, count: 2000), as: "secret:plan", in: a.agent.store)
+        let public_ = try Self.attach([UInt8](repeating: 0x22, count: 2000), as: "pub:readme", in: a.agent.store)
 
         /// A peer with `access` (and `prefix`) to default asks for each digest; true for each sent.
         func fetches(seed: UInt8, access: String, prefix: String?, _ digests: [AttachmentDigest]) throws -> [Bool] {
