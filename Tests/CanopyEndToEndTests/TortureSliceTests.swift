@@ -106,14 +106,4 @@ struct TortureSliceTests {
         #expect(Self.figure(report, "converged") == 1, "\(report)")
         #expect(Self.figure(report, "conflicts") == 0, "\(report)")
     }
-
-    @Test("attaches only, over three agents and no faults: no revision is left waiting for content that is on disk, and all converge", arguments: [11, 14] as [UInt64])
-    func modelAttachments(seed: UInt64) throws {
-        let (status, report) = try Self.torture(["model", "--attachments-only", "--steps", "60", "--seed", String(seed)], limit: 300)
-        #expect(status == 0, "\(report)")
-        #expect((Self.figure(report, "attachments") ?? 0) > 0)
-        #expect(Self.figure(report, "awaiting_attachments") == 0, "\(report)")
-        #expect(Self.figure(report, "converged") == 1, "\(report)")
-        #expect(Self.figure(report, "lost_acknowledged_writes") == 0, "\(report)")
-    }
 }
