@@ -27,6 +27,10 @@ final class AdminClient: @unchecked Sendable {
     private weak var handler: (any AdminRequestHandler)?
     private let log: RateLimitedLog
     private let writeBudget: PendingWriteBudget
+    /// Whether the client is idle, for the server's choice of whom to close to make room.
+    private let activity: AdminClientActivity
+    /// The client sits on an operator slot: only `AdminClientSlots.operatorCommands` are served.
+    private let operatorOnly: Bool
     private var buffer: [UInt8] = []
     private var lines: [PendingLine] = []
     /// The upload whose bytes the connection is reading (the line-reading resumes after them).
@@ -87,12 +91,17 @@ final class AdminClient: @unchecked Sendable {
     /// closed its socket completely (nothing else reports that once reading has stopped).
     private var hangUpTimer: (any DispatchSourceTimer)?
 
-    init(fd: Int32, handler: any AdminRequestHandler, log: RateLimitedLog, writeBudget: PendingWriteBudget) {
+    init(
+        fd: Int32, handler: any AdminRequestHandler, log: RateLimitedLog, writeBudget: PendingWriteBudget,
+        activity: AdminClientActivity, operatorOnly: Bool
+    ) {
         self.connection = StreamConnection(
             fd: fd, queue: queue, pendingWriteBytesMax: AgentLimits.adminPendingWriteBytesMax, writeBudget: writeBudget)
         self.handler = handler
         self.log = log
         self.writeBudget = writeBudget
+        self.activity = activity
+        self.operatorOnly = operatorOnly
     }
 
     func start(onClose: @escaping @Sendable () -> Void) {
@@ -131,10 +140,17 @@ final class AdminClient: @unchecked Sendable {
     /// Keeps the connection open after the client ends its input (an `events` subscription).
     /// Called before the request's reply, so it takes effect before that reply is sent.
     func staysOpenAfterInput() {
+        activity.startStreaming()
         queue.async { [self] in
             staysOpen = true
             connection.isStream = true
         }
+    }
+
+    /// The connection serves a stream (a registered resolver's offers): it is never closed to
+    /// make room for another client.
+    func holdsStream() {
+        activity.startStreaming()
     }
 
     /// Closes from the server side (agent shutdown).
@@ -142,8 +158,26 @@ final class AdminClient: @unchecked Sendable {
         queue.async { [self] in connection.closeWhenFlushed() }
     }
 
+    /// Closes a client the server claimed as idle the longest (`AdminClientActivity.claim`), after
+    /// telling it why: a script that sends its next request reads that line as the answer.
+    func closeToMakeRoom() {
+        queue.async { [self] in
+            connection.send(Self.madeRoomLine)
+            connection.closeWhenFlushed()
+        }
+    }
+
+    /// What a client closed to make room reads (`busy`, with a null `id` as for a refused newcomer).
+    static let madeRoomLine = AdminResponse.failure(
+        id: nil,
+        AdminFailure(
+            .busy,
+            "closed to make room for a new client: all \(AgentLimits.adminConnectionsMax) admin slots were taken and this connection was the one idle the longest; connect again"))
+
     private func received(_ bytes: ArraySlice<UInt8>) {
         dispatchPrecondition(condition: .onQueue(queue))
+        // A client claimed to make room is closing: what it sends now is not run.
+        guard activity.beginWork() else { return }
         var rest = bytes
         while !rest.isEmpty {
             if upload != nil {
@@ -326,6 +360,8 @@ final class AdminClient: @unchecked Sendable {
 
     private func handleNext() {
         dispatchPrecondition(condition: .onQueue(queue))
+        guard activity.beginWork() else { return }
+        defer { activity.settle(holdsWork: holdsWork, now: monotonicNow().seconds) }
         while !connection.isClosed, let handler {
             guard !lines.isEmpty || decodedAhead != nil else {
                 // A stream goes on after a half-close, not after the client closed its socket (that
@@ -343,6 +379,9 @@ final class AdminClient: @unchecked Sendable {
                 if busy && !(pipelines && inFlightPipelines) {
                     decodedAhead = decoded  // waits for the requests in flight
                     return
+                }
+                if operatorOnly && !AdminClientSlots.operatorCommands.contains(request.command) {
+                    return refuseOnOperatorSlot(request)
                 }
                 inFlightPipelines = busy ? inFlightPipelines && pipelines : pipelines
                 inFlight += 1
@@ -374,6 +413,25 @@ final class AdminClient: @unchecked Sendable {
                 if !pipelines { return }
             }
         }
+    }
+
+    /// Something that keeps the client from being idle: a request read and unanswered, or bytes
+    /// in transfer either way.
+    private var holdsWork: Bool {
+        busy || !lines.isEmpty || decodedAhead != nil || upload != nil || sendingBody != nil
+    }
+
+    /// A command other than the operator's on an operator slot: answered `busy` (naming what the
+    /// slot serves), and the connection closed after the answer; nothing after it is run.
+    private func refuseOnOperatorSlot(_ request: AdminRequest) {
+        let served = AdminClientSlots.operatorCommandsInWords
+        respond(at: enqueueResponse(), Outgoing(line: AdminResponse.failure(id: request.id, AdminFailure(
+            .busy,
+            "all \(AgentLimits.adminConnectionsMax) admin slots are held by clients with requests running or streams; this connection has one of the operator's, which serves \(served) only; try again"))))
+        lines = []
+        decodedAhead = nil
+        buffer = []
+        connection.closeWhenFlushed()
     }
 
     /// A slot for the next response in request order; its position.

@@ -23,8 +23,10 @@ public enum AdminErrorCode: String, Sendable, Equatable, CaseIterable {
     case unavailable
     /// The request was valid but carrying it out failed.
     case failed
-    /// The agent already serves `AgentLimits.adminConnectionsMax` clients: sent once, with a
-    /// null `id`, to a client connecting over the limit, before the connection is closed.
+    /// No slot for the client (`AdminClientSlots`): sent once, with a null `id`, to a client
+    /// connecting when every slot is held by a busy client, or to an idle client closed to make
+    /// room for a newcomer; or, its `id` echoed, to a command an operator slot does not serve.
+    /// The connection is closed after it.
     case busy
 }
 

@@ -54,7 +54,10 @@ struct AdminDownload: Sendable {
 /// hands them to `AdminClient`s.
 ///
 /// Invariants: state is touched only on `queue`; at most `AgentLimits.adminConnectionsMax`
-/// clients are open (one more is told `busy` and closed); the bytes queued for all clients
+/// clients hold general slots and `AgentLimits.adminOperatorConnectionsMax` more hold operator
+/// slots (`AdminClientSlots` says who makes room for a newcomer; one that finds every slot busy
+/// is told `busy` and closed); a client closed to make room leaves `clients` at once, so it is
+/// never counted twice; the bytes queued for all clients
 /// together stay within `AgentLimits.adminPendingWriteBytesTotalMax` (`writeBudget`); the socket file is removed by `stop()` (and only by it: a file we did not
 /// create is never unlinked).
 final class AdminServer: @unchecked Sendable {
@@ -67,8 +70,21 @@ final class AdminServer: @unchecked Sendable {
     private let writeBudget: PendingWriteBudget
     private weak var handler: (any AdminRequestHandler)?
     private var acceptSource: (any DispatchSourceRead)?
-    private var clients: [ObjectIdentifier: AdminClient] = [:]
+    /// Keyed by connection number, never reused (an `ObjectIdentifier` may be: a client closed
+    /// to make room leaves at once and may be freed before its close handler has run).
+    private var clients: [UInt64: Slot] = [:]
+    /// The number the next connection gets (`AdminClientSlots.Candidate.id`).
+    private var nextID: UInt64 = 0
+    private let slots = AdminClientSlots(
+        generalMax: AgentLimits.adminConnectionsMax, operatorMax: AgentLimits.adminOperatorConnectionsMax)
     private var stopped = false
+
+    /// A connected client and what the slot choice needs of it.
+    private struct Slot {
+        var client: AdminClient
+        var activity: AdminClientActivity
+        var operatorOnly: Bool
+    }
 
     /// Binds the socket at `path` (stale-socket check included, see `Socket.listenUnix`).
     init(path: String, handler: any AdminRequestHandler, logger: Logger) throws(AgentError) {
@@ -106,7 +122,7 @@ final class AdminServer: @unchecked Sendable {
             acceptSource?.cancel()
             acceptSource = nil
             unlink(path)
-            for client in clients.values { client.closeFromServer() }
+            for slot in clients.values { slot.client.closeFromServer() }
             clients = [:]
         }
         clientLog.reportSuppressed()
@@ -123,14 +139,20 @@ final class AdminServer: @unchecked Sendable {
                 close(fd)
                 continue
             }
-            guard clients.count < AgentLimits.adminConnectionsMax, let handler else {
-                clientLog.log(.warning, kind: "admin.refused.busy", "admin connection refused: \(AgentLimits.adminConnectionsMax) clients already connected")
+            guard let handler, let operatorOnly = makeRoom() else {
+                clientLog.log(
+                    .warning, kind: "admin.refused.busy",
+                    "admin connection refused: all \(AgentLimits.adminConnectionsMax) admin slots and the operator's \(AgentLimits.adminOperatorConnectionsMax) are held by clients with requests running or streams")
                 Self.refuseBusy(fd)
                 continue
             }
-            let client = AdminClient(fd: fd, handler: handler, log: clientLog, writeBudget: writeBudget)
-            let key = ObjectIdentifier(client)
-            clients[key] = client
+            let now = monotonicNow().seconds
+            let activity = AdminClientActivity(now: now)
+            let client = AdminClient(
+                fd: fd, handler: handler, log: clientLog, writeBudget: writeBudget, activity: activity, operatorOnly: operatorOnly)
+            let key = nextID
+            nextID += 1
+            clients[key] = Slot(client: client, activity: activity, operatorOnly: operatorOnly)
             client.start { [weak self] in
                 guard let self else { return }
                 self.queue.async { self.clients[key] = nil }
@@ -138,10 +160,37 @@ final class AdminServer: @unchecked Sendable {
         }
     }
 
+    /// Finds the newcomer a slot (`AdminClientSlots`), closing the client idle the longest when
+    /// that is what it takes; returns whether the slot is an operator's, or nil when every slot
+    /// is busy. A client that turns busy between the choice and its claim keeps its slot, and
+    /// the choice is made again without it.
+    private func makeRoom() -> Bool? {
+        dispatchPrecondition(condition: .onQueue(queue))
+        var candidates = clients.map { key, slot in
+            AdminClientSlots.Candidate(id: key, operatorOnly: slot.operatorOnly, idleSince: slot.activity.idleSinceSeconds)
+        }
+        while case .admit(let operatorOnly, let closing) = slots.admission(candidates) {
+            guard !closing.isEmpty else { return operatorOnly }
+            if let key = closing.first(where: { clients[$0]?.activity.claim() == true }), let slot = clients.removeValue(forKey: key) {
+                let idleSeconds = monotonicNow().seconds - (candidates.first { $0.id == key }?.idleSince ?? 0)
+                clientLog.log(
+                    .notice, kind: "admin.made_room",
+                    "closed the admin client idle the longest (\(Int(idleSeconds)) s) to make room for a new one: every \(operatorOnly ? "operator" : "admin") slot was taken")
+                slot.client.closeToMakeRoom()
+                return operatorOnly
+            }
+            for index in candidates.indices where closing.contains(candidates[index].id) { candidates[index].idleSince = nil }
+        }
+        return nil
+    }
+
     /// The one line a client over the connection limit gets before the close, so that it can
     /// say "busy" rather than "closed".
     static let busyLine = AdminResponse.failure(
-        id: nil, AdminFailure(.busy, "the agent already serves \(AgentLimits.adminConnectionsMax) admin clients; try again"))
+        id: nil,
+        AdminFailure(
+            .busy,
+            "the agent already serves \(AgentLimits.adminConnectionsMax + AgentLimits.adminOperatorConnectionsMax) admin clients, each with a request running or a stream; try again"))
 
     /// Writes `busyLine` without blocking (it fits any socket buffer; if it does not go out the
     /// client is no worse off than with a bare close), then closes. What the client already sent

@@ -16,6 +16,14 @@ public enum AgentLimits {
     /// script cannot exhaust file descriptors the peers need.
     public static let adminConnectionsMax = 64
 
+    /// Admin connections beyond `adminConnectionsMax` kept for the operator: they serve only
+    /// `status`, `peers`, `stats` and `shutdown`. When every general slot is taken, the client idle
+    /// the longest is closed to make room for a newcomer; these slots are for when none is idle
+    /// (64 `events` streams, resolvers, `sync` waits), so that the operator can still see the
+    /// agent and stop it. Four let a few operators' commands, or a monitoring probe beside them,
+    /// run at once; an idle client on one is closed to make room as on the others.
+    public static let adminOperatorConnectionsMax = 4
+
     /// How often a client that half-closed while its request runs (a `sync` wait) is checked
     /// for having closed its socket completely, which frees its connection slot. A client that
     /// goes without half-closing first is seen at once.

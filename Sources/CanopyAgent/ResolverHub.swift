@@ -253,6 +253,7 @@ final class ResolverHub: @unchecked Sendable {
             throw Self.failure(error)
         }
         clients[connection] = client
+        client.holdsStream()
         client.onClose { [weak self] in
             guard let self else { return }
             self.agent.queue.async {

@@ -42,8 +42,8 @@ struct HostileClientsEndToEndTests {
         #expect(added.contains { $0.contains("similar_lines_suppressed") }, "\(added.joined(separator: "\n"))")
     }
 
-    @Test("with every admin connection slot taken, canopyctl status exits 6 saying the agent is busy, and works once a slot is free")
-    func statusSaysBusyAtTheConnectionLimit() throws {
+    @Test("with every admin connection slot held by an idle client, canopyctl status, peers and shutdown are answered, each closing the client idle the longest")
+    func idleClientsMakeRoomForTheOperator() throws {
         let agent = try AgentProcess()
         try agent.start()
         // The start-up check's client closes asynchronously: wait until only the asking one counts.
@@ -54,14 +54,54 @@ struct HostileClientsEndToEndTests {
             #expect(try client.request("status")["ok"] == .bool(true))
             clients.append(client)
         }
-        let busy = try agent.ctl(["status"])
-        #expect(busy.status == 6, "\(busy)")
-        #expect(busy.stderr.contains("agent busy, try again"), "\(busy.stderr)")
-        let json = try agent.ctl(["status", "--json"])
-        #expect(json.status == 6)
-        #expect(json.stdout.contains(#""code":"busy""#), "\(json.stdout)")
-        clients.removeLast()
-        try poll("canopyctl status to answer once a slot is free") { try agent.ctl(["status"]).status == 0 }
+        for command in [["status"], ["peers"]] {
+            for _ in 0..<3 {
+                let result = try agent.ctl(command)
+                #expect(result.status == 0, "canopyctl \(command): \(result)")
+            }
+        }
+        // The first operator command closed the client idle the longest, the first one, which
+        // was told why; the next ones found that slot free again once canopyctl had gone (or,
+        // when they came before the agent saw it go, closed the next oldest). The others serve.
+        let answers = try clients.map { try $0.request("status") }
+        let closed = answers.prefix { AdminSocketClient.isBusy($0) }
+        #expect((1...6).contains(closed.count), "\(answers.map { $0["error"] ?? .null })")
+        for answer in closed { #expect("\(answer["error"] ?? .null)".contains("idle the longest"), "\(answer)") }
+        for (index, answer) in answers.enumerated().dropFirst(closed.count) {
+            #expect(answer["ok"] == .bool(true), "client \(index): \(answer)")
+        }
+        let stopped = try agent.ctl(["shutdown"])
+        #expect(stopped.status == 0, "\(stopped)")
+        try waitForExit(agent.process)
+        #expect(agent.log.contains("closed the admin client idle the longest"), "\(agent.log)")
+    }
+
+    @Test("with every admin connection slot held by an event stream, the operator's status and peers are answered on a reserved slot, and anything else there exits 6 busy")
+    func streamsLeaveTheOperatorAReservedSlot() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        try poll("the agent to count one admin client") { try agent.client().request("stats")["admin_clients"] == .int(1) }
+        var streams: [AdminSocketClient] = []
+        for _ in 0..<AgentLimits.adminConnectionsMax {
+            let client = try agent.client()
+            #expect(try client.request("events")["ok"] == .bool(true))
+            streams.append(client)
+        }
+        for command in [["status"], ["peers"], ["status", "--json"]] {
+            let result = try agent.ctl(command)
+            #expect(result.status == 0, "canopyctl \(command): \(result)")
+        }
+        let put = try agent.ctl(["put", "doc-1", "--body", #"{"a":1}"#])
+        #expect(put.status == 6, "\(put)")
+        #expect(put.stderr.contains("agent busy, try again"), "\(put.stderr)")
+        #expect(put.stderr.contains("status, peers"), "\(put.stderr)")
+        // No stream was closed to make room: each still gets the events of a write.
+        streams.removeLast()
+        try poll("a general slot to be free again") { try agent.ctl(["put", "doc-1", "--body", #"{"a":1}"#]).status == 0 }
+        let changed = Array("document.changed".utf8)
+        for stream in streams {
+            while try stream.readLine().firstRange(of: changed) == nil {}
+        }
     }
 
     @Test("event subscribers that never read are disconnected, the ones holding the most first, while the agent's memory stays bounded and a reading subscriber gets every event")
