@@ -31,6 +31,16 @@ final class AdminClient: @unchecked Sendable {
     private let activity: AdminClientActivity
     /// The client sits on an operator slot: only `AdminClientSlots.operatorCommands` are served.
     private let operatorOnly: Bool
+    /// Bounds the request bytes all clients hold together (`RequestBytesBudget`).
+    private let requestBudget: RequestBytesBudget
+    /// Where this client stands with `requestBudget`.
+    private var grant = Grant.none
+    /// Numbers the grant requests, so that a grant that arrives after its request was withdrawn
+    /// is told apart from the answer to a later one.
+    private var grantRequests = 0
+    /// Bytes of the lines read and not answered yet (in `lines`, decoded ahead or in flight);
+    /// with `buffer`, what the client holds against `requestBudget`.
+    private var heldLineBytes = 0
     private var buffer: [UInt8] = []
     private var lines: [PendingLine] = []
     /// The upload whose bytes the connection is reading (the line-reading resumes after them).
@@ -51,6 +61,18 @@ final class AdminClient: @unchecked Sendable {
     /// multi-megabyte `import` line then overlaps the store's write of the previous one. At most
     /// one line is decoded ahead, so a client that pipelines many lines holds them as bytes.
     private var decodedAhead: Result<AdminRequest, AdminDecodeFailure>?
+    /// The bytes of the line `decodedAhead` was decoded from.
+    private var decodedAheadBytes = 0
+
+    /// A client's standing with the request budget.
+    private enum Grant: Equatable {
+        /// Within its own share: no grant held or asked for.
+        case none
+        /// Not read from until the grant numbered so arrives.
+        case waiting(Int)
+        /// Holds room for one more line of the largest size.
+        case granted
+    }
 
     /// Commands whose line is followed by bytes (`length` of them, once the agent said `upload`).
     static let uploadCommands: Set<String> = ["attach"]
@@ -65,6 +87,13 @@ final class AdminClient: @unchecked Sendable {
     private enum PendingLine {
         case bytes([UInt8])
         case decoded(Result<AdminRequest, AdminDecodeFailure>)
+
+        /// What it holds against the request budget (an upload's header, at most 64 KiB, and a
+        /// refusal count as nothing).
+        var heldBytes: Int {
+            if case .bytes(let bytes) = self { return bytes.count }
+            return 0
+        }
     }
 
     /// An upload in progress: its request, where its bytes go, how many are still to come, and
@@ -93,8 +122,9 @@ final class AdminClient: @unchecked Sendable {
 
     init(
         fd: Int32, handler: any AdminRequestHandler, log: RateLimitedLog, writeBudget: PendingWriteBudget,
-        activity: AdminClientActivity, operatorOnly: Bool
+        requestBudget: RequestBytesBudget, activity: AdminClientActivity, operatorOnly: Bool
     ) {
+        self.requestBudget = requestBudget
         self.connection = StreamConnection(
             fd: fd, queue: queue, pendingWriteBytesMax: AgentLimits.adminPendingWriteBytesMax, writeBudget: writeBudget)
         self.handler = handler
@@ -314,7 +344,10 @@ final class AdminClient: @unchecked Sendable {
             if busy { decodeAhead() }
         }
         guard !buffer.isEmpty && buffer != [UInt8(ascii: "\r")] else { return }
-        guard buffer.count <= Self.uploadLineBytesMax, Self.mayNameUpload(buffer) else { return lines.append(.bytes(buffer)) }
+        guard buffer.count <= Self.uploadLineBytesMax, Self.mayNameUpload(buffer) else {
+            heldLineBytes += buffer.count
+            return lines.append(.bytes(buffer))
+        }
         let decoded = AdminRequest.decode(buffer)
         guard case .success(let request) = decoded, Self.uploadCommands.contains(request.command), let handler else {
             return lines.append(.decoded(decoded))
@@ -361,7 +394,10 @@ final class AdminClient: @unchecked Sendable {
     private func handleNext() {
         dispatchPrecondition(condition: .onQueue(queue))
         guard activity.beginWork() else { return }
-        defer { activity.settle(holdsWork: holdsWork, now: monotonicNow().seconds) }
+        defer {
+            activity.settle(holdsWork: holdsWork, now: monotonicNow().seconds)
+            updateReading()
+        }
         while !connection.isClosed, let handler {
             guard !lines.isEmpty || decodedAhead != nil else {
                 // A stream goes on after a half-close, not after the client closed its socket (that
@@ -369,15 +405,16 @@ final class AdminClient: @unchecked Sendable {
                 if !busy && sendingBody == nil && inputEnded && (!staysOpen || connection.peerHungUp) { connection.closeWhenFlushed() }
                 return
             }
-            let decoded = decodedAhead ?? Self.decode(lines.removeFirst())
-            decodedAhead = nil
+            let (decoded, lineBytes) = takeNextLine()
             switch decoded {
             case .failure(let problem):
                 respond(at: enqueueResponse(), Outgoing(line: AdminResponse.failure(id: problem.id, problem.failure)))
+                heldLineBytes -= lineBytes
             case .success(let request):
                 let pipelines = Self.pipelines(request)
                 if busy && !(pipelines && inFlightPipelines) {
                     decodedAhead = decoded  // waits for the requests in flight
+                    decodedAheadBytes = lineBytes
                     return
                 }
                 if operatorOnly && !AdminClientSlots.operatorCommands.contains(request.command) {
@@ -387,26 +424,31 @@ final class AdminClient: @unchecked Sendable {
                 inFlight += 1
                 let position = enqueueResponse()
                 if !pipelines { queue.async { [weak self] in self?.decodeAhead() } }
-                let answered: @Sendable (Outgoing) -> Void = { [weak self] outgoing in
+                // The response is encoded on this client's queue, not on the handler's: a reply of
+                // many megabytes (a `get` of a large document) then does not hold the store's
+                // queue, which every other client's document commands and `status` wait for.
+                let answered: @Sendable (@escaping @Sendable () -> Outgoing) -> Void = { [weak self] outgoing in
                     guard let self else { return }
                     self.queue.async {
-                        self.respond(at: position, outgoing)
+                        self.respond(at: position, outgoing())
                         self.inFlight -= 1
+                        self.heldLineBytes -= lineBytes
                         self.handleNext()
                     }
                 }
                 if Self.downloadCommands.contains(request.command) {
                     handler.handleDownload(request) { result in
                         switch result {
-                        case .success(let download): answered(Outgoing(line: AdminResponse.success(id: request.id, download.members), body: download.body))
-                        case .failure(let failure): answered(Outgoing(line: AdminResponse.failure(id: request.id, failure)))
+                        case .success(let download):
+                            answered { Outgoing(line: AdminResponse.success(id: request.id, download.members), body: download.body) }
+                        case .failure(let failure): answered { Outgoing(line: AdminResponse.failure(id: request.id, failure)) }
                         }
                     }
                 } else {
                     handler.handle(request, client: self) { result in
                         switch result {
-                        case .success(let members): answered(Outgoing(line: AdminResponse.success(id: request.id, members)))
-                        case .failure(let failure): answered(Outgoing(line: AdminResponse.failure(id: request.id, failure)))
+                        case .success(let members): answered { Outgoing(line: AdminResponse.success(id: request.id, members)) }
+                        case .failure(let failure): answered { Outgoing(line: AdminResponse.failure(id: request.id, failure)) }
                         }
                     }
                 }
@@ -492,12 +534,74 @@ final class AdminClient: @unchecked Sendable {
     private func decodeAhead() {
         guard busy, decodedAhead == nil, !lines.isEmpty, !connection.isClosed else { return }
         if inFlightPipelines { return handleNext() }
-        decodedAhead = Self.decode(lines.removeFirst())
+        let line = lines.removeFirst()
+        decodedAhead = Self.decode(line)
+        decodedAheadBytes = line.heldBytes
+    }
+
+    /// The next request to handle (the one decoded ahead, else the first line, decoded now) and
+    /// the bytes its line holds against the request budget until it is answered.
+    private func takeNextLine() -> (Result<AdminRequest, AdminDecodeFailure>, Int) {
+        if let decoded = decodedAhead {
+            decodedAhead = nil
+            return (decoded, decodedAheadBytes)
+        }
+        let line = lines.removeFirst()
+        return (Self.decode(line), line.heldBytes)
+    }
+
+    /// Reads on while the client holds no more than its own share of request bytes, or than its
+    /// share and a grant; otherwise stops reading, and asks for a grant if it holds none
+    /// (`RequestBytesBudget`). A grant no longer needed is given back. Room for one more read
+    /// is kept, so that the bound holds after it.
+    private func updateReading() {
+        guard !connection.isClosed, !inputEnded else { return }
+        let held = buffer.count + heldLineBytes + AgentLimits.socketReadChunkBytes
+        let own = AgentLimits.adminRequestBytesPerClientMax
+        if held <= own {
+            withdrawGrant()
+            return connection.resumeReading()
+        }
+        switch grant {
+        case .granted:
+            held <= own + AgentLimits.adminLineBytesMax ? connection.resumeReading() : connection.pauseReading()
+        case .waiting:
+            connection.pauseReading()
+        case .none:
+            connection.pauseReading()
+            grantRequests += 1
+            let number = grantRequests
+            grant = .waiting(number)
+            let owner = ObjectIdentifier(self)
+            let onGrant: @Sendable () -> Void = { [weak self] in
+                guard let self else { return }
+                self.queue.async { self.granted(number) }
+            }
+            if requestBudget.request(owner, onGrant: onGrant) {
+                granted(number)
+            }
+        }
+    }
+
+    /// The grant asked for as `number` arrived: reading goes on, unless it was withdrawn since.
+    private func granted(_ number: Int) {
+        guard grant == .waiting(number) else { return }
+        grant = .granted
+        guard !connection.isClosed else { return withdrawGrant() }
+        updateReading()
+    }
+
+    /// Gives back the grant held or asked for.
+    private func withdrawGrant() {
+        guard grant != .none else { return }
+        grant = .none
+        requestBudget.release(ObjectIdentifier(self))
     }
 
     private func closed() {
         dispatchPrecondition(condition: .onQueue(queue))
         isClosed = true
+        withdrawGrant()
         hangUpTimer?.cancel()
         hangUpTimer = nil
         let handlers = closeHandlers

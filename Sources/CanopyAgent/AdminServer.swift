@@ -68,6 +68,8 @@ final class AdminServer: @unchecked Sendable {
     /// Lines any local client can cause again and again (refusals, over-long lines, cut-offs).
     private let clientLog: RateLimitedLog
     private let writeBudget: PendingWriteBudget
+    private let requestBudget = RequestBytesBudget(
+        grantsMax: AgentLimits.adminRequestBytesSharedMax / AgentLimits.adminLineBytesMax)
     private weak var handler: (any AdminRequestHandler)?
     private var acceptSource: (any DispatchSourceRead)?
     /// Keyed by connection number, never reused (an `ObjectIdentifier` may be: a client closed
@@ -149,7 +151,8 @@ final class AdminServer: @unchecked Sendable {
             let now = monotonicNow().seconds
             let activity = AdminClientActivity(now: now)
             let client = AdminClient(
-                fd: fd, handler: handler, log: clientLog, writeBudget: writeBudget, activity: activity, operatorOnly: operatorOnly)
+                fd: fd, handler: handler, log: clientLog, writeBudget: writeBudget, requestBudget: requestBudget,
+                activity: activity, operatorOnly: operatorOnly)
             let key = nextID
             nextID += 1
             clients[key] = Slot(client: client, activity: activity, operatorOnly: operatorOnly)

@@ -12,6 +12,21 @@ public enum AgentLimits {
     /// request around it and for JSON that a client wrote less compactly than canonical form.
     public static let adminLineBytesMax = StoreLimits.bodyBytesMax + (4 << 20)
 
+    /// Bytes of request lines (read and not yet answered) one admin client may hold on its own,
+    /// whatever the others hold. Beyond this it is not read from until it has a grant from
+    /// `adminRequestBytesSharedMax`. Every small request (`status`, a `put` of an ordinary
+    /// document, a pipelined run of them up to a megabyte) fits, so it never waits for the clients
+    /// sending large lines; the 68 slots together hold at most 68 MiB this way.
+    public static let adminRequestBytesPerClientMax = 1 << 20
+
+    /// Bytes of request lines held beyond each client's own share, by all admin clients together,
+    /// handed out in grants of one line of the largest size (`adminLineBytesMax`): three at once,
+    /// the others waiting their turn unread. Without it, 63 clients each sending a 19 MiB line
+    /// took the agent from 35 to 1,596 MiB, every line within its limit; with it, the lines held,
+    /// and their decoded requests, are those of three. A grant is whole, so its holder can always
+    /// finish its line: clients halfway through large lines never wait on each other.
+    public static let adminRequestBytesSharedMax = 3 * adminLineBytesMax
+
     /// Admin connections served at once; more are accepted and closed immediately so a runaway
     /// script cannot exhaust file descriptors the peers need.
     public static let adminConnectionsMax = 64

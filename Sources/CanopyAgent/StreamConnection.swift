@@ -48,6 +48,10 @@ final class StreamConnection: @unchecked Sendable {
     /// True once the peer's end of stream was read with an `onEnd` handler: reading has stopped,
     /// writing goes on.
     private var readEnded = false
+    /// The owner asked for no more reads for now (`pauseReading`).
+    private var readPaused = false
+    /// The read source is suspended (it must be resumed before it is cancelled).
+    private var readSuspended = false
     /// Reused by every read, and lent to `onRead` without a copy (allocating and zeroing a fresh
     /// chunk per read cost more than reading into this one).
     private var readBuffer: [UInt8]
@@ -115,6 +119,31 @@ final class StreamConnection: @unchecked Sendable {
         return poll(&state, 1, 0) == 1 && state.revents & Int16(POLLHUP | POLLERR) != 0
     }
 
+    /// Stops reading until `resumeReading`: what the peer sends waits in the socket (and, once
+    /// that is full, in the peer), so the owner bounds what it holds. Must be called on `queue`.
+    func pauseReading() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !readPaused, !isClosed else { return }
+        readPaused = true
+        if !readEnded, let readSource {
+            readSource.suspend()
+            readSuspended = true
+        }
+    }
+
+    /// Reads again after `pauseReading`, at once: bytes that arrived meanwhile are not left for
+    /// the read source, which may not report them (see `readAvailable`). Must be called on `queue`.
+    func resumeReading() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard readPaused, !isClosed else { return }
+        readPaused = false
+        if readSuspended {
+            readSuspended = false
+            readSource?.resume()
+        }
+        queue.async { [weak self] in self?.readAvailable() }
+    }
+
     /// Queues bytes for writing. Must be called on `queue`. Ignored after close.
     func send(_ bytes: [UInt8]) {
         dispatchPrecondition(condition: .onQueue(queue))
@@ -165,6 +194,10 @@ final class StreamConnection: @unchecked Sendable {
             if writeSuspended { writeSource.resume() }  // a suspended source cannot be cancelled cleanly
             writeSource.cancel()
         }
+        if readSuspended {
+            readSuspended = false
+            readSource?.resume()
+        }
         readSource?.cancel()
         if readSource == nil { Glibc.close(fd) }
         readSource = nil
@@ -187,13 +220,13 @@ final class StreamConnection: @unchecked Sendable {
     /// (found only by the heartbeat). Reading on while chunks keep coming also saves the source's
     /// re-arm and a thread wake-up per chunk.
     private func readAvailable() {
-        guard !isClosed, !readEnded else { return }
+        guard !isClosed, !readEnded, !readPaused else { return }
         for _ in 0..<readsPerEvent {
             let count = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if count > 0 {
                 traffic?.addReceived(count)
                 onRead(readBuffer[0..<count])
-                guard !isClosed else { return }
+                guard !isClosed, !readPaused else { return }
             } else if count < 0 && errno == EINTR {
                 continue
             } else if count == 0, let handler = onEnd {

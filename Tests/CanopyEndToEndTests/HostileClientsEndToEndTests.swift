@@ -167,7 +167,7 @@ private final class ReadCount: @unchecked Sendable {
 }
 
 /// Samples a process's resident memory (VmRSS) every 20 ms until stopped; `stop` returns the peak in bytes.
-private final class RSSSampler: @unchecked Sendable {
+final class RSSSampler: @unchecked Sendable {
     private let lock = NSLock()
     private var peak = 0
     private var running = true
