@@ -1,6 +1,7 @@
 import CanopyCore
 import CanopyStore
 import Dispatch
+import Logging
 
 /// Attachment commands (Protocol/admin-v1.md §6, *Attachments*): `attach` uploads content and
 /// writes a revision naming it, `attachment` sends content after its response line, `detach`
@@ -225,5 +226,20 @@ private final class AttachmentBody: AdminBodySource, @unchecked Sendable {
             damaged(error.description)
             throw AdminFailure(.failed, error.description)
         }
+    }
+}
+
+extension Agent {
+    /// Removes the `incoming-` files of uploads a killed agent left in the attachment directory.
+    /// Called holding `DIR/canopyd.lock`, before any store opens: no upload runs yet and no other
+    /// agent can, so every such file is a leftover (a clean shutdown leaves none). Logged with
+    /// their number and size, so a crash that cost disk space says so.
+    static func removeUploadLeftovers(in directory: DataDirectory, logger: Logger) {
+        let removed = AttachmentStore(directory: directory.attachmentsPath).removeIncoming()
+        guard !removed.isEmpty else { return }
+        let bytes = removed.reduce(Int64(0)) { $0 + $1.bytes }
+        logger.notice(
+            "removed \(removed.count) unfinished attachment upload\(removed.count == 1 ? "" : "s") (\(bytes) bytes) left by an agent that stopped during the upload",
+            metadata: ["directory": "\(directory.attachmentsPath)"])
     }
 }

@@ -107,7 +107,8 @@ extension Agent {
 /// `check`: SQLite's full integrity check of every database, each on a connection of its own (the
 /// agent keeps serving meanwhile), then every attachment content the databases' stored revisions
 /// name, read whole and checked against its digest. A problem in a database other than `default`
-/// is prefixed with its name.
+/// is prefixed with its name. Files an interrupted upload left are listed apart (`leftovers`):
+/// they take space, but no revision names them, so the data is sound.
 extension Agent {
     /// `check {attachments?}`: `attachments` false leaves the attachment content unread.
     func check(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
@@ -145,9 +146,14 @@ extension Agent {
                     }
                 }
             }
+            // Files of uploads that never finished, which no upload of this agent writes: what an
+            // agent killed during an upload left (the next start removes them).
+            let leftovers = (stores.first?.value.attachments.leftoverIncoming() ?? []).map { file in
+                JSONValue.string("attachments/\(file.name): \(file.bytes) bytes of an unfinished upload; removed when the agent next starts")
+            }
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
             reply(.success([
-                "sound": .bool(problems.isEmpty), "problems": .array(problems.map(JSONValue.string)),
+                "sound": .bool(problems.isEmpty), "problems": .array(problems.map(JSONValue.string)), "leftovers": .array(leftovers),
                 "seconds": .double((seconds * 1000).rounded() / 1000),
                 "attachments": .int(Int64(verified)), "attachment_bytes": .int(bytes),
             ]))

@@ -113,6 +113,7 @@ public final class Agent: @unchecked Sendable {
         let directory = options.directory
         try directory.requireInitialized()
         if let held = options.heldLock { lock = held } else { lock = try DirectoryLock(path: directory.lockPath) }
+        Self.removeUploadLeftovers(in: directory, logger: options.logger)
         identity = try AgentIdentity.load(path: directory.identityPath)
         configFile = try ConfigFile.read(directory.configPath, ownNodeID: identity.nodeID)
         config = configFile.parsed.config

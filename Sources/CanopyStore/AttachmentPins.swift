@@ -76,6 +76,8 @@ final class AttachmentPinTable: Sendable {
         var nextCollection = 0
         /// Content a download of this process is fetching into its `partial-` file.
         var downloading: Set<AttachmentDigest> = []
+        /// The `incoming-` file names of this process's uploads in progress.
+        var uploading: Set<String> = []
     }
 
     let state = Mutex(State())
@@ -107,6 +109,23 @@ final class AttachmentPinTable: Sendable {
     /// Gives back the claim on `digest`.
     fileprivate func releaseDownload(_ digest: AttachmentDigest) {
         _ = state.withLock { state in state.downloading.remove(digest) }
+    }
+
+    /// Notes that an upload of this process writes the `incoming-` file `name`, from before it
+    /// creates the file until after it is gone (renamed or removed).
+    func beginUpload(_ name: String) {
+        _ = state.withLock { state in state.uploading.insert(name) }
+    }
+
+    /// The upload writing `name` has ended.
+    func endUpload(_ name: String) {
+        _ = state.withLock { state in state.uploading.remove(name) }
+    }
+
+    /// Runs `body` under the lock with the names of the uploads in progress: a file `body`
+    /// finds and no upload names cannot become one's while it runs.
+    func withUploads<T>(_ body: (Set<String>) -> T) -> T {
+        state.withLock { state in body(state.uploading) }
     }
 
     /// Starts a collection: from now until `endCollection`, every digest pinned (those pinned

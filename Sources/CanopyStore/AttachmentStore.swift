@@ -14,7 +14,8 @@ import Musl
 ///
 /// A file appears under its final name only complete, synced and verified: content is written
 /// to `incoming-<random>` in the directory while it is hashed, synced, then renamed, and the
-/// directory synced. A crash leaves at most an `incoming-` file, which `removeIncoming()` clears.
+/// directory synced. A crash leaves at most an `incoming-` file per upload in progress, which
+/// `removeIncoming()` clears and `leftoverIncoming()` lists.
 ///
 /// Content no revision names stays until a collection (`collectGarbage(keeping:)`) removes it.
 /// A collection never removes pinned content (`pin(_:)`, `AttachmentPin`): content is pinned
@@ -165,10 +166,39 @@ public final class AttachmentStore: Sendable {
         return stored.length
     }
 
-    /// Removes what an interrupted `add` left (`incoming-` files). Call when no `add` runs.
-    public func removeIncoming() {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
-        for name in names where name.hasPrefix("incoming-") { unlink(directory + "/" + name) }
+    /// Removes what interrupted uploads left: every `incoming-` file that no upload of this
+    /// process writes. Called when the agent starts, holding its directory's lock: no other
+    /// process writes there then, so every such file is a crashed process's. Returns what it
+    /// removed.
+    @discardableResult
+    public func removeIncoming() -> [LeftoverFile] {
+        pins.withUploads { live in
+            let leftovers = Self.incomingFiles(in: directory, except: live)
+            for file in leftovers { unlink(directory + "/" + file.name) }
+            return leftovers
+        }
+    }
+
+    /// The `incoming-` files that no upload of this process writes (`removeIncoming` removes
+    /// them), by name.
+    public func leftoverIncoming() -> [LeftoverFile] {
+        pins.withUploads { live in Self.incomingFiles(in: directory, except: live) }
+    }
+
+    /// An `incoming-` file no upload holds: what a process killed during an upload left.
+    public struct LeftoverFile: Sendable, Equatable {
+        /// Its name in the directory.
+        public var name: String
+        /// Its size.
+        public var bytes: Int64
+    }
+
+    private static func incomingFiles(in directory: String, except live: Set<String>) -> [LeftoverFile] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
+        return names.filter { $0.hasPrefix("incoming-") && !live.contains($0) }.sorted().map { name in
+            var info = stat()
+            return LeftoverFile(name: name, bytes: stat(directory + "/" + name, &info) == 0 ? Int64(info.st_size) : 0)
+        }
     }
 
     func syncDirectory() throws(StoreError) {
@@ -199,6 +229,8 @@ public final class AttachmentUpload {
     private let store: AttachmentStore
     private let source: String
     private let incoming: String
+    /// `incoming`'s name in the directory, noted in the pin table while the upload lives.
+    private let incomingName: String
     private let output: Int32
     private let hash = Blake2bStream(outputBytes: AttachmentDigest.byteCount)
     private let length: Int64
@@ -209,14 +241,21 @@ public final class AttachmentUpload {
         self.store = store
         self.source = source
         self.length = length
-        incoming = store.directory + "/incoming-" + Hex.encode((0..<8).map { _ in UInt8.random(in: 0...255) })
+        incomingName = "incoming-" + Hex.encode((0..<8).map { _ in UInt8.random(in: 0...255) })
+        incoming = store.directory + "/" + incomingName
+        store.pins.beginUpload(incomingName)
         output = open(incoming, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard output >= 0 else { throw .attachment("cannot create \(incoming): \(String(cString: strerror(errno)))") }
+        guard output >= 0 else {
+            let reason = String(cString: strerror(errno))
+            store.pins.endUpload(incomingName)
+            throw .attachment("cannot create \(incoming): \(reason)")
+        }
     }
 
     deinit {
         close(output)
         if !done { unlink(incoming) }
+        store.pins.endUpload(incomingName)
     }
 
     /// Bytes still expected.

@@ -335,6 +335,9 @@ struct Check: ParsableCommand {
     func run() throws {
         let result = try connection.call("check", ["attachments": .bool(!skipAttachments)])
         if connection.json { printJSON(.object(result)) }
+        if !connection.json, case .array(let leftovers)? = result["leftovers"] {
+            for leftover in leftovers { print("leftover: \(text(leftover))") }
+        }
         guard result["sound"] == .bool(true) else {
             if !connection.json, case .array(let problems)? = result["problems"] {
                 for problem in problems { print(text(problem)) }
