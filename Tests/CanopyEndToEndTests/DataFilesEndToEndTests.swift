@@ -56,6 +56,25 @@ struct DataFilesEndToEndTests {
         #expect(try store.get(id: "last").body == .object(["n": .int(300)]))
     }
 
+    @Test("canopyctl compact leaves the write-ahead log empty, not holding a copy of the rebuilt database until a restart")
+    func compactTruncatesTheLog() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        let padding = String(repeating: "x", count: 1000)
+        let client = try agent.client()
+        for batch in 0..<4 {
+            let docs = (0..<1000).map { index in JSONValue.object(["_id": .string("doc-\(batch)-\(index)"), "s": .string(padding)]) }
+            #expect(try client.request("bulk_docs", ["docs": .array(docs)])["written"] == .int(1000))
+        }
+        let compacted = try agent.ctl(["compact"])
+        #expect(compacted.status == 0, "\(compacted)")
+        let size = { (path: String) in (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0 }
+        let database = size(agent.dataDir + "/canopy.sqlite")
+        let wal = size(agent.dataDir + "/canopy.sqlite-wal")
+        #expect(database > 4_000_000, "the database holds \(database) bytes")
+        #expect(wal < 64 << 10, "the write-ahead log holds \(wal) bytes beside a database of \(database)")
+    }
+
     @Test("an identity.key with one digit changed is refused with a message naming the file, not adopted as another node")
     func damagedIdentityRefused() throws {
         let agent = try AgentProcess()
