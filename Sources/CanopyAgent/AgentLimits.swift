@@ -154,6 +154,14 @@ public enum AgentLimits {
     public static let dialBackoffMaximumSeconds = 60.0
     public static let dialBackoffJitter = 0.5
 
+    /// Redial backoff while this node's own store fails (a full disk), first delay and ceiling
+    /// (seconds). The connection to the peer works, so the dial backoff would start again at
+    /// every connection: a full disk redialled, and logged a warning, every half second. This
+    /// schedule is not reset by connecting, only by a batch written again; its ceiling is short
+    /// of the dial one's, so a disk given room is caught up within 10 s.
+    public static let storeFailureBackoffInitialSeconds = 1.0
+    public static let storeFailureBackoffMaximumSeconds = 10.0
+
     /// Seconds a TCP connect may take before it counts as a failed attempt.
     public static let dialTimeoutSeconds = 10.0
 

@@ -45,6 +45,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         /// the agent started (what a sync moved is the difference).
         var received: Int64 = 0
         var sent: Int64 = 0
+        /// `PeerStatus.storeFailures` when it was last looked at (a rise is a new failure).
+        var storeFailures = 0
     }
 
     private struct Peer {
@@ -217,6 +219,9 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             backoff: Backoff(
                 initialSeconds: AgentLimits.dialBackoffInitialSeconds, maximumSeconds: AgentLimits.dialBackoffMaximumSeconds,
                 jitter: AgentLimits.dialBackoffJitter),
+            storeFailureBackoff: Backoff(
+                initialSeconds: AgentLimits.storeFailureBackoffInitialSeconds,
+                maximumSeconds: AgentLimits.storeFailureBackoffMaximumSeconds, jitter: AgentLimits.dialBackoffJitter),
             logger: logger, worker: DispatchReplicationWorker(queue: queue),
             onStatus: { [weak self] status in self?.statusChanged(id, database, status) },
             onDocumentEvents: { [weak self] events in self?.documentEvents(id, database, events) })
@@ -271,6 +276,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     private func statusChanged(_ id: String, _ database: DatabaseName, _ status: PeerStatus) {
         dispatchPrecondition(condition: .onQueue(queue))
         flushDocumentEvents()
+        noteStoreFailures(id, database, status)
         if database == .default {
             for (peer, observer) in statusObservers.values where peer == id { observer(status) }
         }
@@ -329,6 +335,27 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         guard !events.isEmpty else { return }
         if pendingDocumentEvents.isEmpty { queue.async { [weak self] in self?.flushDocumentEvents() } }
         pendingDocumentEvents.append((id, database, events))
+    }
+
+    /// A session ended by a store failing (this node's disk full, or the peer's) is logged as one
+    /// warning per peer and database per interval, with how many failed in a row
+    /// (`PeerStatus.storeFailures`), not a line per retry; replication working again is logged once.
+    private func noteStoreFailures(_ id: String, _ database: DatabaseName, _ status: PeerStatus) {
+        guard let seen = peers[id]?.databases[database]?.storeFailures, seen != status.storeFailures else { return }
+        peers[id]?.databases[database]?.storeFailures = status.storeFailures
+        if status.storeFailures == 0 {
+            logger.notice("replication with a peer stores batches again after store failures", metadata: [
+                "peer": "\(id)", "db": "\(database)", "failures_in_a_row": "\(seen)",
+            ])
+            return
+        }
+        guard status.storeFailures > seen,
+            case .log(let suppressed) = refusalLog.admit("store-failed:\(id):\(database)", now: scheduler.now)
+        else { return }
+        logger.warning("replication with a peer stopped: a store failed (see error); retrying with backoff", metadata: [
+            "peer": "\(id)", "db": "\(database)", "failures_in_a_row": "\(status.storeFailures)",
+            "error": "\(status.lastError ?? "")", "similar_lines_suppressed": "\(suppressed)",
+        ])
     }
 
     /// One warning per peer, database and kind per interval, with the count of lines held back since.

@@ -30,6 +30,11 @@ public struct PeerStatus: Sendable, Equatable {
     /// What the peer takes of this node's changes on the open session, when this node pushes
     /// (nil before the peer's `hello`, and when this node does not push).
     public var peerIntake: PeerIntake?
+    /// Sessions in a row that ended because a store failed: this node's (a full disk, an I/O
+    /// error) or the peer's (it closed saying so); back to 0 once a batch completes again.
+    /// While above 0 the replicator redials on `storeFailureBackoff`, which a new connection
+    /// does not reset.
+    public var storeFailures = 0
 }
 
 /// Replication with one configured peer over successive connections (`Protocol/design.md` §4): dials (when
@@ -52,6 +57,13 @@ public final class PeerReplicator: @unchecked Sendable {
     private let onDocumentEvents: @Sendable ([DocumentEvent]) -> Void
 
     private var backoff: Backoff
+    /// The redial schedule while this node's store fails (`PeerStatus.storeFailures`): the
+    /// connection works, so `backoff` would start again from its first delay at every
+    /// connection, and a full disk redialled every half second.
+    private var storeFailureBackoff: Backoff
+    /// Whose store failed last while `status.storeFailures` is above 0: this node's (true) is
+    /// seen working again by a batch written here, the peer's by a batch it acknowledges.
+    private var localStoreFailed = true
     private var session: ReplicationSession?
     private var retryTimer: (any Cancellable)?
     private var dialing = false
@@ -74,24 +86,31 @@ public final class PeerReplicator: @unchecked Sendable {
     public convenience init(
         peerName: String, store: DocumentStore, dialer: (any PeerDialer)?, scheduler: any ReplicationScheduler,
         random: any RandomSource, configuration: ReplicationConfiguration, backoff: Backoff = Backoff(),
+        storeFailureBackoff: Backoff = PeerReplicator.defaultStoreFailureBackoff,
         logger: Logger, worker: any ReplicationWorker = InlineReplicationWorker(),
         onStatus: @escaping @Sendable (PeerStatus) -> Void = { _ in },
         onDocumentEvents: @escaping @Sendable ([DocumentEvent]) -> Void = { _ in }
     ) {
         self.init(
             peerName: peerName, replicating: store, dialer: dialer, scheduler: scheduler, random: random,
-            configuration: configuration, backoff: backoff, logger: logger, worker: worker, onStatus: onStatus,
-            onDocumentEvents: onDocumentEvents)
+            configuration: configuration, backoff: backoff, storeFailureBackoff: storeFailureBackoff, logger: logger,
+            worker: worker, onStatus: onStatus, onDocumentEvents: onDocumentEvents)
     }
+
+    /// The default redial schedule while the store fails: from 1 s, doubling, up to 10 s (a disk
+    /// made room on is caught up within that, and a full one costs a connection every 10 s).
+    public static let defaultStoreFailureBackoff = Backoff(initialSeconds: 1, maximumSeconds: 10, jitter: 0.5)
 
     /// Creates a replicator of any `ReplicationStore`; call `start()` to begin.
     package init(
         peerName: String, replicating store: any ReplicationStore, dialer: (any PeerDialer)?, scheduler: any ReplicationScheduler,
         random: any RandomSource, configuration: ReplicationConfiguration, backoff: Backoff = Backoff(),
+        storeFailureBackoff: Backoff = PeerReplicator.defaultStoreFailureBackoff,
         logger: Logger, worker: any ReplicationWorker = InlineReplicationWorker(),
         onStatus: @escaping @Sendable (PeerStatus) -> Void = { _ in },
         onDocumentEvents: @escaping @Sendable ([DocumentEvent]) -> Void = { _ in }
     ) {
+        self.storeFailureBackoff = storeFailureBackoff
         self.peerName = peerName
         self.store = store
         self.dialer = dialer
@@ -344,7 +363,9 @@ public final class PeerReplicator: @unchecked Sendable {
     private func handle(_ event: SessionEvent) {
         switch event {
         case .connected(let peerDatabaseID):
-            backoff.reset()
+            // Connecting proves the peer reachable, not that this node can store what it sends:
+            // while the store fails, the schedule goes on growing.
+            if status.storeFailures == 0 { backoff.reset() }
             lastPeerDatabase = peerDatabaseID
             // The peer is reachable and speaking the protocol again: an error of an earlier
             // connection no longer describes it.
@@ -355,14 +376,22 @@ public final class PeerReplicator: @unchecked Sendable {
             // refresh below would be pure cost here.
             return onDocumentEvents(events)
         case .pullCheckpoint(let sequence):
+            // Only a checkpoint that moved was written (a session reports where it resumes too).
+            if sequence > status.lastPulledSequence ?? 0 { storeWorks(local: true) }
             status.lastPulledSequence = sequence
         case .pullRefused(let reason):
             status.lastError = "the peer does not let this node pull from it (\(reason)): its share of this database with this node "
                 + "does not allow reading (`canopyctl db list` there), or its direction for this node is pull"
         case .attachmentUnavailable(let reason):
             status.lastError = reason
-        case .pullCaughtUp, .pushCompleted, .progress:
+        case .pullCaughtUp:
+            storeWorks(local: true)
+        case .pushCompleted, .progress:
             break
+        case .storeFailed(let local, let detail):
+            status.storeFailures += 1
+            localStoreFailed = local
+            status.lastError = detail
         case .closed(let reason):
             session = nil
             status.connected = false
@@ -387,10 +416,22 @@ public final class PeerReplicator: @unchecked Sendable {
         checkSyncDone()
     }
 
+    /// This node's store (`local`) wrote a batch (the pull checkpoint moved) or the pull caught
+    /// up, or the peer's acknowledged one (the push sequence moved): if that is the store that
+    /// failed, it works again. A batch that completes is not proof by itself: one whose
+    /// revisions were all here already writes nothing.
+    private func storeWorks(local: Bool) {
+        guard status.storeFailures > 0, local == localStoreFailed else { return }
+        status.storeFailures = 0
+        storeFailureBackoff.reset()
+        backoff.reset()
+    }
+
     private func scheduleRetry(state: ReplicatorState) {
         setState(state)
         guard !stopped, dialer != nil, retryTimer == nil else { return }
-        let delay = backoff.nextDelay(unit: random.nextUnit())
+        let unit = random.nextUnit()
+        let delay = status.storeFailures > 0 ? storeFailureBackoff.nextDelay(unit: unit) : backoff.nextDelay(unit: unit)
         retryTimer = scheduler.schedule(after: delay) { [weak self] in
             guard let self else { return }
             self.retryTimer = nil
@@ -404,7 +445,10 @@ public final class PeerReplicator: @unchecked Sendable {
         guard let session else { return publish() }
         status.pull = session.pullProgress
         status.push = session.pushProgress
-        if let pushed = session.pushAcknowledgedSequence { status.lastPushedSequence = pushed }
+        if let pushed = session.pushAcknowledgedSequence {
+            if pushed > status.lastPushedSequence ?? 0 { storeWorks(local: false) }
+            status.lastPushedSequence = pushed
+        }
         status.peerIntake = session.peerIntake
         let busy = session.isBusy
         if !session.isClosed {

@@ -270,6 +270,9 @@ package final class ReplicationSession: @unchecked Sendable {
                 case .closeTransport(let code):
                     let reason: TransportCloseReason = machine.violation.map { .protocolViolation("\($0)") }
                         ?? (code == .normal || code == .goingAway ? .peerClosed : .failed("closed with \(code)"))
+                    if machine.violation == nil && code == .storageFailure {
+                        onEvent(.storeFailed(local: false, "the peer could not store what this node sent (its disk may be full); it closed with \(code)"))
+                    }
                     finish(reason)
                     transport.close(reason)
                 }
@@ -358,7 +361,13 @@ package final class ReplicationSession: @unchecked Sendable {
 
     func fail(_ error: ReplicationError) {
         guard !isClosed else { return }
-        logger.warning("replication session failed", metadata: ["error": "\(error)"])
+        if case .store = error {
+            // Retried by the owner, which counts and reports it: a full disk would otherwise
+            // write this line at every retry.
+            logger.debug("replication session failed", metadata: ["error": "\(error)"])
+        } else {
+            logger.warning("replication session failed", metadata: ["error": "\(error)"])
+        }
         let reason: TransportCloseReason
         switch error {
         case .protocolViolation(let violation):
@@ -375,6 +384,7 @@ package final class ReplicationSession: @unchecked Sendable {
         case .store(let storeError):
             perform(machine.close(code: .storageFailure, reason: "storage failure"))
             reason = .failed("store: \(storeError)")
+            onEvent(.storeFailed(local: true, "store: \(storeError)"))
         }
         finish(reason)
         transport.close(reason)

@@ -24,6 +24,10 @@ package enum SessionEvent: Sendable {
     case pushCompleted
     /// A batch completed in either direction (progress changed; the session may now be idle).
     case progress
+    /// A store failed, this node's (a full disk, an I/O error) or the peer's (it closed with
+    /// `storageFailure`); the session closes next (`.closed`). Its owner reports it, so the
+    /// session logs it at debug only. `local` says whose; the text says what failed, for people.
+    case storeFailed(local: Bool, String)
     /// The session ended.
     case closed(TransportCloseReason)
 }

@@ -1,3 +1,4 @@
+import Foundation
 import CanopyCore
 import CanopyReplication
 import CanopySimulation
@@ -74,6 +75,71 @@ struct PeerReplicatorTests {
         #expect(states.seen.starts(with: [.connecting, .offline, .connecting]))
         #expect(replicatorA.status.state == .idle)
         #expect(try replicatorA.pendingDocumentIDs().isEmpty)
+    }
+}
+
+/// A disk that is full until told otherwise: every commit fails as SQLite's does then.
+final class FullDisk: StoreFaultInjector, @unchecked Sendable {
+    private let lock = NSLock()
+    private var isFull = true
+    var full: Bool {
+        get { lock.withLock { isFull } }
+        set { lock.withLock { isFull = newValue } }
+    }
+
+    func beforeCommit() throws {
+        if full { throw SQLiteError(code: 13, extendedCode: 13, message: "database or disk is full", sql: "COMMIT") }
+    }
+
+    func afterCommit() throws {}
+}
+
+extension PeerReplicatorTests {
+    @Test("a store that cannot write is redialled on the store-failure schedule, growing from connection to connection; the failures are counted, and cleared once a batch is written")
+    func storeFailuresBackOff() throws {
+        let harness = try ReplicationHarness(seed: 52)
+        let b = try harness.addNode("b")
+        try writeDocuments(b.store, prefix: "b", count: 120)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("canopy-full-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let disk = FullDisk()
+        let storeA = try DocumentStore(path: directory.appendingPathComponent("a.sqlite").path, configuration: .init(faultInjector: disk))
+        let dialer = FlakyDialer(scheduler: harness.scheduler, failures: 0)
+        let logger = Logger(label: "test")
+        let replicatorA = PeerReplicator(
+            peerName: "b", store: storeA, dialer: dialer, scheduler: harness.scheduler, random: harness.random,
+            configuration: ReplicationConfiguration(direction: .pull, continuous: true),
+            backoff: Backoff(initialSeconds: 0.5, maximumSeconds: 60, jitter: 0.25),
+            storeFailureBackoff: Backoff(initialSeconds: 1, maximumSeconds: 8, jitter: 0.25), logger: logger)
+        let replicatorB = PeerReplicator(
+            peerName: "a", store: b.store, dialer: nil, scheduler: harness.scheduler, random: harness.random,
+            configuration: ReplicationConfiguration(direction: .push, continuous: true), logger: logger)
+        replicatorB.start()
+        dialer.accept = { replicatorB.accept($0) }
+        replicatorA.start()
+        harness.scheduler.run(until: { dialer.attempts.count >= 6 }, deadline: 600)
+        #expect(dialer.attempts.count == 6)
+        #expect(replicatorA.status.storeFailures == 5, "\(replicatorA.status)")
+        #expect(replicatorA.status.lastError?.contains("disk is full") == true, "\(String(describing: replicatorA.status.lastError))")
+        // Every connection worked, yet the delays grow as 1, 2, 4, 8, 8 s (±25 %, and the moment
+        // the session took to fail), where the dial schedule restarted at 0.5 s each time.
+        let gaps = zip(dialer.attempts.dropFirst(), dialer.attempts).map { $0 - $1 }
+        for (gap, base) in zip(gaps, [1.0, 2, 4, 8, 8]) {
+            #expect(gap >= base * 0.75 && gap <= base * 1.25 + 0.5, "gaps \(gaps)")
+        }
+
+        disk.full = false
+        final class Done: @unchecked Sendable { var result: Result<Void, ReplicationError>? }
+        let done = Done()
+        replicatorA.sync { done.result = $0 }
+        harness.scheduler.run(until: { done.result != nil }, deadline: 600)
+        guard case .success = done.result else {
+            Issue.record("sync did not succeed: \(String(describing: done.result))")
+            return
+        }
+        #expect(try storeA.documentCount == 120)
+        #expect(replicatorA.status.storeFailures == 0)
     }
 }
 

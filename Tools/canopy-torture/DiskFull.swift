@@ -14,6 +14,8 @@ struct DiskFull: Experiment {
     @OptionGroup var common: CommonOptions
     @Option(help: "Size of A's tmpfs in MiB (default 8; 4 with --quick).") var sizeMib: Int?
     @Option(help: "Documents of about 1 KiB that B writes (default 3 × the tmpfs size in KiB).") var documents: Int?
+    @Option(help: "Seconds A stays full after the reads, its log watched (default 6).") var fullSeconds = 6.0
+    @Option(help: "Target: A's log lines from the failure shown until space returns.") var fullLogLinesTarget = 3
 
     func validate() throws {
         if let sizeMib, !(2...4096).contains(sizeMib) { throw ValidationError("--size-mib must be 2…4096") }
@@ -63,6 +65,7 @@ struct DiskFull: Experiment {
             return Self.failureShown(a, peer: b) != nil || now() - stillSince > 5
         }
         let heldWhenFull = a.documentCount()
+        let linesWhenFull = a.logLineCount
         let diskFilled = filled && heldWhenFull < count + Self.ownDocuments
         let shown = Self.failureShown(a, peer: b)
         common.progress("a holds \(heldWhenFull) of \(count + Self.ownDocuments) documents; failure shown: \(shown ?? "nowhere")")
@@ -85,6 +88,10 @@ struct DiskFull: Experiment {
         {
             acknowledged["written-while-full"] = rev
         }
+        // Full for a while longer: a redials b on its store-failure backoff and logs the
+        // condition once per interval, not a warning per redial.
+        pause(fullSeconds)
+        let linesWhileFull = a.logLineCount - linesWhenFull
         let survived = a.isRunning
 
         common.progress("space returns: the tmpfs grows to \(size * 64) MiB")
@@ -115,6 +122,9 @@ struct DiskFull: Experiment {
             .flag("survived", "a kept running while full", survived, required: true),
             .count("reads_served_while_full", "reads served while full (get, status)", served, target: .equal(Double(probes))),
             .count("write_while_full_exit", "exit status of a put while full", Int(writeWhileFull.status)),
+            .count(
+                "log_lines_while_full", "a's log lines from the failure shown until space returned", linesWhileFull,
+                target: .atMost(Double(fullLogLinesTarget))),
             .flag("caught_up", "a caught up once space returned", caughtUp, required: true),
             .seconds("catch_up_seconds", "catch-up after space returned", catchUp),
             .count("lost_acknowledged_writes", "lost acknowledged writes", lost, target: .equal(0)),
