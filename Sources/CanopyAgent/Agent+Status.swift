@@ -101,6 +101,8 @@ extension Agent {
             "last_rejection": status?.lastRejection.map(JSONValue.string) ?? .null,
             "refused_by_peer": .int(status?.refusedByPeer ?? 0),
             "last_refused_by_peer": status?.lastRefusedByPeer.map(JSONValue.string) ?? .null,
+            "protocol_violations": .int(status?.protocolViolations ?? 0),
+            "last_protocol_violation": status?.lastProtocolViolation.map(JSONValue.string) ?? .null,
             "databases": .array((status?.databases ?? []).map(databaseRow)),
         ])
     }

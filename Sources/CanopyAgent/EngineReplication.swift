@@ -47,6 +47,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         var sent: Int64 = 0
         /// `PeerStatus.storeFailures` when it was last looked at (a rise is a new failure).
         var storeFailures = 0
+        /// `PeerStatus.protocolViolations` when it was last looked at.
+        var protocolViolations = 0
     }
 
     private struct Peer {
@@ -57,6 +59,10 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         /// Whether the link said connected (to emit `peer.connected`/`peer.disconnected` on
         /// changes only).
         var connected = false
+        /// Connections and database sessions closed because the peer broke the protocol, since
+        /// the agent started (or the peer was added), and what the last one found.
+        var protocolViolations: Int64 = 0
+        var lastProtocolViolation: String?
     }
 
     private var peers: [String: Peer] = [:]
@@ -258,6 +264,9 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     private func connectionChanged(_ id: String, _ connected: Bool, _ reason: TransportCloseReason?) {
         dispatchPrecondition(condition: .onQueue(queue))
         flushDocumentEvents()
+        // Counted before the check below: a connection that breaks the rules before its hello
+        // was never reported connected.
+        if case .protocolViolation(let detail)? = reason { protocolViolation(id, "connection: \(detail)", count: 1) }
         guard let peer = peers[id], peer.connected != connected else { return }
         peers[id]?.connected = connected
         if connected {
@@ -277,6 +286,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         flushDocumentEvents()
         noteStoreFailures(id, database, status)
+        noteProtocolViolations(id, database, status)
         if database == .default {
             for (peer, observer) in statusObservers.values where peer == id { observer(status) }
         }
@@ -358,6 +368,28 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         ])
     }
 
+    /// Sessions the peer's replicator closed for a protocol violation since it was last looked at.
+    private func noteProtocolViolations(_ id: String, _ database: DatabaseName, _ status: PeerStatus) {
+        guard let seen = peers[id]?.databases[database]?.protocolViolations, status.protocolViolations > seen else { return }
+        peers[id]?.databases[database]?.protocolViolations = status.protocolViolations
+        protocolViolation(id, "database \(database): \(status.lastProtocolViolation ?? "")", count: status.protocolViolations - seen)
+    }
+
+    /// Counts `count` violations of the protocol by peer `id`, the last described by `detail`
+    /// (where it was found: the connection or a database, and what), and logs them: one warning
+    /// per peer per interval, with the total and the lines held back.
+    private func protocolViolation(_ id: String, _ detail: String, count: Int) {
+        guard peers[id] != nil else { return }
+        let described = String(detail.prefix(300))
+        peers[id]?.protocolViolations += Int64(count)
+        peers[id]?.lastProtocolViolation = described
+        guard case .log(let suppressed) = refusalLog.admit("violation:\(id)", now: scheduler.now) else { return }
+        logger.warning("a peer broke the replication protocol; what it broke was closed", metadata: [
+            "peer": "\(id)", "violation": "\(described)", "protocol_violations": "\(peers[id]?.protocolViolations ?? 0)",
+            "similar_lines_suppressed": "\(suppressed)",
+        ])
+    }
+
     /// One warning per peer, database and kind per interval, with the count of lines held back since.
     private func logRefusals(
         _ id: String, _ database: DatabaseName, kind: String, message: Logger.Message, count: Int, total: Int64?, last: String?
@@ -397,6 +429,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 guard let shared = peer.databases[.default] else {
                     var row = PeerReplicationStatus(nodeID: id, connected: peer.link.isConnected, state: .stopped)
                     row.databases = Self.databaseRows(peer)
+                    row.protocolViolations = peer.protocolViolations
+                    row.lastProtocolViolation = peer.lastProtocolViolation
                     return row
                 }
                 let status = shared.replicator.status
@@ -411,6 +445,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 row.refusedByPeer = shared.refusedByPeer
                 row.lastRefusedByPeer = shared.lastRefusedByPeer
                 row.databases = Self.databaseRows(peer)
+                row.protocolViolations = peer.protocolViolations
+                row.lastProtocolViolation = peer.lastProtocolViolation
                 return row
             })
         }

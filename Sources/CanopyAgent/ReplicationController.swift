@@ -31,6 +31,11 @@ public struct PeerReplicationStatus: Sendable, Equatable {
     public var lastRefusedByPeer: String?
     /// Each database replicated with the peer (the fields above are the `default` database's).
     public var databases: [PeerDatabaseStatus] = []
+    /// Connections and database sessions with the peer closed because it broke the protocol,
+    /// since the agent started, whichever database; and the last one: where it was found (the
+    /// connection, or a database) and what.
+    public var protocolViolations: Int64 = 0
+    public var lastProtocolViolation: String?
 
     /// Creates a status.
     public init(

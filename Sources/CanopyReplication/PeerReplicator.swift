@@ -35,6 +35,10 @@ public struct PeerStatus: Sendable, Equatable {
     /// While above 0 the replicator redials on `storeFailureBackoff`, which a new connection
     /// does not reset.
     public var storeFailures = 0
+    /// Sessions with the peer that this replicator closed because the peer broke the protocol,
+    /// since it started, and what the last one found.
+    public var protocolViolations = 0
+    public var lastProtocolViolation: String?
 }
 
 /// Replication with one configured peer over successive connections (`Protocol/design.md` §4): dials (when
@@ -388,6 +392,9 @@ public final class PeerReplicator: @unchecked Sendable {
             storeWorks(local: true)
         case .pushCompleted, .progress:
             break
+        case .protocolViolated(let detail):
+            status.protocolViolations += 1
+            status.lastProtocolViolation = detail
         case .storeFailed(let local, let detail):
             status.storeFailures += 1
             localStoreFailed = local

@@ -63,6 +63,8 @@ package final class ReplicationSession: @unchecked Sendable {
     /// the checks' worker, off the serial context.
     let partWriter: any ReplicationWorker
     public private(set) var isClosed = false
+    /// A violation by the peer was reported (`.protocolViolated`): at most once per session.
+    private var violationReported = false
     /// Bytes are counted by transports; messages by the session, for stats.
     public private(set) var messagesSent = 0
     public private(set) var messagesReceived = 0
@@ -270,6 +272,7 @@ package final class ReplicationSession: @unchecked Sendable {
                 case .closeTransport(let code):
                     let reason: TransportCloseReason = machine.violation.map { .protocolViolation("\($0)") }
                         ?? (code == .normal || code == .goingAway ? .peerClosed : .failed("closed with \(code)"))
+                    if let violation = machine.violation { reportViolation("\(violation)") }
                     if machine.violation == nil && code == .storageFailure {
                         onEvent(.storeFailed(local: false, "the peer could not store what this node sent (its disk may be full); it closed with \(code)"))
                     }
@@ -371,11 +374,13 @@ package final class ReplicationSession: @unchecked Sendable {
         let reason: TransportCloseReason
         switch error {
         case .protocolViolation(let violation):
+            reportViolation("\(violation)")
             perform(machine.fail(violation))
             reason = .protocolViolation("\(violation)")
         case .rejectedDocument(let documentID, let detail):
             reportDocuments([DocumentEvent(kind: .rejected, documentID: documentID ?? "", detail: detail)])
             let violation = ProtocolError.invalidDocument(detail: detail)
+            reportViolation("\(violation)")
             perform(machine.fail(violation))
             reason = .protocolViolation("\(violation)")
         case .peerRejected(let detail), .disconnected(let detail), .notShared(let detail):
@@ -388,6 +393,13 @@ package final class ReplicationSession: @unchecked Sendable {
         }
         finish(reason)
         transport.close(reason)
+    }
+
+    /// Tells the owner, once, that the peer broke the protocol.
+    private func reportViolation(_ detail: String) {
+        guard !violationReported, !isClosed else { return }
+        violationReported = true
+        onEvent(.protocolViolated(detail))
     }
 
     private func finish(_ reason: TransportCloseReason) {

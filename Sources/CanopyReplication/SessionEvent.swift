@@ -28,6 +28,11 @@ package enum SessionEvent: Sendable {
     /// `storageFailure`); the session closes next (`.closed`). Its owner reports it, so the
     /// session logs it at debug only. `local` says whose; the text says what failed, for people.
     case storeFailed(local: Bool, String)
+    /// The session found the peer breaking the protocol (a message out of place, a document it
+    /// had no right to send, …) and closes; the text says what, for people. Reported once per
+    /// session, and only for what this session found: a connection closed for a violation the
+    /// connection found is its owner's to report.
+    case protocolViolated(String)
     /// The session ended.
     case closed(TransportCloseReason)
 }

@@ -36,13 +36,20 @@ func printPeerTable(_ peers: JSONValue?) {
     guard case .array(let rows)? = peers, !rows.isEmpty else { return print("no peers configured") }
     printTable(
         ["NODE ID", "ADDRESS", "CONNECTED", "STATE", "DIRECTION", "MODE", "PUSHED THROUGH", "PULLED THROUGH", "UNCONFIRMED",
-         "REFUSED", "REFUSED BY PEER", "LAST ERROR"],
+         "REFUSED", "REFUSED BY PEER", "VIOLATIONS", "LAST ERROR"],
         rows.map { row in
             let peer = row.objectValue ?? [:]
             return ["node_id", "address", "connected", "state", "direction", "mode", "last_pushed_seq", "last_pulled_seq", "pending",
-                    "rejected", "refused_by_peer", "last_error"]
+                    "rejected", "refused_by_peer", "protocol_violations", "last_error"]
                 .map { text(peer[$0]) }
         })
+    // What each peer that broke the protocol last broke: not in the table, it is long.
+    for row in rows {
+        let peer = row.objectValue ?? [:]
+        guard case .string(let last)? = peer["last_protocol_violation"] else { continue }
+        let count = text(peer["protocol_violations"])
+        print("\(text(peer["node_id"])) broke the protocol \(count == "1" ? "once" : "\(count) times"); the last: \(last)")
+    }
 }
 
 /// Each database replicated with each peer (the `databases` of the peer rows), when any peer

@@ -1,0 +1,135 @@
+import CanopyCore
+import CanopyCrypto
+import CanopyWire
+import Dispatch
+import Foundation
+import Testing
+
+@testable import CanopyAgent
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A peer that breaks the protocol against a real `canopyd` process, its peer table read with
+/// `canopyctl`: every violation is counted for the peer and named, and the log says so without a
+/// line per violation.
+@Suite("a lying peer against a canopyd process", .serialized)
+struct LyingPeerProcessTests {
+    /// `canopyd` and `canopyctl`, built next to the test bundle by `swift build --build-tests`.
+    static let binaries: String = {
+        var url = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+        while !FileManager.default.isExecutableFile(atPath: url.deletingLastPathComponent().appendingPathComponent("canopyd").path),
+            url.pathComponents.count > 1
+        {
+            url.deleteLastPathComponent()
+        }
+        return url.deletingLastPathComponent().path
+    }()
+
+    /// Runs `tool` with `arguments` to completion; its exit status and standard output.
+    static func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binaries + "/" + tool)
+        process.arguments = arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    /// Waits up to 30 s for `condition`.
+    static func waitFor(_ what: String, _ condition: () throws -> Bool) throws {
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            if try condition() { return }
+            usleep(20_000)
+        }
+        throw SystemError("waiting for \(what)", code: ETIMEDOUT)
+    }
+
+    /// Connects as `liar` and sends the connection hello; the transport and what it receives.
+    static func connectedLiar(_ address: HostPort, _ liar: Identity, _ agent: NodeID) throws -> (ChannelTransport, ConnectionEventLog) {
+        let transport = try LyingPeerTests.connect(to: address, as: liar, expecting: agent, delivery: DispatchQueue(label: "test.liar.delivery"))
+        let received = ConnectionEventLog()
+        transport.start { received.append($0) }
+        transport.send(.hello(ConnectionHello(nodeID: [UInt8](repeating: 9, count: 16))))
+        #expect(received.next { if case .message(.hello) = $0 { true } else { false } } != nil, "the agent answers with its connection hello")
+        return (transport, received)
+    }
+
+    @Test("a peer pushing revisions nobody asked for and writing to channels never opened: each violation counted in its peers row with the last one named, shown by canopyctl peers, and logged once per interval")
+    func violationsAreCountedNamedAndLogged() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("canopy-liar-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let data = root + "/data"
+        #expect(try Self.run("canopyd", ["init", "--data-dir", data, "--listen", "127.0.0.1:0"]).status == 0)
+        let agent = Process()
+        agent.executableURL = URL(fileURLWithPath: Self.binaries + "/canopyd")
+        agent.arguments = ["run", "--data-dir", data]
+        let logPath = root + "/canopyd.log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        agent.standardError = FileHandle(forWritingAtPath: logPath)
+        agent.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        try agent.run()
+        defer {
+            kill(agent.processIdentifier, SIGKILL)
+            agent.waitUntilExit()
+        }
+        let socket = data + "/admin.sock"
+        try Self.waitFor("the admin socket") { (try? AdminSocketClient(path: socket, receiveTimeoutSeconds: 10).request("status")["ok"]) == .bool(true) }
+        let admin = try AdminSocketClient(path: socket, receiveTimeoutSeconds: 60)
+        let status = try admin.request("status")
+        guard case .string(let listen)? = status["listen"], let address = HostPort(parsing: listen),
+            case .string(let agentID)? = status["node_id"], let agentNode = AgentIdentity.nodeID(agentID)
+        else {
+            Issue.record("no listen address or node id in \(status)")
+            return
+        }
+        var entropy = DeterministicEntropy(seed: [UInt8](repeating: 9, count: DeterministicEntropy.seedBytes))
+        let liar = Identity.generate(random: &entropy)
+        let liarID = liar.nodeID.description
+        #expect(try admin.request("peer.add", ["node_id": .string(liarID), "address": .string("-")])["ok"] == .bool(true))
+
+        // Revisions pushed into `default`, never asked for: the channel ends.
+        let (transport, received) = try Self.connectedLiar(address, liar, agentNode)
+        transport.send(.attach(Attach(channel: 3, database: .default)))
+        #expect(received.next { if case .message(.attach) = $0 { true } else { false } } != nil, "default was not opened")
+        transport.send(.channel(3, .hello(Hello(databaseID: [UInt8](repeating: 7, count: 16), revsLimit: 1000, window: 4))))
+        let forged = RevisionTransfer(ancestry: [], knownAncestorTail: 0, body: Array(#"{"forged":true}"#.utf8))
+        transport.send(.channel(3, .revisions(Revisions(requestID: 77, final: true, revisions: [forged]))))
+        #expect(received.next { if case .message(.detach(let d)) = $0 { d.channel == 3 } else { false } } != nil, "the channel was not ended")
+        // A message for a channel never opened: the connection ends.
+        transport.send(.channel(41, .heartbeat))
+        #expect(received.next { if case .message(.close) = $0 { true } else { false } } != nil, "the connection was not closed")
+        // Again, on a new connection.
+        let (again, receivedAgain) = try Self.connectedLiar(address, liar, agentNode)
+        again.send(.channel(42, .heartbeat))
+        #expect(receivedAgain.next { if case .message(.close) = $0 { true } else { false } } != nil, "the second connection was not closed")
+
+        var row: [String: JSONValue] = [:]
+        try Self.waitFor("three violations in the peer's row") {
+            guard case .array(let rows)? = try admin.request("peers")["peers"] else { return false }
+            row = rows.compactMap(\.objectValue).first { $0["node_id"] == .string(liarID) } ?? [:]
+            return row["protocol_violations"] == .int(3)
+        }
+        guard case .string(let last)? = row["last_protocol_violation"] else {
+            Issue.record("no last_protocol_violation in \(row)")
+            return
+        }
+        #expect(last.hasPrefix("connection: ") && last.contains("42"), "\(last)")
+
+        let table = try Self.run("canopyctl", ["--data-dir", data, "peers"])
+        #expect(table.status == 0)
+        #expect(table.output.contains("VIOLATIONS"), "\(table.output)")
+        #expect(table.output.contains("\(liarID) broke the protocol 3 times; the last: connection: "), "\(table.output)")
+
+        let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        let warnings = log.split(separator: "\n").filter { $0.contains("a peer broke the replication protocol") }
+        #expect(warnings.count == 1, "\(log)")
+        #expect(warnings.first?.contains("peer=\(liarID)") == true, "\(log)")
+    }
+}
