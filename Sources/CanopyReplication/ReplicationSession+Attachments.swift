@@ -33,7 +33,38 @@ extension ReplicationSession {
         guard let part else {
             return send(.error(ErrorMessage(requestID: get.requestID, code: .notFound, message: "\(digest) is not on this node")))
         }
+        guard servedPartIsSound(digest, offset: offset, part) else {
+            logger.error("attachment content is damaged on this node: it does not hash to its digest; not sent (restore the file from a backup or a peer)",
+                         metadata: ["digest": "\(digest)"])
+            return send(.error(ErrorMessage(
+                requestID: get.requestID, code: .storageFailure, message: "\(digest) is damaged on this node: it does not hash to its digest")))
+        }
         send(.attachmentPart(AttachmentPart(requestID: get.requestID, length: UInt64(part.length), data: part.bytes)))
+    }
+
+    /// Hashes content as its parts are served in order from the start: the part that ends the
+    /// content is sent only when the whole hashes to its digest, so a peer never receives
+    /// damaged content whole. Parts asked for out of order are sent unchecked (the receiver
+    /// checks every content it takes). At most `servedHashesMax` contents are followed at once.
+    private func servedPartIsSound(_ digest: AttachmentDigest, offset: Int64, _ part: (length: Int64, bytes: [UInt8])) -> Bool {
+        if offset == 0 {
+            if servedHashes.count >= Self.servedHashesMax, let oldest = servedHashes.keys.min(by: { $0.hex < $1.hex }) {
+                servedHashes[oldest] = nil
+            }
+            servedHashes[digest] = (0, Blake2bStream(outputBytes: AttachmentDigest.byteCount))
+        }
+        guard let (next, stream) = servedHashes[digest], next == offset else {
+            servedHashes[digest] = nil
+            return true
+        }
+        stream.update(part.bytes)
+        let end = offset + Int64(part.bytes.count)
+        guard end >= part.length else {
+            servedHashes[digest] = (end, stream)
+            return true
+        }
+        servedHashes[digest] = nil
+        return stream.finish() == digest.bytes
     }
 
     /// Whether the peer may read content `digest`: this node pushes to it, and (with a push
@@ -196,7 +227,11 @@ extension ReplicationSession {
     /// stay set aside, and the owner is told why: `SessionEvent.attachmentUnavailable`).
     func receiveAttachmentError(_ error: ErrorMessage) -> Bool {
         guard let request = fetches.answered(error.requestID) else { return false }
-        if fetches.active[request.digest] != nil {
+        if let active = fetches.active[request.digest] {
+            // The source could not read the content, or found it damaged when the whole did not
+            // hash to its digest: the parts it sent before may be damaged too, so they go, and
+            // the next fetch starts from the first byte.
+            if error.code == .storageFailure { active.download.discard() }
             logger.warning(
                 "the peer cannot send attachment content", metadata: ["digest": "\(request.digest)", "code": "\(error.code)", "message": "\(error.message)"])
             fetches.finished(request.digest, available: false)

@@ -55,6 +55,11 @@ package final class ReplicationSession: @unchecked Sendable {
     /// Content the peer was found allowed to read (`peerMayRead`), so that each part of it is
     /// not looked up again.
     var readableAttachments: Set<AttachmentDigest> = []
+    /// Content being served in order from its start, with how far it was hashed
+    /// (`servedPartIsSound`).
+    var servedHashes: [AttachmentDigest: (next: Int64, stream: Blake2bStream)] = [:]
+    /// Contents whose serving is followed at once; a peer asking for more starts forgets one.
+    static let servedHashesMax = 16
     /// Where the store writes of received revisions run (`ReplicationWorker`): off the serial
     /// context in the agent, so that the session keeps answering `changes` (read from the
     /// store's snapshot connection) while a transaction runs.
