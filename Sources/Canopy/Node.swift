@@ -42,7 +42,8 @@ public final class Node: Sendable {
     /// logging.
     ///
     /// Fails with `NodeError` when `listen` is malformed, the directory cannot be created or is
-    /// in use by another process, its database is damaged, or the port cannot be bound.
+    /// in use by another process, its database is damaged, it is a backup that did not finish
+    /// (`canopyctl backup`), or the port cannot be bound.
     public convenience init(directory: String, listen: String = "127.0.0.1:0", logger: Logger = Logger(label: "canopy.node")) throws(NodeError) {
         try self.init(directory: directory, options: Options(listen: listen, logger: logger))
     }
@@ -57,6 +58,7 @@ public final class Node: Sendable {
             // The lock is taken once, for initialising and running both.
             var agentOptions = AgentOptions(directory: data, listen: address, adminSocketPath: options.adminSocket, logger: options.logger)
             agentOptions.keepsLockUntilProcessExit = options.keepsLockUntilProcessExit
+            try data.requireNoUnfinishedBackup()
             do {
                 try data.requireInitialized()
             } catch .notInitialized where options.createIfMissing {

@@ -19,6 +19,13 @@ import Glibc
 /// which catches up from its peers what it lacks), or `canopyd init --data-dir PATH` without it
 /// (a new node that starts with these documents and keeps the configured peers, who must allow
 /// its new id).
+///
+/// The directory holds `backup-unfinished` (`DataDirectory.unfinishedBackupPath`) from its start
+/// until every file in it is written and synced, and keeps it, saying why, when content could
+/// not be copied: `canopyd run` and `init` refuse such a directory. A backup cut short (the agent
+/// killed, the target disk full) used to be restored by `canopyd init`, as the start of
+/// `canopyd run` advised for a directory without its config, into a node without part of its
+/// attachment content.
 extension Agent {
     func backup(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
         let path = try request.string("path")
@@ -28,6 +35,14 @@ extension Agent {
         let withIdentity = try request.bool("with_identity")
         let target = DataDirectory(path: path)
         try Self.prepareBackupDirectory(path)
+        do {
+            try DataDirectory.writeFileAtomically(
+                target.unfinishedBackupPath, Array("the backup started at \(Self.wallClock()) s since 1970 and did not finish\n".utf8),
+                mode: 0o600)
+            try DataDirectory.sync(path)
+        } catch {
+            throw AdminFailure(.failed, "cannot mark \(path) as a backup in progress: \(error)")
+        }
         let source = options.directory
         // The stores are read on the store's queue; the copies are made off it: a large store
         // takes seconds to copy, and admin document commands need not wait for it (each snapshot
@@ -70,12 +85,15 @@ extension Agent {
                     target.identityPath, [UInt8](try Data(contentsOf: URL(fileURLWithPath: source.identityPath))), mode: 0o600)
             }
             guard problems.isEmpty else {
+                let lacking = "it lacks \(problems.count) attachment content file\(problems.count == 1 ? "" : "s") that could not be copied: "
+                    + problems.prefix(5).joined(separator: "; ") + (problems.count > 5 ? "; …" : "")
+                try? DataDirectory.writeFileAtomically(target.unfinishedBackupPath, Array((lacking + "\n").utf8), mode: 0o600)
                 throw AdminFailure(
                     .failed,
-                    "\(path) holds the documents but lacks \(problems.count) attachment content file\(problems.count == 1 ? "" : "s") "
-                        + "that could not be copied: " + problems.prefix(5).joined(separator: "; ")
-                        + (problems.count > 5 ? "; …" : ""))
+                    "\(path) holds the documents, but \(lacking); canopyd will not restore it (\(target.unfinishedBackupPath) says why). "
+                        + "`canopyctl check` lists the content damaged on this node")
             }
+            try Self.finish(target, databases: stores.map { target.databasePath($0.key) }, withIdentity: withIdentity)
             reply(.success([
                 "path": .string(path), "bytes": .int(Int64(bytes)), "documents": .int(Int64(documents)),
                 "databases": .int(Int64(stores.count)), "with_identity": .bool(withIdentity),
@@ -86,6 +104,25 @@ extension Agent {
         } catch {
             reply(.failure(AdminFailure(.failed, "backup to \(path) failed: \(error)")))
         }
+    }
+
+    /// Syncs every file of the backup `target` (the databases, each attachment file and the
+    /// directories holding them, the config and identity), then removes its `backup-unfinished`
+    /// marker and syncs the directory: a crash at any moment leaves either the marker or a whole
+    /// backup.
+    private static func finish(_ target: DataDirectory, databases: [String], withIdentity: Bool) throws(AgentError) {
+        var files = databases + [target.configPath]
+        if withIdentity { files.append(target.identityPath) }
+        let attachments = (try? FileManager.default.contentsOfDirectory(atPath: target.attachmentsPath)) ?? []
+        files += attachments.map { target.attachmentsPath + "/" + $0 }
+        if !attachments.isEmpty { files.append(target.attachmentsPath) }
+        if databases.count > 1 { files.append(target.databasesPath) }
+        for file in files { try DataDirectory.sync(file) }
+        try DataDirectory.sync(target.path)
+        guard unlink(target.unfinishedBackupPath) == 0 else {
+            throw .system(SystemError("remove", target.unfinishedBackupPath))
+        }
+        try DataDirectory.sync(target.path)
     }
 
     /// Creates the backup directory (0700), refusing one that exists with anything in it.

@@ -111,6 +111,7 @@ public final class Agent: @unchecked Sendable {
         self.logger = options.logger
         shutdownProgress = ShutdownProgress(whenStopped: whenStopped)
         let directory = options.directory
+        try directory.requireNoUnfinishedBackup()
         try directory.requireInitialized()
         if let held = options.heldLock { lock = held } else { lock = try DirectoryLock(path: directory.lockPath) }
         Self.removeUploadLeftovers(in: directory, logger: options.logger)

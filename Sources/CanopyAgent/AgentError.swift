@@ -36,6 +36,9 @@ public enum AgentError: Error, CustomStringConvertible {
     case identityExists(path: String)
     /// The data directory has not been initialised.
     case notInitialized(directory: String)
+    /// The directory is a backup that was cut short or lacks content (`DataDirectory
+    /// .unfinishedBackupPath`); `reason` is what its marker says.
+    case unfinishedBackup(directory: String, reason: String)
     /// The identity file is unreadable or malformed.
     case badIdentity(path: String, detail: String)
     /// The config file is wrong.
@@ -59,6 +62,10 @@ public enum AgentError: Error, CustomStringConvertible {
             return "another canopyd is already running on this data directory (it holds \(lock))"
         case .identityExists(let path): return "an identity already exists at \(path); refusing to overwrite it"
         case .notInitialized(let dir): return "\(dir) is not a Canopy data directory; run `canopyd init --data-dir \(dir)` first"
+        case .unfinishedBackup(let dir, let reason):
+            return "\(dir) is a backup that was not finished (\(reason.prefix(600))); restored, it would start a node whose documents "
+                + "name attachment content it does not hold, so it is neither run nor initialised. Make a new backup "
+                + "(canopyctl backup NEW-PATH) or restore a finished one"
         case .badIdentity(let path, let detail): return "cannot use identity \(path): \(detail)"
         case .damagedDatabase(let path, let report):
             return "\(path) is damaged (SQLite's integrity_check: \(report.prefix(400))); the agent will not serve it. "

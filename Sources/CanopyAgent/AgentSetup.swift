@@ -5,6 +5,7 @@ public enum AgentSetup {
     /// Creates the directory (0700), a new identity (refusing to replace one), the config file
     /// (kept if already there) and the database. Returns the node id.
     public static func initialize(directory: DataDirectory, config: AgentConfig) throws(AgentError) -> String {
+        try directory.requireNoUnfinishedBackup()
         try directory.create()
         let lock = try DirectoryLock(path: directory.lockPath)  // no agent may run during init
         return try initialize(directory: directory, config: config, holding: lock)
@@ -16,6 +17,7 @@ public enum AgentSetup {
     /// starting a program of its own) still holds the lock's file description, and the agent would refuse
     /// to start as if another were running.
     package static func initializeKeepingLock(directory: DataDirectory, config: AgentConfig) throws(AgentError) -> DirectoryLock {
+        try directory.requireNoUnfinishedBackup()
         try directory.create()
         let lock = try DirectoryLock(path: directory.lockPath)
         _ = try initialize(directory: directory, config: config, holding: lock)

@@ -32,6 +32,11 @@ public struct DataDirectory: Sendable {
     public var databasePath: String { path + "/canopy.sqlite" }
     public var adminSocketPath: String { path + "/admin.sock" }
     public var lockPath: String { path + "/canopyd.lock" }
+    /// In a backup directory from the start of the backup until everything in it is written and
+    /// synced; it says why the backup is not finished. `canopyd run` and `canopyd init` refuse a
+    /// directory that holds it: restored, a backup cut short starts a node whose documents name
+    /// attachment content it does not have, and that it never fetches again.
+    public var unfinishedBackupPath: String { path + "/backup-unfinished" }
     /// Databases peers offered that are not shared with them (`db pending`), kept across restarts.
     public var pendingSharesPath: String { path + "/pending-shares.json" }
 
@@ -118,6 +123,22 @@ public struct DataDirectory: Sendable {
     }
 
     /// Throws `notInitialized` unless the identity and config exist.
+    /// Throws `unfinishedBackup` when the directory is a backup that was not finished.
+    public func requireNoUnfinishedBackup() throws(AgentError) {
+        guard access(unfinishedBackupPath, F_OK) == 0 else { return }
+        let reason = (try? Self.readFile(unfinishedBackupPath, limit: 4096)).map { String(decoding: $0, as: UTF8.self) }
+        throw .unfinishedBackup(
+            directory: path, reason: reason?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "its marker cannot be read")
+    }
+
+    /// Flushes a file or directory to disk (`fsync`).
+    static func sync(_ path: String) throws(AgentError) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .system(SystemError("open", path)) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw .system(SystemError("fsync", path)) }
+    }
+
     public func requireInitialized() throws(AgentError) {
         guard access(identityPath, F_OK) == 0, access(configPath, F_OK) == 0 else {
             throw .notInitialized(directory: path)

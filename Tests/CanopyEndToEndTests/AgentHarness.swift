@@ -26,6 +26,9 @@ enum Binaries {
 
     static var canopyd: String { directory + "/canopyd" }
     static var canopyctl: String { directory + "/canopyctl" }
+
+    /// Runs `canopyd` with `arguments` to completion.
+    static func run(_ arguments: [String]) throws -> CommandResult { try CanopyEndToEndTests.run(canopyd, arguments) }
 }
 
 /// The outcome of a command run to completion.

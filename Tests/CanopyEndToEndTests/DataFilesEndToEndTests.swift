@@ -75,6 +75,51 @@ struct DataFilesEndToEndTests {
         #expect(wal < 64 << 10, "the write-ahead log holds \(wal) bytes beside a database of \(database)")
     }
 
+    @Test("a backup cut short by kill -9 while it copies attachment content is refused by canopyd run and by canopyd init, each saying why; a finished backup holds no marker and initialises")
+    func interruptedBackupIsNotRestored() throws {
+        let agent = try AgentProcess()
+        try agent.start()
+        // 256 MiB of content: its copy into the backup lasts long enough to be caught in the middle.
+        let file = agent.temporary.path + "/big.bin"
+        FileManager.default.createFile(atPath: file, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: file))
+        let part = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        for index in 0..<256 { handle.write(part + Data([UInt8(truncatingIfNeeded: index)])) }
+        try handle.close()
+        #expect(try agent.ctl(["attach", "big", "blob", "--file", file]).status == 0)
+
+        let backup = agent.temporary.path + "/backup"
+        let backingUp = Process()
+        backingUp.executableURL = URL(fileURLWithPath: Binaries.canopyctl)
+        backingUp.arguments = ["--data-dir", agent.dataDir, "backup", backup]
+        backingUp.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        backingUp.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try backingUp.run()
+        try poll("the backup to be copying the attachment content") {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: backup + "/attachments")) ?? []
+            return names.contains { $0.hasPrefix("incoming-") }
+        }
+        agent.signal(SIGKILL)
+        try waitForExit(agent.process)
+        try waitForExit(backingUp)
+        #expect(FileManager.default.fileExists(atPath: backup + "/canopy.sqlite"))
+        #expect(FileManager.default.fileExists(atPath: backup + "/backup-unfinished"))
+
+        let run = try Binaries.run(["run", "--data-dir", backup])
+        #expect(run.status == 1 && run.stderr.contains("is a backup that was not finished"), "\(run)")
+        let initialised = try Binaries.run(["init", "--data-dir", backup])
+        #expect(initialised.status == 1 && initialised.stderr.contains("is a backup that was not finished"), "\(initialised)")
+        #expect(!FileManager.default.fileExists(atPath: backup + "/identity.key"), "init made an identity for it")
+
+        try agent.restart()
+        let finished = agent.temporary.path + "/finished"
+        let done = try agent.ctl(["backup", finished])
+        #expect(done.status == 0, "\(done)")
+        #expect(!FileManager.default.fileExists(atPath: finished + "/backup-unfinished"))
+        let restored = try Binaries.run(["init", "--data-dir", finished])
+        #expect(restored.status == 0, "\(restored)")
+    }
+
     @Test("an identity.key with one digit changed is refused with a message naming the file, not adopted as another node")
     func damagedIdentityRefused() throws {
         let agent = try AgentProcess()

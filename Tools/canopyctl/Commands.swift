@@ -304,7 +304,8 @@ struct Backup: ParsableCommand {
             databases, the attachment content their documents name, and canopy.conf, and with
             --with-identity identity.key too. Restore: canopyd run --data-dir PATH (with the
             identity: the same node, which catches up from its peers), or canopyd init --data-dir PATH
-            (without it: a new node id with the same documents and peers).
+            (without it: a new node id with the same documents and peers). A backup that did not
+            finish keeps PATH/backup-unfinished, saying why, and canopyd refuses to restore it.
             """)
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "A new directory (or an empty one).") var path: String
