@@ -176,6 +176,24 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                     logger.warning("could not forget a peer's horizon", metadata: ["peer": "\(horizon.peer)", "db": "\(name)", "error": "\(error)"])
                 }
             }
+            forgetCheckpointCopies(in: store, named: name, keeping: keep)
+        }
+    }
+
+    /// The copies of checkpoints kept for peers that no longer share `store`'s database (removed,
+    /// or unshared) are removed with them: a removed peer's records no longer take room.
+    private func forgetCheckpointCopies(in store: DocumentStore, named name: DatabaseName, keeping keep: Set<String>) {
+        do {
+            let ids = try store.localIDs(withPrefix: ReplicationIdentity.peerCheckpointPrefix)
+            let held = Set(ids.compactMap { ReplicationIdentity.peer(ofCheckpointDocument: $0) })
+            for peer in held.sorted() where !keep.contains(peer) {
+                let removed = try store.localDeleteAll(withPrefix: ReplicationIdentity.peerCheckpointPrefix(peer: peer))
+                logger.debug("forgot the checkpoint copies kept for a peer no longer sharing the database", metadata: [
+                    "peer": "\(peer)", "db": "\(name)", "removed": "\(removed)",
+                ])
+            }
+        } catch {
+            logger.warning("could not forget the checkpoint copies kept for peers", metadata: ["db": "\(name)", "error": "\(error)"])
         }
     }
 
@@ -219,9 +237,11 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             batchSize: min(limits.batchRevisions, WireLimits.changesEntriesMax),
             window: min(limits.batchesInFlight, WireLimits.inFlightBatchesMax),
             heartbeatIntervalSeconds: Double(limits.heartbeatSeconds), conflictPolicy: overrides.conflictPolicy)
+        var bounded = configuration
+        bounded.peerCheckpointsMax = AgentLimits.peerCheckpointsMax
         return PeerReplicator(
             peerName: id, store: store, dialer: link.channelDialer(for: database), scheduler: scheduler, random: random,
-            configuration: configuration,
+            configuration: bounded,
             backoff: Backoff(
                 initialSeconds: AgentLimits.dialBackoffInitialSeconds, maximumSeconds: AgentLimits.dialBackoffMaximumSeconds,
                 jitter: AgentLimits.dialBackoffJitter),

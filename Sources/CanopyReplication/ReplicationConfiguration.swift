@@ -34,6 +34,12 @@ public struct ReplicationConfiguration: Sendable {
     /// horizon, `DocumentStore.recordPeerHorizon`; stemming keeps what the peer may still hold).
     /// Nil: the replication id of the peer's pull, in hex. `PeerReplicator` sets one per peer.
     public var peerHorizonKey: String?
+    /// Copies of the peer's checkpoints kept for it in this database (one per replication id it
+    /// sets; a peer has one per filter it pulls with); beyond it the one written longest ago goes
+    /// (`PeerCheckpointKeeper`).
+    public var peerCheckpointsMax = ReplicationConfiguration.peerCheckpointsMaxDefault
+    /// The default `peerCheckpointsMax`: room for many filters, a bounded number of records.
+    public static let peerCheckpointsMaxDefault = 64
     /// Settles the conflicts that revisions pulled by this replication create, instead of the
     /// store's `conflictPolicy`; when it settles kept conflicts, `PeerReplicator.start` also runs
     /// it over the conflicts the store keeps (one a resolver failed before, say). Nil: the

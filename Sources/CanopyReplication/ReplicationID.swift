@@ -15,8 +15,31 @@ package enum ReplicationIdentity {
         return Blake2b.hash(input, outputBytes: 16)
     }
 
-    /// The local-document id under which a replication's checkpoint is stored.
+    /// The local-document id under which a replication's checkpoint is stored: this node's own,
+    /// for its pulls, and, before copies were kept per peer, the copies kept for peers.
     public static func checkpointDocumentID(_ replicationID: [UInt8]) -> String {
         "checkpoint/" + Hex.encode(replicationID)
+    }
+
+    /// The start of every local-document id under which a copy of a peer's checkpoint is kept.
+    package static let peerCheckpointPrefix = "peer-checkpoint/"
+
+    /// The start of the ids of the copies kept for the peer named `peer` (its horizon key,
+    /// `ReplicationConfiguration.peerHorizonKey`): a peer reads and writes only its own, and
+    /// they are bounded and forgotten per peer.
+    package static func peerCheckpointPrefix(peer: String) -> String {
+        peerCheckpointPrefix + peer + "/"
+    }
+
+    /// The local-document id of the copy of `peer`'s checkpoint for `replicationID`.
+    package static func peerCheckpointDocumentID(peer: String, _ replicationID: [UInt8]) -> String {
+        peerCheckpointPrefix(peer: peer) + Hex.encode(replicationID)
+    }
+
+    /// The peer a copy's id (`peerCheckpointDocumentID`) was kept for; nil for another id.
+    package static func peer(ofCheckpointDocument id: String) -> String? {
+        guard id.hasPrefix(peerCheckpointPrefix), let slash = id.lastIndex(of: "/") else { return nil }
+        let peer = id[id.index(id.startIndex, offsetBy: peerCheckpointPrefix.count)..<slash]
+        return peer.isEmpty ? nil : String(peer)
     }
 }

@@ -71,7 +71,9 @@ extension ReplicationSession {
 
     // MARK: Checkpoints the peer keeps here
 
-    var keeper: PeerCheckpointKeeper { PeerCheckpointKeeper(store: store, peerHorizonKey: configuration.peerHorizonKey) }
+    var keeper: PeerCheckpointKeeper {
+        PeerCheckpointKeeper(store: store, peerHorizonKey: configuration.peerHorizonKey, checkpointsMax: configuration.peerCheckpointsMax)
+    }
 
     func answerCheckpointGet(_ get: CheckpointGet) throws(ReplicationError) {
         send(try keeper.answer(get))

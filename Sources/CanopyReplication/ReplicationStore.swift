@@ -71,6 +71,11 @@ package protocol ReplicationStore: AnyObject, Sendable {
     func localPut(_ id: String, body: JSONValue) throws(StoreError)
     /// Deletes a local document; false when there was none.
     func localDelete(_ id: String) throws(StoreError) -> Bool
+    /// Writes a local document of the family of ids starting with `prefix`, of which at most `max`
+    /// are kept (`DocumentStore.localPut(_:body:keepingAtMost:withPrefix:)`); returns how many
+    /// made room.
+    @discardableResult
+    func localPut(_ id: String, body: JSONValue, keepingAtMost max: Int, withPrefix prefix: String) throws(StoreError) -> Int
 
     /// Records how far a peer holds this store's changes (stemming keeps what it may still need).
     func recordPeerHorizon(peer: String, sequence: Int64) throws(StoreError)

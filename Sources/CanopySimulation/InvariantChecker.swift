@@ -239,8 +239,12 @@ struct InvariantChecker {
                 guard let sourceStore = nodes[source].store, let targetStore = nodes[target].store else { continue }
                 let replicationID = ReplicationIdentity.replicationID(
                     source: sourceStore.databaseIDBytes, target: targetStore.databaseIDBytes, filter: .all)
-                let documentID = ReplicationIdentity.checkpointDocumentID(replicationID)
-                for (holder, store) in [(target, targetStore), (source, sourceStore)] {
+                // The target's own checkpoint, and the copy the source keeps for the target.
+                let documentIDs = [
+                    ReplicationIdentity.checkpointDocumentID(replicationID),
+                    ReplicationIdentity.peerCheckpointDocumentID(peer: PeerReplicator.peerHorizonKey("n\(target)"), replicationID),
+                ]
+                for (holder, store, documentID) in [(target, targetStore, documentIDs[0]), (source, sourceStore, documentIDs[1])] {
                     guard let json = try store.localGet(documentID),
                           let checkpoint = ReplicationCheckpoint(encoded: CanonicalJSON.encode(json)) else { continue }
                     if let problem = try firstMissing(upTo: checkpoint.current.sequence, source: sourceStore, target: targetStore) {

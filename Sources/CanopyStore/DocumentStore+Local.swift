@@ -33,6 +33,67 @@ extension DocumentStore {
         }
     }
 
+    /// Stores `body` as the local document `id`, one of the family of ids starting with `prefix`
+    /// (which `id` must start with), of which at most `max` are kept: when the family is full,
+    /// the ones written longest ago make room. A put moves `id` to the newest of its family, so
+    /// a record that is kept up to date is the last to go. One transaction. Returns how many
+    /// were removed.
+    @discardableResult
+    public func localPut(_ id: String, body: JSONValue, keepingAtMost max: Int, withPrefix prefix: String) throws(StoreError) -> Int {
+        precondition(max > 0 && id.hasPrefix(prefix), "a family keeps at least one record, and the id is of it")
+        let document = try LocalDocument(id, body: body)
+        let (low, high) = Self.range(of: prefix)
+        return try write { context in
+            let db = context.db
+            // Deleted and inserted again rather than updated: the row takes the newest rowid,
+            // which orders the family by when each was last written.
+            try db.run("DELETE FROM local_documents WHERE local_id = ?", .text(id))
+            let held = try db.scalarInt("SELECT count(*) FROM local_documents WHERE local_id >= ? AND local_id < ?", .text(low), .text(high)) ?? 0
+            var removed = 0
+            if held >= Int64(max) {
+                try db.run(
+                    """
+                    DELETE FROM local_documents WHERE rowid IN (
+                        SELECT rowid FROM local_documents WHERE local_id >= ? AND local_id < ? ORDER BY rowid LIMIT ?)
+                    """,
+                    .text(low), .text(high), .integer(held - Int64(max) + 1))
+                removed = db.changes
+            }
+            try document.put(db)
+            return removed
+        }
+    }
+
+    /// The ids of the local documents that start with `prefix`, in id order.
+    public func localIDs(withPrefix prefix: String) throws(StoreError) -> [String] {
+        let (low, high) = Self.range(of: prefix)
+        return try read { db in
+            try db.query("SELECT local_id FROM local_documents WHERE local_id >= ? AND local_id < ? ORDER BY local_id", [.text(low), .text(high)]) {
+                $0.text(0)
+            }
+        }
+    }
+
+    /// Removes every local document whose id starts with `prefix`; returns how many.
+    @discardableResult
+    public func localDeleteAll(withPrefix prefix: String) throws(StoreError) -> Int {
+        let (low, high) = Self.range(of: prefix)
+        return try write { context in
+            try context.db.run("DELETE FROM local_documents WHERE local_id >= ? AND local_id < ?", .text(low), .text(high))
+            return context.db.changes
+        }
+    }
+
+    /// The ids starting with `prefix` are those from `prefix` (included) to `prefix` with its
+    /// last byte one higher (excluded), in SQLite's byte order; the last byte must be ASCII below
+    /// DEL, as the separators callers end their prefixes with are.
+    private static func range(of prefix: String) -> (low: String, high: String) {
+        var bytes = Array(prefix.utf8)
+        precondition(!bytes.isEmpty && bytes[bytes.count - 1] < 0x7F, "a prefix ends with an ASCII character")
+        bytes[bytes.count - 1] += 1
+        return (prefix, String(decoding: bytes, as: UTF8.self))
+    }
+
     /// Local ids follow the document id rule with their own limit.
     static func checkLocalID(_ id: String) throws(StoreError) {
         let count = id.utf8.count

@@ -1,5 +1,7 @@
 import CanopyCore
 import CanopyCrypto
+import CanopyReplication
+import CanopyStore
 import CanopyWire
 import Dispatch
 import Foundation
@@ -131,5 +133,94 @@ struct LyingPeerProcessTests {
         let warnings = log.split(separator: "\n").filter { $0.contains("a peer broke the replication protocol") }
         #expect(warnings.count == 1, "\(log)")
         #expect(warnings.first?.contains("peer=\(liarID)") == true, "\(log)")
+    }
+
+    /// A `canopyd run` process on `data`, logging to `log`, its admin socket answering.
+    static func startAgent(_ data: String, log: String) throws -> Process {
+        let agent = Process()
+        agent.executableURL = URL(fileURLWithPath: binaries + "/canopyd")
+        agent.arguments = ["run", "--data-dir", data]
+        if !FileManager.default.fileExists(atPath: log) { FileManager.default.createFile(atPath: log, contents: nil) }
+        let handle = FileHandle(forWritingAtPath: log)
+        handle?.seekToEndOfFile()
+        agent.standardError = handle
+        agent.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        try agent.run()
+        try waitFor("the admin socket") {
+            guard agent.isRunning else { throw SystemError("canopyd exited", code: ECHILD) }
+            return (try? AdminSocketClient(path: data + "/admin.sock", receiveTimeoutSeconds: 10).request("status")["ok"]) == .bool(true)
+        }
+        return agent
+    }
+
+    /// Stops the agent with `canopyctl shutdown` (its log emptied into the database file), then
+    /// lists the local documents of `default` whose ids start with `prefix`.
+    static func stopAndListLocal(_ data: String, _ agent: Process, prefix: String) throws -> [String] {
+        #expect(try run("canopyctl", ["--data-dir", data, "shutdown"]).status == 0)
+        agent.waitUntilExit()
+        return try DocumentStore(path: data + "/canopy.sqlite").localIDs(withPrefix: prefix)
+    }
+
+    @Test("a read-only peer storing 100 checkpoint records keeps at most 64, the oldest gone and the newest kept, and none once it is removed")
+    func checkpointRecordsAreBoundedAndForgotten() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("canopy-liar-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let data = root + "/data"
+        let logPath = root + "/canopyd.log"
+        #expect(try Self.run("canopyd", ["init", "--data-dir", data, "--listen", "127.0.0.1:0"]).status == 0)
+        var agent = try Self.startAgent(data, log: logPath)
+        defer {
+            if agent.isRunning {
+                kill(agent.processIdentifier, SIGKILL)
+                agent.waitUntilExit()
+            }
+        }
+        let admin = try AdminSocketClient(path: data + "/admin.sock", receiveTimeoutSeconds: 60)
+        let status = try admin.request("status")
+        guard case .string(let listen)? = status["listen"], let address = HostPort(parsing: listen),
+            case .string(let agentID)? = status["node_id"], let agentNode = AgentIdentity.nodeID(agentID)
+        else {
+            Issue.record("no listen address or node id in \(status)")
+            return
+        }
+        var entropy = DeterministicEntropy(seed: [UInt8](repeating: 13, count: DeterministicEntropy.seedBytes))
+        let liar = Identity.generate(random: &entropy)
+        let liarID = liar.nodeID.description
+        // It may only read: this node pushes to it, and keeps its checkpoints for it.
+        #expect(try admin.request("peer.add", ["node_id": .string(liarID), "address": .string("-"), "direction": .string("push")])["ok"] == .bool(true))
+
+        let (transport, received) = try Self.connectedLiar(address, liar, agentNode)
+        transport.send(.attach(Attach(channel: 3, database: .default)))
+        #expect(received.next { if case .message(.attach) = $0 { true } else { false } } != nil, "default was not opened")
+        transport.send(.channel(3, .hello(Hello(databaseID: [UInt8](repeating: 7, count: 16), revsLimit: 1000, window: 4))))
+        let value = ReplicationCheckpoint(current: .init(session: "s", sequence: 0)).encoded()
+        let ids = (0..<100).map { index in [UInt8](repeating: 0x40, count: 14) + [UInt8(index / 256), UInt8(index % 256)] }
+        for (index, id) in ids.enumerated() {
+            transport.send(.channel(3, .checkpointSet(CheckpointSet(requestID: RequestID(index + 1), replicationID: id, value: value))))
+        }
+        for _ in ids {
+            #expect(received.next { if case .message(.channel(3, .checkpointSetAck)) = $0 { true } else { false } } != nil, "a set was not acknowledged")
+        }
+        // The first one written went to make room; the last is kept.
+        for (requestID, id, kept) in [(RequestID(501), ids[0], false), (RequestID(502), ids[99], true)] {
+            transport.send(.channel(3, .checkpointGet(CheckpointGet(requestID: requestID, replicationID: id))))
+            guard case .message(.channel(3, .checkpoint(let answer)))? = received.next(where: {
+                if case .message(.channel(3, .checkpoint(let c))) = $0 { c.requestID == requestID } else { false }
+            }) else {
+                Issue.record("checkpointGet \(requestID) was not answered")
+                return
+            }
+            #expect((answer.value != nil) == kept, "\(answer)")
+        }
+        transport.close(.localClosed)
+
+        let prefix = ReplicationIdentity.peerCheckpointPrefix(peer: PeerReplicator.peerHorizonKey(liarID))
+        let kept = try Self.stopAndListLocal(data, agent, prefix: prefix)
+        #expect(kept.count == AgentLimits.peerCheckpointsMax, "\(kept.count) records kept")
+        #expect(kept.contains(ReplicationIdentity.peerCheckpointDocumentID(peer: PeerReplicator.peerHorizonKey(liarID), ids[99])))
+
+        agent = try Self.startAgent(data, log: logPath)
+        #expect(try Self.run("canopyctl", ["--data-dir", data, "peer", "remove", liarID]).status == 0)
+        #expect(try Self.stopAndListLocal(data, agent, prefix: prefix).isEmpty, "a removed peer's records are forgotten")
     }
 }

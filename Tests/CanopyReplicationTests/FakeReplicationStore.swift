@@ -58,6 +58,8 @@ final class FakeReplicationStore: ReplicationStore, @unchecked Sendable {
         var supplied: [String: [RevisionID: ForeignRevision]] = [:]
         var bodies: [String: Document] = [:]
         var locals: [String: JSONValue] = [:]
+        /// The ids `localPut(_:body:keepingAtMost:withPrefix:)` wrote, oldest first.
+        var localOrder: [String] = []
         var horizons: [PeerHorizon] = []
         var insertProblems: [StoreInputError] = []
         var failing: Set<Operation> = []
@@ -238,6 +240,22 @@ final class FakeReplicationStore: ReplicationStore, @unchecked Sendable {
         try withState { state throws(StoreError) in
             try enter(.localPut, .localPut(id, body), &state)
             state.locals[id] = body
+        }
+    }
+
+    func localPut(_ id: String, body: JSONValue, keepingAtMost max: Int, withPrefix prefix: String) throws(StoreError) -> Int {
+        try withState { state throws(StoreError) in
+            try enter(.localPut, .localPut(id, body), &state)
+            state.localOrder.removeAll { $0 == id }
+            var removed = 0
+            while state.localOrder.filter({ $0.hasPrefix(prefix) }).count >= max, let oldest = state.localOrder.first(where: { $0.hasPrefix(prefix) }) {
+                state.localOrder.removeAll { $0 == oldest }
+                state.locals[oldest] = nil
+                removed += 1
+            }
+            state.locals[id] = body
+            state.localOrder.append(id)
+            return removed
         }
     }
 

@@ -47,14 +47,43 @@ struct PeerCheckpointKeeperTests {
         #expect(store.horizons.isEmpty)
     }
 
-    @Test("a peer that acknowledged nothing on this connection gets its copy stored but no horizon")
+    @Test("a peer that acknowledged nothing on this connection gets its copy stored, under its own ids, but no horizon")
     func noHorizonWithoutAcknowledgement() throws {
         let keeper = PeerCheckpointKeeper(store: store, peerHorizonKey: "peer-b")
         let (answer, horizon) = try keeper.store(
             CheckpointSet(requestID: 3, replicationID: replicationID, value: checkpoint.encoded()), acknowledged: nil)
         #expect(answer == .checkpointSetAck(CheckpointSetAck(requestID: 3)))
         #expect(horizon == nil)
-        #expect(store.local(documentID) == checkpoint.json)
+        #expect(store.local("peer-checkpoint/peer-b/" + Hex.encode(replicationID)) == checkpoint.json)
+        #expect(store.local(documentID) == nil, "nothing under the id this node's own checkpoints use")
+    }
+
+    @Test("a named peer's copies are bounded: the one written longest ago makes room, one kept up to date stays, and other peers' are untouched")
+    func copiesAreBoundedPerPeer() throws {
+        let keeper = PeerCheckpointKeeper(store: store, peerHorizonKey: "peer-b", checkpointsMax: 3)
+        let other = PeerCheckpointKeeper(store: store, peerHorizonKey: "peer-c", checkpointsMax: 3)
+        let ids = (0..<5).map { [UInt8](repeating: UInt8($0), count: 16) }
+        func set(_ keeper: PeerCheckpointKeeper, _ id: [UInt8]) throws {
+            _ = try keeper.store(CheckpointSet(requestID: 1, replicationID: id, value: checkpoint.encoded()), acknowledged: nil)
+        }
+        func held(_ keeper: PeerCheckpointKeeper, _ id: [UInt8]) throws -> Bool {
+            try keeper.answer(CheckpointGet(requestID: 1, replicationID: id)) != .checkpoint(Checkpoint(requestID: 1, value: nil))
+        }
+        try set(other, ids[0])
+        for id in ids.prefix(3) { try set(keeper, id) }
+        try set(keeper, ids[0])  // brought up to date: now the newest
+        try set(keeper, ids[3])
+        try set(keeper, ids[4])
+        #expect(try [ids[0], ids[3], ids[4]].allSatisfy { try held(keeper, $0) })
+        #expect(try !held(keeper, ids[1]) && !held(keeper, ids[2]))
+        #expect(try held(other, ids[0]))
+    }
+
+    @Test("a named peer with no copy of its own is answered with the copy kept before copies were kept per peer")
+    func readsTheCopyKeptBefore() throws {
+        let keeper = PeerCheckpointKeeper(store: store, peerHorizonKey: "peer-b")
+        store.setLocal(documentID, checkpoint.json)
+        #expect(try keeper.answer(CheckpointGet(requestID: 7, replicationID: replicationID)) == .checkpoint(Checkpoint(requestID: 7, value: checkpoint.encoded())))
     }
 
     @Test("a checkpointSet whose value is not a Canopy checkpoint is refused with invalidDocument and nothing is stored")
