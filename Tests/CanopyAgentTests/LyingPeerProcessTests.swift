@@ -54,6 +54,15 @@ struct LyingPeerProcessTests {
     }
 
     /// Connects as `liar` and sends the connection hello; the transport and what it receives.
+    /// The agent's peer listen address and node id, from its `status`.
+    static func listenAddressAndNode(_ admin: AdminSocketClient) throws -> (HostPort, NodeID) {
+        let status = try admin.request("status")
+        guard case .string(let listen)? = status["listen"], let address = HostPort(parsing: listen),
+            case .string(let agentID)? = status["node_id"], let agentNode = AgentIdentity.nodeID(agentID)
+        else { throw SystemError("reading a listen address and node id in \(status)", code: EPROTO) }
+        return (address, agentNode)
+    }
+
     static func connectedLiar(_ address: HostPort, _ liar: Identity, _ agent: NodeID) throws -> (ChannelTransport, ConnectionEventLog) {
         let transport = try LyingPeerTests.connect(to: address, as: liar, expecting: agent, delivery: DispatchQueue(label: "test.liar.delivery"))
         let received = ConnectionEventLog()
@@ -84,13 +93,7 @@ struct LyingPeerProcessTests {
         let socket = data + "/admin.sock"
         try Self.waitFor("the admin socket") { (try? AdminSocketClient(path: socket, receiveTimeoutSeconds: 10).request("status")["ok"]) == .bool(true) }
         let admin = try AdminSocketClient(path: socket, receiveTimeoutSeconds: 60)
-        let status = try admin.request("status")
-        guard case .string(let listen)? = status["listen"], let address = HostPort(parsing: listen),
-            case .string(let agentID)? = status["node_id"], let agentNode = AgentIdentity.nodeID(agentID)
-        else {
-            Issue.record("no listen address or node id in \(status)")
-            return
-        }
+        let (address, agentNode) = try Self.listenAddressAndNode(admin)
         var entropy = DeterministicEntropy(seed: [UInt8](repeating: 9, count: DeterministicEntropy.seedBytes))
         let liar = Identity.generate(random: &entropy)
         let liarID = liar.nodeID.description
@@ -176,13 +179,7 @@ struct LyingPeerProcessTests {
             }
         }
         let admin = try AdminSocketClient(path: data + "/admin.sock", receiveTimeoutSeconds: 60)
-        let status = try admin.request("status")
-        guard case .string(let listen)? = status["listen"], let address = HostPort(parsing: listen),
-            case .string(let agentID)? = status["node_id"], let agentNode = AgentIdentity.nodeID(agentID)
-        else {
-            Issue.record("no listen address or node id in \(status)")
-            return
-        }
+        let (address, agentNode) = try Self.listenAddressAndNode(admin)
         var entropy = DeterministicEntropy(seed: [UInt8](repeating: 13, count: DeterministicEntropy.seedBytes))
         let liar = Identity.generate(random: &entropy)
         let liarID = liar.nodeID.description
