@@ -128,8 +128,7 @@ final class ChannelTransport: ConnectionTransport, @unchecked Sendable {
             // (replication-v1.md §4.6: it closes and lists this node as pending).
             finish(.failed(receivedAny
                 ? "the peer closed the connection without ending it cleanly (it was killed, or its network went away)"
-                : "the peer closed the connection right after the handshake: most likely it does not allow this node "
-                    + "(it then lists this node as pending: `canopyctl peers` there, and `canopyctl peer accept` allows it)"))
+                : ChannelMux.closedAfterHandshake))
         } catch {
             finish(.failed("connection ended: \(error)"))
         }

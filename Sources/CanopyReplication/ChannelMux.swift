@@ -56,6 +56,12 @@ package final class ChannelMux: @unchecked Sendable {
     private var pendingOpens: [DatabaseName: @Sendable (OpenResult) -> Void] = [:]
     /// Accepted requests of the peer, by database, until the machine says the channel is open.
     private var acceptedAttaches: [DatabaseName: @Sendable (MuxChannel) -> Void] = [:]
+    /// Why a connection ended when the peer closed it after the handshake and before saying
+    /// anything: the handshake proved who this node is, so nearly always the peer does not allow
+    /// it (Protocol/replication-v1.md §4.6: it closes and lists this node as pending).
+    package static let closedAfterHandshake = "the peer closed the connection right after the handshake: most likely it does not allow "
+        + "this node (it then lists this node as pending: `canopyctl peers` there, and `canopyctl peer accept` allows it)"
+
     /// Why the connection ended, once it has.
     package private(set) var closeReason: TransportCloseReason?
 
@@ -223,8 +229,7 @@ package final class ChannelMux: @unchecked Sendable {
             // The handshake succeeded, so the peer knows who this node is; a peer that then
             // closes without a word is, nearly always, one that does not allow this node
             // (Protocol/replication-v1.md §4.6: it closes and lists this node as pending).
-            why = "the peer closed the connection right after the handshake, before its hello: most likely it does not allow "
-                + "this node (it then lists this node as pending: `canopyctl peers` there, and `canopyctl peer accept` allows it)"
+            why = Self.closedAfterHandshake
         case .peerClosed: why = "the peer closed the connection"
         case .failed(let detail), .protocolViolation(let detail): why = "the connection closed: \(detail)"
         }
