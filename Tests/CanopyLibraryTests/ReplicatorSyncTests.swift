@@ -47,7 +47,7 @@ struct ReplicatorSyncTests {
         }
     }
 
-    @Test("a replicator whose peer does not allow this node says why, and a sync waiting on it ends when its task is cancelled")
+    @Test("a replicator whose peer does not allow this node says why, and a sync waiting on it ends when its task is cancelled", .timeLimit(.minutes(1)))
     func peerThatDoesNotAllowThisNode() async throws {
         try await withTwoNodes { a, b in
             let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress))
@@ -59,11 +59,10 @@ struct ReplicatorSyncTests {
             }
             #expect(reason?.message.contains("does not allow this node") == true, "\(String(describing: reason))")
             let waiting = Task { () throws(ReplicatorError) -> Replicator.SyncOutcome in try await replicator.sync() }
+            // A moment for the call to reach the agent's wait (a cancellation before it is handled too).
             try await Task.sleep(for: .milliseconds(200))
-            let cancelledAt = ContinuousClock.now
             waiting.cancel()
             let result = await waiting.result
-            #expect(ContinuousClock.now - cancelledAt < .seconds(5))
             guard case .failure(let error) = result else {
                 Issue.record("the sync returned although the peer never allowed this node: \(result)")
                 return
