@@ -142,8 +142,11 @@ extension Agent {
 }
 
 /// `check`: SQLite's full integrity check of every database, each on a connection of its own (the
-/// agent keeps serving meanwhile), then every attachment content the databases' stored revisions
-/// name, read whole and checked against its digest. A problem in a database other than `default`
+/// agent keeps serving meanwhile), every document row checked against itself and its revisions
+/// (`DocumentStore.checkRows`: damage that leaves a row well formed, reported by document and
+/// through the damage handler, so `status` and `document.damaged` events count it too), then
+/// every attachment content the databases' stored revisions name, read whole and checked against
+/// its digest. A problem in a database other than `default`
 /// is prefixed with its name. Files an interrupted upload left are listed apart (`leftovers`):
 /// they take space, but no revision names them, so the data is sound.
 extension Agent {
@@ -162,10 +165,23 @@ extension Agent {
         let started = DispatchTime.now().uptimeNanoseconds
         do throws(StoreError) {
             var problems: [String] = []
+            var damaged: [JSONValue] = []
+            var documents = 0
             var named = Set<AttachmentDigest>()
             for (name, store) in stores {
-                let found = try store.checkIntegrity(full: true)
-                problems += name == .default ? found : found.map { "database \(name): \($0)" }
+                let prefix = name == .default ? "" : "database \(name): "
+                problems += try store.checkIntegrity(full: true).map { prefix + $0 }
+                let rows = try store.checkRows(problemsMax: 100)
+                documents += rows.documents
+                for damage in rows.damaged {
+                    let revision = damage.revision.map { " revision \($0)" } ?? ""
+                    problems.append(prefix + "document \"\(damage.documentID)\"\(revision): \(damage.reason)")
+                }
+                if case .array(let found) = Self.damageRows(rows.damaged, database: name) { damaged += found }
+                if rows.truncated { problems.append(prefix + "more damaged documents than the first 100 listed") }
+                if rows.strayRevisionRows > 0 {
+                    problems.append(prefix + "\(rows.strayRevisionRows) revision rows belong to no document row (a document's row was lost)")
+                }
                 // Content set-aside revisions wait for may still be on its way: not counted.
                 if checksContent { named.formUnion(try store.namedAttachmentDigests(includingSetAside: false)) }
             }
@@ -191,6 +207,7 @@ extension Agent {
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
             reply(.success([
                 "sound": .bool(problems.isEmpty), "problems": .array(problems.map(JSONValue.string)), "leftovers": .array(leftovers),
+                "documents": .int(Int64(documents)), "damaged": .array(damaged),
                 "seconds": .double((seconds * 1000).rounded() / 1000),
                 "attachments": .int(Int64(verified)), "attachment_bytes": .int(bytes),
             ]))

@@ -148,15 +148,18 @@ extension Agent {
         var docs: [JSONValue] = []
         var bytes = 0
         var lastWhole = since
+        var damaged = page.damaged
         for change in page.changes {
             for (index, leaf) in change.leaves.enumerated() where index >= skip {
-                guard let document = try exportedRevision(change.documentID, leaf.revision, store) else { continue }
+                guard let document = try exportedRevision(change.documentID, leaf.revision, store, damaged: &damaged) else { continue }
                 let stubbed = try Self.couchDocument(document)
                 let exported = inline ? try store.inliningAttachments(stubbed) : stubbed
                 let size = CanonicalJSON.encode(exported).count + 1
                 if !docs.isEmpty && bytes + size > AgentLimits.exportPageBytesMax {
                     // Full: the rest of this document (from `index`) goes on the next page.
-                    var result: [String: JSONValue] = ["docs": .array(docs), "last_seq": .int(lastWhole), "done": .bool(false)]
+                    var result: [String: JSONValue] = [
+                        "docs": .array(docs), "last_seq": .int(lastWhole), "done": .bool(false), "damaged": Self.damageRows(damaged),
+                    ]
                     if index > 0 { result["next_leaf"] = .int(Int64(index)) }
                     return result
                 }
@@ -166,22 +169,48 @@ extension Agent {
             skip = 0
             lastWhole = change.sequence
         }
-        // Damaged rows the page passed over (reported by the store) count as exported.
-        return ["docs": .array(docs), "last_seq": .int(page.lastSequence ?? lastWhole), "done": .bool(page.reachedEnd)]
+        // Damaged rows the page passed over (reported by the store) count as exported; the reply
+        // names them.
+        return [
+            "docs": .array(docs), "last_seq": .int(page.lastSequence ?? lastWhole), "done": .bool(page.reachedEnd),
+            "damaged": Self.damageRows(damaged),
+        ]
     }
 
-    /// One leaf with its history, or nil when its body was compacted away or is damaged (nothing to
-    /// export).
-    private func exportedRevision(_ id: String, _ revision: RevisionID, _ store: DocumentStore) throws(StoreError) -> Document? {
+    /// One leaf with its history, or nil when its body was compacted away or it is damaged
+    /// (appended to `damaged`): nothing to export.
+    private func exportedRevision(
+        _ id: String, _ revision: RevisionID, _ store: DocumentStore, damaged: inout [StoredDamage]
+    ) throws(StoreError) -> Document? {
         do throws(StoreError) {
             return try store.get(id: id, rev: revision, options: .revisions)
         } catch {
             switch error {
             case .bodyUnavailable: return nil
             // Reported by the store (event, status, log); the export goes on with the rest.
-            case .damaged: return nil
+            case .damaged(let damage):
+                damaged.append(damage)
+                return nil
+            // The row lists a leaf its revisions do not hold, or revision rows that cannot be
+            // read: damage too, reported here since the read did not.
+            case .notFound, .corrupt:
+                let damage = StoredDamage(
+                    documentID: id, revision: revision, reason: "its row lists this leaf, which its revisions cannot give (\(error))")
+                store.reportDamage(damage)
+                damaged.append(damage)
+                return nil
             default: throw error
             }
         }
+    }
+
+    /// `damaged` rows of a reply: `{doc, rev?, reason}` each, with `db` when `database` is given.
+    static func damageRows(_ damaged: [StoredDamage], database: DatabaseName? = nil) -> JSONValue {
+        .array(damaged.map { damage in
+            var row: [String: JSONValue] = ["doc": .string(damage.documentID), "reason": .string(damage.reason)]
+            if let database { row["db"] = .string(database.text) }
+            if let rev = damage.revision { row["rev"] = .string(rev.description) }
+            return .object(row)
+        })
     }
 }

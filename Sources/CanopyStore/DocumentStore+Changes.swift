@@ -44,8 +44,9 @@ public struct ChangesPage: Sendable {
 extension DocumentStore {
     /// Documents changed after `since`, in sequence order, each once at its latest sequence,
     /// at most `limit` (capped at `StoreLimits.changesLimitMax`). Local documents never appear.
-    /// A damaged row (an id that is not valid UTF-8, a leaf list this build did not write) is
-    /// left out and reported (`StoredDamage`); the rest of the page is read.
+    /// A damaged row (an id that is not valid UTF-8, a leaf list this build did not write, a row
+    /// that does not match its `RowCheck`, a deleted flag that is not its current leaf's) is left
+    /// out and reported (`StoredDamage`); the rest of the page is read.
     public func changesPage(since: Int64, limit: Int = StoreLimits.changesLimitMax) throws(StoreError) -> ChangesPage {
         let count = max(0, min(limit, StoreLimits.changesLimitMax))
         var damaged: [StoredDamage] = []
@@ -53,7 +54,7 @@ extension DocumentStore {
         var lastSequence: Int64?
         let changes = try readSnapshot { db in
             try db.query(
-                "SELECT sequence, doc_id, leaves, deleted, doc_key FROM documents WHERE sequence > ? ORDER BY sequence LIMIT ?",
+                "SELECT sequence, doc_id, leaves, deleted, doc_key, row_check FROM documents WHERE sequence > ? ORDER BY sequence LIMIT ?",
                 [.integer(since), .integer(Int64(count))]
             ) { row -> Change? in
                 rows += 1
@@ -74,12 +75,31 @@ extension DocumentStore {
                     damaged.append(StoredDamage(documentID: id, revision: nil, reason: "it has no leaves"))
                     return nil
                 }
+                if let problem = Self.rowProblem(row, leaves: leaves) {
+                    damaged.append(StoredDamage(documentID: id, revision: nil, reason: problem))
+                    return nil
+                }
                 return Change(sequence: sequence, documentID: id, leaves: leaves, deleted: row.int(3) != 0, documentKey: row.int64(4))
             }
         }
         for report in damaged { damage.report(report) }
         return ChangesPage(
             changes: changes.compactMap { $0 }, lastSequence: lastSequence, reachedEnd: rows < count, damaged: damaged)
+    }
+
+    /// What is wrong with the current row of a `documents` query whose columns 1…5 are `doc_id,
+    /// leaves, deleted, doc_key, row_check`, given its decoded leaves: its check value does not
+    /// match (`RowCheck`), or its deleted flag is not its current leaf's. Nil for a sound row.
+    static func rowProblem(_ row: Statement, leaves: [ChangeLeaf]) -> String? {
+        let check = RowCheck.value(documentKey: row.int64(4), leaves: row.borrowedBlob(2), idBytes: row.borrowedText(1))
+        if row.isNull(5) || row.int64(5) != check {
+            return "its row no longer matches its check value: its id, key or leaf list was damaged in the file"
+        }
+        let current = leaves.first { !$0.kind.isClosed } ?? leaves[0]
+        if (row.int(3) != 0) != current.kind.isDeleted {
+            return "its deleted flag says \(row.int(3) != 0 ? "deleted" : "not deleted") but its current revision \(current.revision) is \(current.kind.isDeleted ? "a deletion" : "not a deletion")"
+        }
+        return nil
     }
 
     /// The readable documents changed after `since` (`changesPage(since:limit:)` without the

@@ -176,7 +176,7 @@ extension DocumentStore {
         if importedID || (leaf.parent == nil && leaf.id.generation > 1) {
             problem = CanonicalJSONCheck.problem(in: body).map { "its stored body is not canonical JSON: \($0)" }
         } else if RevisionHasher.revisionID(parent: leaf.parent, kind: leaf.kind, canonicalBody: body) != leaf.id {
-            problem = "its stored body no longer matches the revision id (a damaged file)"
+            problem = RevisionRows.bodyMismatch
         } else {
             problem = nil
         }

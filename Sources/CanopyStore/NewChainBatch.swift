@@ -94,10 +94,10 @@ struct NewChainBatch {
     private static func insertDocuments(_ context: WriteContext, _ items: [Item], _ chunk: Range<Int>) throws -> Bool {
         let count = chunk.count
         let statement = try context.db.statement(named: "insert documents ×\(count)") {
-            "INSERT INTO documents(sequence, current_generation, current_digest, deleted, conflicted, leaves, doc_id, doc_key) VALUES "
+            "INSERT INTO documents(sequence, current_generation, current_digest, deleted, conflicted, leaves, doc_id, doc_key, row_check) VALUES "
                 + (0..<count).map { row in
-                    let p = row * 6
-                    return "(?\(p + 1), ?\(p + 2), ?\(p + 3), ?\(p + 4), 0, ?\(p + 5), ?\(p + 6), ?\(p + 1))"
+                    let p = row * 7
+                    return "(?\(p + 1), ?\(p + 2), ?\(p + 3), ?\(p + 4), 0, ?\(p + 5), ?\(p + 6), ?\(p + 1), ?\(p + 7))"
                 }.joined(separator: ", ")
                 + " ON CONFLICT(doc_id) DO NOTHING"
         }
@@ -107,7 +107,7 @@ struct NewChainBatch {
         for (offset, index) in chunk.enumerated() {
             let leaf = RevTree.Node(id: items[index].path.leaf, parent: items[index].path.parent, kind: items[index].path.kind)
             try RevisionRows.bindNewDocument(
-                statement, firstParameter: Int32(offset * 6 + 1), sequence: context.nextSequence(), leaf: leaf,
+                statement, firstParameter: Int32(offset * 7 + 1), sequence: context.nextSequence(), leaf: leaf,
                 documentID: items[index].documentID, borrowed: &borrowed)
         }
         try statement.runBorrowing(borrowed)

@@ -36,8 +36,8 @@ extension RevisionRows {
         let sequence = context.nextSequence()
         let statement = try context.db.statement(
             """
-            INSERT INTO documents(sequence, current_generation, current_digest, deleted, conflicted, leaves, doc_id, doc_key)
-            VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?1) ON CONFLICT(doc_id) DO NOTHING
+            INSERT INTO documents(sequence, current_generation, current_digest, deleted, conflicted, leaves, doc_id, doc_key, row_check)
+            VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?1, ?7) ON CONFLICT(doc_id) DO NOTHING
             """)
         var borrowed: [(index: Int32, value: Statement.Borrowed)] = []
         try bindNewDocument(statement, firstParameter: 1, sequence: sequence, leaf: leaf, documentID: documentID, borrowed: &borrowed)
@@ -53,8 +53,8 @@ extension RevisionRows {
     }
 
     /// Binds the integer values of a new document's row — its sequence (which is also its key),
-    /// the leaf's generation and deleted flag — to parameters `firstParameter` …
-    /// `firstParameter + 5`, in the order the INSERTs above list them, and appends the leaf's
+    /// the leaf's generation and deleted flag, and its `RowCheck` — to parameters
+    /// `firstParameter` … `firstParameter + 6`, in the order the INSERTs above list them, and appends the leaf's
     /// digest, its one-entry leaf list and the document id to `borrowed`, for
     /// `Statement.runBorrowing` to bind without a copy.
     static func bindNewDocument(
@@ -64,6 +64,7 @@ extension RevisionRows {
         try statement.bind(sequence, at: first)
         try statement.bind(leaf.id.generation, at: first + 1)
         try statement.bind(leaf.kind.isDeleted ? 1 : 0, at: first + 3)
+        try statement.bind(RowCheck.value(documentKey: sequence, leaf: leaf, documentID: documentID), at: first + 6)
         borrowed.append((first + 2, .digest(leaf.id)))
         borrowed.append((first + 4, .singleLeafList(leaf)))
         borrowed.append((first + 5, .text(documentID)))

@@ -190,12 +190,20 @@ enum RevisionRows {
         try statement.bind(node.id.generation, at: 2)
         try statement.bind(digestOf: node.id, at: 3)
         guard try statement.step(), let body = statement.blob(0) else { return nil }
-        let imported = statement.int(1) & importedKindFlag != 0 || (node.parent == nil && node.id.generation > 1)
-        if !imported && RevisionHasher.revisionID(parent: node.parent, kind: node.kind, canonicalBody: body) != node.id {
-            throw StoreError.damaged(StoredDamage(
-                documentID: document.id, revision: node.id, reason: "its stored body no longer matches the revision id (a damaged file)"))
+        if !bodyMatches(body, of: node, kindColumn: statement.int(1)) {
+            throw StoreError.damaged(StoredDamage(documentID: document.id, revision: node.id, reason: bodyMismatch))
         }
         return body
+    }
+
+    /// Why a body that does not hash to its revision id is damage, in words.
+    static let bodyMismatch = "its stored body no longer matches the revision id (a damaged file)"
+
+    /// Whether `body`, stored in a row whose `kind` column is `kindColumn`, hashes to `node`'s id.
+    /// An imported id (marked, or a root above generation 1) is no hash of its content: taken as it is.
+    static func bodyMatches(_ body: [UInt8], of node: RevTree.Node, kindColumn: Int) -> Bool {
+        let imported = kindColumn & importedKindFlag != 0 || (node.parent == nil && node.id.generation > 1)
+        return imported || RevisionHasher.revisionID(parent: node.parent, kind: node.kind, canonicalBody: body) == node.id
     }
 
     /// The body of `revision`, from this transaction's new bodies or the file.
@@ -285,8 +293,8 @@ enum RevisionRows {
         if let previous = document.sequence {
             statement = try db.statement(
                 """
-                UPDATE documents SET sequence = ?, current_generation = ?, current_digest = ?, deleted = ?,
-                    conflicted = ?, leaves = ? WHERE sequence = ?
+                UPDATE documents SET sequence = ?1, current_generation = ?2, current_digest = ?3, deleted = ?4,
+                    conflicted = ?5, leaves = ?6, row_check = ?8 WHERE sequence = ?7
                 """)
             try statement.bind(previous, at: 7)
         } else {
@@ -294,8 +302,8 @@ enum RevisionRows {
             // not exist. Its stable key is this first sequence.
             statement = try db.statement(
                 """
-                INSERT INTO documents(sequence, current_generation, current_digest, deleted, conflicted, leaves, doc_id, doc_key)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?1)
+                INSERT INTO documents(sequence, current_generation, current_digest, deleted, conflicted, leaves, doc_id, doc_key, row_check)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?1, ?8)
                 """)
             try statement.bind(document.id, at: 7)
         }
@@ -304,9 +312,11 @@ enum RevisionRows {
         try statement.bind(digestOf: current.id, at: 3)
         try statement.bind(current.kind.isDeleted ? 1 : 0, at: 4)
         try statement.bind(conflicted ? 1 : 0, at: 5)
-        try statement.bind(LeafList.encode(leaves), at: 6)
-        try statement.run()
+        let leafList = LeafList.encode(leaves)
         let key = document.key ?? sequence
+        try statement.bind(leafList, at: 6)
+        try statement.bind(RowCheck.value(documentKey: key, leaves: leafList, documentID: document.id), at: 8)
+        try statement.run()
         document.key = key
         document.sequence = sequence
         return key

@@ -6,9 +6,10 @@
 ///
 ///     metadata(key, value)                       database id, revs limit, sequence counter
 ///     documents(sequence PRIMARY KEY, doc_key, doc_id UNIQUE, current_generation,
-///               current_digest, deleted, conflicted, leaves)
+///               current_digest, deleted, conflicted, leaves, row_check)
 ///                                                the changes index: each document once, at the
-///                                                sequence of its latest change
+///                                                sequence of its latest change; row_check: the
+///                                                row's `RowCheck` (version 8 on)
 ///     revisions(doc_key, generation, digest, parent, kind, leaf, body, closed_child)
 ///               PRIMARY KEY (doc_key, generation, digest)
 ///                                                kind: the RevisionKind, plus 8 when the id is
@@ -131,6 +132,9 @@ enum Schema {
             doc_id TEXT PRIMARY KEY NOT NULL
         ) WITHOUT ROWID, STRICT;
         """,
+        // 8: each document row's check value (`RowCheck`), so damage that leaves a row well
+        // formed is found. The step computes it for the rows already in the file (`fill`).
+        "ALTER TABLE documents ADD COLUMN row_check INTEGER;",
     ]
 
     /// What a step writes beyond its SQL, in the same transaction: rows computed from the rows
@@ -138,7 +142,28 @@ enum Schema {
     private static func fill(_ db: Database, version: Int) throws {
         switch version {
         case 5: try RevisionRows.nameAllStoredAttachments(db)
+        case 8: try fillRowChecks(db)
         default: break
+        }
+    }
+
+    /// Computes `row_check` for every document row, a page of rows at a time, from the row as it
+    /// is: damage already in a row before this version is found by the checks that compare a row
+    /// with its revisions (`DocumentStore.checkRows`), not by this value.
+    private static func fillRowChecks(_ db: Database) throws {
+        var after: Int64 = 0
+        while true {
+            let page = try db.query(
+                "SELECT sequence, doc_key, leaves, doc_id FROM documents WHERE sequence > ? ORDER BY sequence LIMIT 4096",
+                [.integer(after)]
+            ) { row in
+                (row.int64(0), RowCheck.value(documentKey: row.int64(1), leaves: row.borrowedBlob(2), idBytes: row.borrowedText(3)))
+            }
+            guard let last = page.last else { return }
+            for (sequence, check) in page {
+                try db.run("UPDATE documents SET row_check = ? WHERE sequence = ?", .integer(check), .integer(sequence))
+            }
+            after = last.0
         }
     }
 

@@ -247,6 +247,13 @@ package final class Statement {
         return Array(UnsafeBufferPointer(start: pointer, count: Int(sqlite3_column_bytes(handle, index))))
     }
 
+    /// Column `index` of the current row's text bytes in place, valid until the next step or reset.
+    package func borrowedText(_ index: Int32) -> UnsafeRawBufferPointer {
+        let count = Int(sqlite3_column_bytes(handle, index))
+        guard count > 0, let pointer = sqlite3_column_text(handle, index) else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        return UnsafeRawBufferPointer(start: pointer, count: count)
+    }
+
     /// Column `index` of the current row read as the digest of a revision of `generation`; nil
     /// unless it is exactly 16 bytes and the generation is valid. Reads in place, no array.
     package func revisionID(generation: Int, digestColumn index: Int32) -> RevisionID? {

@@ -71,6 +71,12 @@ extension DocumentStore {
 
     /// Damaged documents and revisions reads have found since the store was opened.
     public var damagedCount: Int { damage.count }
+
+    /// Reports damage the caller found in what this store read (a leaf the row lists that the
+    /// revisions cannot give), as a read that finds damage does: once per document and revision.
+    public func reportDamage(_ found: StoredDamage) {
+        damage.report(found)
+    }
 }
 
 extension DocumentStore {

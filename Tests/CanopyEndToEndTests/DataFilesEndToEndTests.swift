@@ -240,7 +240,7 @@ struct DataFilesEndToEndTests {
         _ = try agent.client().request("bulk_docs", ["docs": .array(docs)])
         let checked = try agent.ctl(["check"])
         #expect(checked.status == 0, "\(checked.stderr)")
-        #expect(checked.stdout.contains("the database is sound"), "\(checked.stdout)")
+        #expect(checked.stdout.contains("the database is sound") && checked.stdout.contains("200 document rows checked"), "\(checked.stdout)")
         _ = try agent.ctl(["shutdown"])
         try waitForExit(agent.process)
         // Bytes flipped inside a page of the table, as a failing disk would leave them.

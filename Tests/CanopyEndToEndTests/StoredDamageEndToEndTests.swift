@@ -65,4 +65,52 @@ struct StoredDamageEndToEndTests {
         #expect(ownIDs.sorted() == (0..<5).map { "fine-\($0)" }, "\(ownIDs)")
         #expect(own["done"] == .bool(true))
     }
+
+    @Test("damage that leaves a row well formed is named by check, left out of export and never sent; the rest goes on")
+    func rowDamage() throws {
+        let a = try AgentProcess()
+        let b = try AgentProcess()
+        try a.start()
+        try b.start()
+        for index in 0..<4 { try a.put("fine-\(index)", ["n": .int(Int64(index))]) }
+        for id in ["leaf", "flag", "moved"] { try a.put(id, ["n": .int(9)]) }
+        let path = a.dataDir + "/canopy.sqlite"
+        // One flipped bit in a leaf's digest, a flipped deleted flag, and an id changed in both its
+        // row and the row's index (SQLite's own check sees nothing wrong with any of them).
+        try StoredRevisionEdits.flipLeafBit(in: path, documentID: "leaf")
+        try StoredRevisionEdits.edit(in: path, "UPDATE documents SET deleted = 1 WHERE doc_id = 'flag'")
+        try StoredRevisionEdits.edit(in: path, "UPDATE documents SET doc_id = 'renamed' WHERE doc_id = 'moved'")
+        let fine = (0..<4).map { "fine-\($0)" }
+
+        // `check` names each damaged document and exits 1.
+        let check = try a.ctl(["check"])
+        #expect(check.status == 1, "\(check.status) \(check.stdout) \(check.stderr)")
+        for id in ["leaf", "flag", "renamed"] { #expect(check.stdout.contains("document \"\(id)\""), "\(id): \(check.stdout)") }
+        let checked = try a.client().request("check")
+        #expect(checked["sound"] == .bool(false) && checked["documents"] == .int(7), "\(checked)")
+        let damagedIDs = (checked["damaged"]?.arrayValue ?? []).compactMap { $0.objectValue?["doc"]?.stringValue }
+        #expect(damagedIDs.sorted() == ["flag", "leaf", "renamed"], "\(checked)")
+
+        // `export` writes every other document, names the damaged ones on stderr and exits 1.
+        let export = try a.ctl(["export"])
+        #expect(export.status == 1, "\(export.status) \(export.stderr)")
+        let body = try JSONValue.parse(export.stdout)
+        let exported = (body.objectValue?["docs"]?.arrayValue ?? []).compactMap { $0.objectValue?["_id"]?.stringValue }
+        #expect(exported.sorted() == fine, "\(exported)")
+        for id in ["leaf", "flag", "renamed"] { #expect(export.stderr.contains("not exported: \"\(id)\""), "\(id): \(export.stderr)") }
+        #expect(export.stderr.contains("canopyctl check"), "\(export.stderr)")
+
+        // A fresh peer gets the sound documents and nothing under the changed id; A counts the damage.
+        try a.allow(b)
+        let added = try b.ctl(["peer", "add", a.nodeID, try a.listenAddress(), "--direction", "pull", "--mode", "once"])
+        #expect(added.status == 0, "\(added.stderr)")
+        let sync = try b.ctl(["sync", a.nodeID, "--wait", "--timeout", "60"])
+        #expect(sync.status == 0, "\(sync.stdout) \(sync.stderr)")
+        let pulled = (try b.client().request("export", ["limit": .int(100)])["docs"]?.arrayValue ?? [])
+            .compactMap { $0.objectValue?["_id"]?.stringValue }
+        #expect(pulled.sorted() == fine, "\(pulled)")
+        let status = try a.client().request("status")
+        #expect(status["damaged"] == .int(3), "\(status)")
+        try poll("the damage in a's log") { a.log.contains("is damaged") && a.log.contains("canopyctl check") }
+    }
 }

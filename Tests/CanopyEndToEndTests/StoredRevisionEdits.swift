@@ -20,8 +20,24 @@ enum StoredRevisionEdits {
         try database.run(
             "UPDATE revisions SET digest = ?, body = ? WHERE doc_key = (SELECT doc_key FROM documents WHERE doc_id = ?)",
             .blob(digest), .blob(bytes), .text(documentID))
+        // The row is rewritten as that build would have written it: with its check value.
+        let key = try database.scalarInt("SELECT doc_key FROM documents WHERE doc_id = ?", .text(documentID)) ?? 0
         try database.run(
-            "UPDATE documents SET current_digest = ?, leaves = ? WHERE doc_id = ?", .blob(digest), .blob(leaves), .text(documentID))
+            "UPDATE documents SET current_digest = ?, leaves = ?, row_check = ? WHERE doc_id = ?", .blob(digest), .blob(leaves),
+            .integer(RowCheck.value(documentKey: key, leaves: leaves, documentID: documentID)), .text(documentID))
+    }
+
+    /// Flips bit `bit` of byte `byte` of `documentID`'s leaf list, as a damaged disk would.
+    static func flipLeafBit(in path: String, documentID: String, byte: Int = 9, bit: Int = 2) throws {
+        let database = try Database(path: path)
+        var leaves = try database.queryFirst("SELECT leaves FROM documents WHERE doc_id = ?", [.text(documentID)]) { $0.blob(0) ?? [] } ?? []
+        leaves[byte] ^= UInt8(1 << bit)
+        try database.run("UPDATE documents SET leaves = ? WHERE doc_id = ?", .blob(leaves), .text(documentID))
+    }
+
+    /// Runs `sql` on the file at `path` (a damaged flag, an id changed in the row and its index).
+    static func edit(in path: String, _ sql: String) throws {
+        try Database(path: path).execute(sql)
     }
 
     /// Changes the stored body of every revision whose body is `from` to `to`, as flipped bytes

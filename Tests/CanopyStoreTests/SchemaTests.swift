@@ -50,6 +50,10 @@ struct SchemaTests {
         #expect(try db.pragmaInt("user_version") == Int64(Schema.currentVersion))
         #expect(try store.get(id: "old").body == body(1))
         #expect(store.lastSequence == 1)
+        // Version 8 gave the row its check value: the feed reads it and the row check finds it sound.
+        #expect(try store.changes(since: 0).map(\.documentID) == ["old"])
+        let rows = try store.checkRows()
+        #expect(rows.documents == 1 && rows.damaged.isEmpty, "\(rows)")
         try store.localPut("settings", body: .object(["a": .int(1)]))
         #expect(try store.localGet("settings") == .object(["a": .int(1)]))
     }

@@ -328,7 +328,7 @@ struct Backup: ParsableCommand {
 
 struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run SQLite's full integrity check on every database of the running node and verify the attachment content they name; exits 1 if anything is damaged.")
+        abstract: "Run SQLite's full integrity check on every database of the running node, check every document row against its revisions and verify the attachment content they name; exits 1 if anything is damaged.")
     @OptionGroup var connection: ConnectionOptions
     @Flag(help: "Check the databases only, not the attachment content (which reads every attachment file whole).")
     var skipAttachments = false
@@ -350,6 +350,9 @@ struct Check: ParsableCommand {
         let files: Int64 = { if case .int(let count)? = result["attachments"] { return count } else { return 0 } }()
         let bytes: Int64 = { if case .int(let count)? = result["attachment_bytes"] { return count } else { return 0 } }()
         let content = files == 0 ? "" : ", \(files) attachment file\(files == 1 ? "" : "s") (\(String(format: "%.1f", Double(bytes) / 1_048_576)) MiB) verified"
-        if !connection.json { print("the database is sound (integrity check\(content), \(text(result["seconds"])) s)") }
+        let rows: Int64 = { if case .int(let count)? = result["documents"] { return count } else { return 0 } }()
+        if !connection.json {
+            print("the database is sound (integrity check, \(rows) document row\(rows == 1 ? "" : "s") checked against their revisions\(content), \(text(result["seconds"])) s)")
+        }
     }
 }

@@ -237,7 +237,8 @@ struct Export: ParsableCommand {
             The body is written as it is read, page by page (at most 4 MiB each, a heavily edited
             document split across pages by leaf), so an export of any size completes in bounded
             memory. It starts with "new_edits": false, so `canopyctl export | canopyctl import -`
-            streams. On a terminal, progress goes to stderr.
+            streams. On a terminal, progress goes to stderr. A document damaged in the node's file is
+            left out, named on stderr, and makes the command exit 1 once everything else is written.
             """)
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var database: DatabaseOption
@@ -258,6 +259,7 @@ struct Export: ParsableCommand {
         var skip: Int64 = 0
         var count = 0
         var lastProgress = 0.0
+        var damaged: [[String: JSONValue]] = []
         while true {
             var arguments: [String: JSONValue] = ["since": .int(since), "limit": .int(1000)]
             if skip > 0 { arguments["skip_leaves"] = .int(skip) }
@@ -272,6 +274,7 @@ struct Export: ParsableCommand {
                 }
                 output.write(Data(bytes))
             }
+            if case .array(let rows)? = page["damaged"] { damaged += rows.compactMap(\.objectValue) }
             if case .int(let last)? = page["last_seq"] { since = last }
             if case .int(let next)? = page["next_leaf"] { skip = next } else { skip = 0 }
             let now = Date().timeIntervalSince1970
@@ -283,6 +286,17 @@ struct Export: ParsableCommand {
         }
         output.write(Data("]}\n".utf8))
         if terminal { FileHandle.standardError.write(Data("\rexported \(count) revisions\n".utf8)) }
+        guard damaged.isEmpty else {
+            // The body written holds everything else; the damaged documents are named, and the
+            // exit status says the export is not whole.
+            for row in damaged {
+                let revision = row["rev"].map { " revision \(text($0))" } ?? ""
+                FileHandle.standardError.write(Data("damaged, not exported: \"\(text(row["doc"]))\"\(revision): \(text(row["reason"]))\n".utf8))
+            }
+            throw CtlFailure(
+                status: .error,
+                message: "\(damaged.count) damaged \(damaged.count == 1 ? "entry was" : "entries were") left out of the export; run `canopyctl check` and restore the data directory from a backup (README, Backups)")
+        }
     }
 }
 
