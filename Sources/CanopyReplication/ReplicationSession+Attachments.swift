@@ -34,6 +34,7 @@ extension ReplicationSession {
             return send(.error(ErrorMessage(requestID: get.requestID, code: .notFound, message: "\(digest) is not on this node")))
         }
         guard servedPartIsSound(digest, offset: offset, part) else {
+            store.reportDamagedContent(digest)
             logger.error("attachment content is damaged on this node: it does not hash to its digest; not sent (restore the file from a backup or a peer)",
                          metadata: ["digest": "\(digest)"])
             return send(.error(ErrorMessage(
@@ -44,19 +45,24 @@ extension ReplicationSession {
 
     /// Hashes content as its parts are served in order from the start: the part that ends the
     /// content is sent only when the whole hashes to its digest, so a peer never receives
-    /// damaged content whole. Parts asked for out of order are sent unchecked (the receiver
-    /// checks every content it takes). At most `servedHashesMax` contents are followed at once.
+    /// damaged content whole. A fetch that starts or goes on elsewhere (a peer resuming one an
+    /// earlier connection began) has the bytes before it read from disk into the hash first.
+    /// At most `servedHashesMax` contents are followed at once.
     private func servedPartIsSound(_ digest: AttachmentDigest, offset: Int64, _ part: (length: Int64, bytes: [UInt8])) -> Bool {
-        if offset == 0 {
-            if servedHashes.count >= Self.servedHashesMax, let oldest = servedHashes.keys.min(by: { $0.hex < $1.hex }) {
+        if servedHashes[digest]?.next != offset {
+            if servedHashes[digest] == nil, servedHashes.count >= Self.servedHashesMax,
+                let oldest = servedHashes.keys.min(by: { $0.hex < $1.hex })
+            {
                 servedHashes[oldest] = nil
             }
-            servedHashes[digest] = (0, Blake2bStream(outputBytes: AttachmentDigest.byteCount))
+            let stream = Blake2bStream(outputBytes: AttachmentDigest.byteCount)
+            guard hashPrefix(of: digest, upTo: offset, into: stream) else {
+                servedHashes[digest] = nil
+                return false
+            }
+            servedHashes[digest] = (offset, stream)
         }
-        guard let (next, stream) = servedHashes[digest], next == offset else {
-            servedHashes[digest] = nil
-            return true
-        }
+        guard let (_, stream) = servedHashes[digest] else { return true }
         stream.update(part.bytes)
         let end = offset + Int64(part.bytes.count)
         guard end >= part.length else {
@@ -65,6 +71,20 @@ extension ReplicationSession {
         }
         servedHashes[digest] = nil
         return stream.finish() == digest.bytes
+    }
+
+    /// Feeds bytes `0..<end` of stored content `digest` into `stream`; false when they cannot
+    /// all be read (the file is shorter, gone, or unreadable: not sound).
+    private func hashPrefix(of digest: AttachmentDigest, upTo end: Int64, into stream: Blake2bStream) -> Bool {
+        var at: Int64 = 0
+        while at < end {
+            guard let read = try? store.attachmentPart(of: digest, offset: at, maxBytes: Int(min(end - at, 1 << 20))),
+                !read.bytes.isEmpty
+            else { return false }
+            stream.update(read.bytes)
+            at += Int64(read.bytes.count)
+        }
+        return true
     }
 
     /// Whether the peer may read content `digest`: this node pushes to it, and (with a push

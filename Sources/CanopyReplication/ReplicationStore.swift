@@ -59,6 +59,10 @@ package protocol ReplicationStore: AnyObject, Sendable {
     /// A part of stored attachment content for a peer, with the content's length; nil when the
     /// content is not here.
     func attachmentPart(of digest: AttachmentDigest, offset: Int64, maxBytes: Int) throws(StoreError) -> (length: Int64, bytes: [UInt8])?
+    /// Reports that content `digest` read for a peer does not hash to its digest (see
+    /// `DocumentStore.reportDamagedContent(_:)`): damage, counted and made visible as a damaged
+    /// document is.
+    func reportDamagedContent(_ digest: AttachmentDigest)
     /// Whether a stored revision of a document `admits` accepts names `digest` (see
     /// `DocumentStore.namesAttachment(_:idPrefix:documentIDs:admits:)`).
     func namesAttachment(

@@ -72,6 +72,27 @@ extension DocumentStore {
     /// Damaged documents and revisions reads have found since the store was opened.
     public var damagedCount: Int { damage.count }
 
+    /// Reports attachment content `digest` that was found not to hash to its digest as it was
+    /// read (for a peer, a download): as damage of the first document, in change order, with a
+    /// stored revision that names it (the revision is the one given), else of the content
+    /// alone (its id `attachment DIGEST`). Once per document and revision, as other damage.
+    public func reportDamagedContent(_ digest: AttachmentDigest) {
+        let namer = try? readSnapshot { db in
+            try db.queryFirst(
+                """
+                SELECT d.doc_id, r.generation, r.digest FROM documents d JOIN revisions r ON r.doc_key = d.doc_key
+                WHERE r.body IS NOT NULL AND instr(r.body, CAST(? AS BLOB)) > 0 ORDER BY d.sequence LIMIT 1
+                """, [.text(digest.description)]
+            ) { row in (row.validText(0), row.revisionID(generation: row.int(1), digestColumn: 2)) }
+        }
+        let reason = "attachment content \(digest) is damaged on this node: it does not hash to its digest"
+        if case let (id?, revision)?? = namer {
+            damage.report(StoredDamage(documentID: id, revision: revision, reason: reason))
+        } else {
+            damage.report(StoredDamage(documentID: "attachment \(digest)", revision: nil, reason: reason))
+        }
+    }
+
     /// Reports damage the caller found in what this store read (a leaf the row lists that the
     /// revisions cannot give), as a read that finds damage does: once per document and revision.
     public func reportDamage(_ found: StoredDamage) {

@@ -193,39 +193,78 @@ struct LyingPeerTests {
         let secret = try Self.attach([UInt8](repeating: 0x11, count: 2000), as: "secret:plan", in: a.agent.store)
         let public_ = try Self.attach([UInt8](repeating: 0x22, count: 2000), as: "pub:readme", in: a.agent.store)
 
-        /// A peer with `access` (and `prefix`) to default asks for each digest; true for each sent.
         func fetches(seed: UInt8, access: String, prefix: String?, _ digests: [AttachmentDigest]) throws -> [Bool] {
-            var entropy = DeterministicEntropy(seed: [UInt8](repeating: seed, count: DeterministicEntropy.seedBytes))
-            let peer = Identity.generate(random: &entropy)
-            #expect(try admin.request("peer.add", ["node_id": .string(peer.nodeID.description), "address": .string("-")])["ok"] == .bool(true))
-            var share: [String: JSONValue] = ["db": .string("default"), "node_id": .string(peer.nodeID.description), "access": .string(access)]
-            if let prefix { share["prefix"] = .string(prefix) }
-            #expect(try admin.request("share", share)["ok"] == .bool(true))
-            let address = a.agent.queue.sync { a.agent.listening!.address }
-            let transport = try Self.connect(
-                to: address, as: peer, expecting: try #require(AgentIdentity.nodeID(a.agent.nodeID)), delivery: DispatchQueue(label: "test.peer.delivery"))
-            defer { transport.close(.localClosed) }
-            let received = ConnectionEventLog()
-            transport.start { received.append($0) }
-            transport.send(.hello(ConnectionHello(nodeID: [UInt8](repeating: seed, count: 16))))
-            #expect(received.next { if case .message(.hello) = $0 { true } else { false } } != nil)
-            transport.send(.attach(Attach(channel: 1, database: .default)))
-            #expect(received.next { if case .message(.attach) = $0 { true } else { false } } != nil, "default was not opened")
-            transport.send(.channel(1, .hello(Hello(features: Hello.attachmentsFeature, databaseID: [UInt8](repeating: seed, count: 16), revsLimit: 1000, window: 4))))
-            #expect(received.next { if case .message(.channel(1, .hello)) = $0 { true } else { false } } != nil, "no session hello on the channel")
-            return digests.enumerated().map { index, digest in
-                let id = RequestID(10 + index)
-                transport.send(.channel(1, .attachmentGet(AttachmentGet(requestID: id, digest: digest.bytes, offset: 0, maxBytes: 1000))))
-                let answer = received.next(where: {
-                    if case .message(.channel(1, .error(let e))) = $0 { e.requestID == id } else if case .message(.channel(1, .attachmentPart(let p))) = $0 { p.requestID == id } else { false }
-                })
-                if case .message(.channel(1, .attachmentPart))? = answer { return true }
+            try Self.fetch(from: a, admin: admin, seed: seed, access: access, prefix: prefix, digests.map { ($0, 0) }).map {
+                if case .message(.channel(1, .attachmentPart))? = $0 { return true }
                 return false
             }
         }
         #expect(try fetches(seed: 21, access: "read", prefix: "pub:", [secret, public_]) == [false, true], "a prefix share")
         #expect(try fetches(seed: 22, access: "write", prefix: nil, [secret, public_]) == [false, false], "a write-only share")
         #expect(try fetches(seed: 23, access: "read-write", prefix: nil, [secret, public_]) == [true, true], "a full share")
+    }
+
+    /// A new peer with `access` (and `prefix`) to `default` of `a` opens a session and asks for
+    /// each content at its offset (1000 bytes); the answer to each (a part, an error), in order.
+    static func fetch(
+        from a: InProcessReplicationTests.Node, admin: AdminSocketClient, seed: UInt8, access: String, prefix: String?,
+        _ requests: [(digest: AttachmentDigest, offset: UInt64)]
+    ) throws -> [ConnectionEvent?] {
+        var entropy = DeterministicEntropy(seed: [UInt8](repeating: seed, count: DeterministicEntropy.seedBytes))
+        let peer = Identity.generate(random: &entropy)
+        #expect(try admin.request("peer.add", ["node_id": .string(peer.nodeID.description), "address": .string("-")])["ok"] == .bool(true))
+        var share: [String: JSONValue] = ["db": .string("default"), "node_id": .string(peer.nodeID.description), "access": .string(access)]
+        if let prefix { share["prefix"] = .string(prefix) }
+        #expect(try admin.request("share", share)["ok"] == .bool(true))
+        let address = a.agent.queue.sync { a.agent.listening!.address }
+        let transport = try connect(
+            to: address, as: peer, expecting: try #require(AgentIdentity.nodeID(a.agent.nodeID)), delivery: DispatchQueue(label: "test.peer.delivery"))
+        defer { transport.close(.localClosed) }
+        let received = ConnectionEventLog()
+        transport.start { received.append($0) }
+        transport.send(.hello(ConnectionHello(nodeID: [UInt8](repeating: seed, count: 16))))
+        #expect(received.next { if case .message(.hello) = $0 { true } else { false } } != nil)
+        transport.send(.attach(Attach(channel: 1, database: .default)))
+        #expect(received.next { if case .message(.attach) = $0 { true } else { false } } != nil, "default was not opened")
+        transport.send(.channel(1, .hello(Hello(features: Hello.attachmentsFeature, databaseID: [UInt8](repeating: seed, count: 16), revsLimit: 1000, window: 4))))
+        #expect(received.next { if case .message(.channel(1, .hello)) = $0 { true } else { false } } != nil, "no session hello on the channel")
+        return requests.enumerated().map { index, request in
+            let id = RequestID(10 + index)
+            transport.send(.channel(1, .attachmentGet(AttachmentGet(requestID: id, digest: request.digest.bytes, offset: request.offset, maxBytes: 1000))))
+            return received.next(where: {
+                if case .message(.channel(1, .error(let e))) = $0 { e.requestID == id } else if case .message(.channel(1, .attachmentPart(let p))) = $0 { p.requestID == id } else { false }
+            })
+        }
+    }
+
+    @Test("content damaged on disk is refused to a peer that resumes its fetch past the damage, and counted as damage of the document naming it; sound content resumes")
+    func damagedContentRefusedToAResumedFetch() throws {
+        let a = try InProcessReplicationTests.Node(name: "a")
+        defer { a.stop() }
+        let admin = try AdminSocketClient(path: a.socket, receiveTimeoutSeconds: 60)
+        let sound = try Self.attach([UInt8]((0..<3000).map { UInt8(truncatingIfNeeded: $0 * 7) }), as: "sound", in: a.agent.store)
+        let bytes = [UInt8]((0..<3000).map { UInt8(truncatingIfNeeded: $0) })
+        let damaged = try Self.attach(bytes, as: "photo", in: a.agent.store)
+        var flipped = bytes
+        flipped[100] ^= 0x08  // in the part the peer already has
+        let path = a.agent.store.attachments.directory + "/" + damaged.hex
+        try FileManager.default.removeItem(atPath: path)
+        try Data(flipped).write(to: URL(fileURLWithPath: path))
+
+        let answers = try Self.fetch(from: a, admin: admin, seed: 31, access: "read", prefix: nil, [(damaged, 2000), (sound, 2000)])
+        guard case .message(.channel(1, .error(let refusal)))? = answers[0] else {
+            Issue.record("the last part of damaged content was sent: \(String(describing: answers[0]))")
+            return
+        }
+        #expect(refusal.code == .storageFailure && refusal.message.contains("damaged"), "\(refusal)")
+        guard case .message(.channel(1, .attachmentPart(let part)))? = answers[1] else {
+            Issue.record("sound content did not resume: \(String(describing: answers[1]))")
+            return
+        }
+        #expect(part.data.count == 1000 && part.length == 3000)
+        // Reported before the refusal was sent, so the status asked for after it counts it.
+        let status = try admin.request("status")
+        #expect(status["damaged"] == .int(1) && status["last_damage"]?.objectValue?["doc"] == .string("photo"), "\(status)")
     }
 
     @Test("a node of the previous version reads the agent's connection hello as its own hello and gets a close saying it must be upgraded; the agent's status for it says the same")

@@ -156,6 +156,11 @@ extension AttachmentReplicationEndToEndTests {
         }
         #expect(try b.value(of: "photo", "_attachments") == nil, "the revision is not visible without its content")
         #expect(a.log.contains("attachment content is damaged on this node"), "the sender says so")
+        // and counts it as damage of the document that names the content, as a damaged row is.
+        let source = try a.client().request("status")
+        #expect(source["damaged"] == .int(1), "\(source)")
+        let last = source["last_damage"]?.objectValue
+        #expect(last?["doc"] == .string("photo") && last?["reason"]?.stringValue?.contains("attachment content") == true, "\(source)")
         let peers = try b.client().request("status")["peers"]
         #expect(peers?.arrayValue?.first?.objectValue?["rejected"] == .int(0), "nothing damaged reached b to be refused: \(String(describing: peers))")
         #expect(Self.partialBytes(b, digest) == 0, "the parts b received before the damage was found are not kept")

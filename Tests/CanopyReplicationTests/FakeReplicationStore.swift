@@ -301,6 +301,7 @@ extension FakeReplicationStore {
     func publishDownloads(_ digests: [AttachmentDigest]) throws(StoreError) {}
 
     func attachmentPart(of digest: AttachmentDigest, offset: Int64, maxBytes: Int) throws(StoreError) -> (length: Int64, bytes: [UInt8])? { nil }
+    func reportDamagedContent(_ digest: AttachmentDigest) {}
     func namesAttachment(
         _ digest: AttachmentDigest, idPrefix: String?, documentIDs: [String]?, admits: (String, [UInt8]) -> Bool
     ) throws(StoreError) -> Bool { false }
