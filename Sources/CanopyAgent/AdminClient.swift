@@ -119,6 +119,10 @@ final class AdminClient: @unchecked Sendable {
     /// While a request runs after the client half-closed, checks now and then whether it has
     /// closed its socket completely (nothing else reports that once reading has stopped).
     private var hangUpTimer: (any DispatchSourceTimer)?
+    /// Checks that a client holding a grant keeps sending its line (`adminGrantStallSeconds`).
+    private var grantStallTimer: (any DispatchSourceTimer)?
+    /// When the client's last bytes arrived (uptime nanoseconds).
+    private var lastInputAt: UInt64 = 0
 
     init(
         fd: Int32, handler: any AdminRequestHandler, log: RateLimitedLog, writeBudget: PendingWriteBudget,
@@ -208,6 +212,7 @@ final class AdminClient: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         // A client claimed to make room is closing: what it sends now is not run.
         guard activity.beginWork() else { return }
+        lastInputAt = DispatchTime.now().uptimeNanoseconds
         var rest = bytes
         while !rest.isEmpty {
             if upload != nil {
@@ -588,6 +593,8 @@ final class AdminClient: @unchecked Sendable {
         guard grant == .waiting(number) else { return }
         grant = .granted
         guard !connection.isClosed else { return withdrawGrant() }
+        lastInputAt = DispatchTime.now().uptimeNanoseconds
+        watchGrantForStall()
         updateReading()
     }
 
@@ -595,7 +602,48 @@ final class AdminClient: @unchecked Sendable {
     private func withdrawGrant() {
         guard grant != .none else { return }
         grant = .none
+        grantStallTimer?.cancel()
+        grantStallTimer = nil
         requestBudget.release(ObjectIdentifier(self))
+    }
+
+    /// While the grant is held, closes the client once a line it is sending (bytes buffered, no
+    /// newline yet, reading not paused by the agent) has had no byte for `adminGrantStallSeconds`.
+    private func watchGrantForStall() {
+        guard grantStallTimer == nil else { return }
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let interval = DispatchTimeInterval.milliseconds(Int(min(AgentLimits.adminGrantStallSeconds / 4, 5) * 1000))
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in
+            guard let self, self.grant == .granted, !self.connection.isClosed else { return }
+            // Time the agent itself held the line back, or with no line arriving, is not the client's.
+            guard !self.buffer.isEmpty, self.connection.isReading else {
+                self.lastInputAt = DispatchTime.now().uptimeNanoseconds
+                return
+            }
+            let idle = Double(DispatchTime.now().uptimeNanoseconds - self.lastInputAt) / 1e9
+            guard idle >= AgentLimits.adminGrantStallSeconds else { return }
+            self.grantStalled()
+        }
+        grantStallTimer = timer
+        timer.resume()
+    }
+
+    /// The client stopped sending the large line it holds a grant for: it is told and closed,
+    /// and the grant goes to the next client waiting.
+    private func grantStalled() {
+        log.log(
+            .warning, kind: "admin.grant_stalled",
+            "admin client sent no byte of its large request for \(Int(AgentLimits.adminGrantStallSeconds)) s; closing it to free its room for others")
+        let failure = AdminFailure(
+            .invalidArgument,
+            "no byte of this request line arrived for \(Int(AgentLimits.adminGrantStallSeconds)) s; closing the connection (nothing of the line was run)")
+        lines = []
+        decodedAhead = nil
+        buffer = []
+        withdrawGrant()
+        connection.send(AdminResponse.failure(id: nil, failure))
+        connection.closeWhenFlushed()
     }
 
     private func closed() {

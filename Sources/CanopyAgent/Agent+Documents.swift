@@ -256,7 +256,7 @@ extension Agent {
 
     /// Document, sequence and conflict counts of `store`, shared by `status`, `stats` and `db.list`.
     func storeCounts(of store: DocumentStore) throws(StoreError) -> [String: JSONValue] {
-        dispatchPrecondition(condition: .onQueue(storeQueue))
+        dispatchPrecondition(condition: .notOnQueue(queue))
         // As CouchDB counts: `doc_count` the documents that exist, `doc_del_count` the deleted
         // ones (tombstones, which replicate).
         let deleted = Int64(try store.deletedCount)

@@ -4,7 +4,8 @@ import CanopyStore
 import Dispatch
 
 /// `status` and `peers`: the agent's own state (read on `queue`), each configured peer's
-/// replication status (from the controller), and the store's counts (on `storeQueue`).
+/// replication status (from the controller), and the store's counts (on `operatorQueue`, not
+/// behind document commands).
 extension Agent {
     func status(_ reply: @escaping AdminReply) {
         dispatchPrecondition(condition: .onQueue(queue))
@@ -21,7 +22,7 @@ extension Agent {
         ].merging(damageStatus) { first, _ in first }
         let waiting = resolvers.waitingDocuments(in: .default)
         peerRows { rows in
-            self.storeQueue.async {
+            self.operatorQueue.async {
                 do throws(StoreError) {
                     var result = try self.storeCounts(of: self.store).merging(base) { store, _ in store }
                     let awaiting = try Self.conflictsAwaitingResolver(in: self.store, waiting: waiting)
@@ -40,7 +41,7 @@ extension Agent {
     }
 
     /// How many of `store`'s conflicted documents are among `waiting`, the documents the
-    /// resolvers keep conflicts of for a resolver client (`status`, `db.list`). On `storeQueue`.
+    /// resolvers keep conflicts of for a resolver client (`status`, `db.list`). Off the agent queue.
     static func conflictsAwaitingResolver(in store: DocumentStore, waiting: Set<String>) throws(StoreError) -> Int64 {
         waiting.isEmpty ? 0 : Int64(try store.conflictedDocumentIDs().count { waiting.contains($0) })
     }

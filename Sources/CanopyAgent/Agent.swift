@@ -55,6 +55,11 @@ public struct AgentOptions: Sendable {
 public final class Agent: @unchecked Sendable {
     let queue = DispatchQueue(label: "canopy.agent")
     let storeQueue = DispatchQueue(label: "canopy.agent.store")
+    /// Where `status` reads the store's counts: not behind the document commands on
+    /// `storeQueue` (60 slow `get`s of a large document delayed `status` by seconds), so the
+    /// operator is answered whatever the clients ask. The store is thread-safe; only these
+    /// reads of the `default` store run here.
+    let operatorQueue = DispatchQueue(label: "canopy.agent.operator")
     /// The replication engine's serial context (its scheduler and every peer transport).
     let replicationQueue = DispatchQueue(label: "canopy.replication")
     let options: AgentOptions

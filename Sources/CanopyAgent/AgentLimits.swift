@@ -43,6 +43,11 @@ public enum AgentLimits {
     /// for having closed its socket completely, which frees its connection slot. A client that
     /// goes without half-closing first is seen at once.
     public static let adminHangUpCheckSeconds = 1.0
+    /// How long a client holding a grant for a large request line (`RequestBytesBudget`) may go
+    /// without sending a byte of it before it is closed, so that a client that stalls mid-line
+    /// cannot keep one of the few grants from the others. A grant held while the request waits
+    /// to be run does not count: only a line still arriving.
+    public static let adminGrantStallSeconds = 30.0
     /// Inbound peer connections accepted per wake-up of the listener before other work on its
     /// queue (finished handshakes) gets a turn.
     public static let acceptsPerWakeMax = 16

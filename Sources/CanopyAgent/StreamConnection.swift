@@ -119,6 +119,12 @@ final class StreamConnection: @unchecked Sendable {
         return poll(&state, 1, 0) == 1 && state.revents & Int16(POLLHUP | POLLERR) != 0
     }
 
+    /// Whether the connection reads what the peer sends (open and not paused). On `queue`.
+    var isReading: Bool {
+        dispatchPrecondition(condition: .onQueue(queue))
+        return !readPaused && !isClosed
+    }
+
     /// Stops reading until `resumeReading`: what the peer sends waits in the socket (and, once
     /// that is full, in the peer), so the owner bounds what it holds. Must be called on `queue`.
     func pauseReading() {
