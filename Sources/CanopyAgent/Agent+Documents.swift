@@ -259,13 +259,13 @@ extension Agent {
         dispatchPrecondition(condition: .notOnQueue(queue))
         // As CouchDB counts: `doc_count` the documents that exist, `doc_del_count` the deleted
         // ones (tombstones, which replicate).
-        let deleted = Int64(try store.deletedCount)
+        let counts = try store.counts()
         return [
-            "doc_count": .int(Int64(try store.documentCount) - deleted),
-            "doc_del_count": .int(deleted),
+            "doc_count": .int(Int64(counts.documents - counts.deleted)),
+            "doc_del_count": .int(Int64(counts.deleted)),
             "update_seq": .int(store.lastSequence),
-            "conflicted_count": .int(Int64(try store.conflictedCount)),
-            "awaiting_attachments": .int(Int64(try store.awaitingContentCount())),
+            "conflicted_count": .int(Int64(counts.conflicted)),
+            "awaiting_attachments": .int(Int64(counts.awaitingContent)),
         ]
     }
 }

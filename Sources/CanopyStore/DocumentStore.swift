@@ -306,6 +306,20 @@ public final class DocumentStore: @unchecked Sendable {
         }
     }
 
+    /// The store's counts, as `documentCount`, `deletedCount`, `conflictedCount` and
+    /// `awaitingContentCount()` give them, read together from one snapshot on the store's second
+    /// connection (`readSnapshot`): never behind the store's lock, which a large document's read
+    /// holds for as long as it takes, so an operator's `status` is answered meanwhile.
+    public func counts() throws(StoreError) -> StoreCounts {
+        try readSnapshot { db in
+            StoreCounts(
+                documents: Int(try db.scalarInt("SELECT count(*) FROM documents") ?? 0),
+                deleted: Int(try db.scalarInt("SELECT count(*) FROM documents WHERE deleted = 1") ?? 0),
+                conflicted: Int(try db.scalarInt("SELECT count(*) FROM documents WHERE conflicted = 1") ?? 0),
+                awaitingContent: Int(try db.scalarInt("SELECT count(*) FROM awaiting_revisions") ?? 0))
+        }
+    }
+
     /// Number of documents flagged conflicted.
     public var conflictedCount: Int {
         get throws(StoreError) {
@@ -367,4 +381,13 @@ final class WriteContext {
         precondition(count >= 1 && first + Int64(count) - 1 == lastSequence, "only the last sequences assigned can be returned")
         lastSequence = first - 1
     }
+}
+
+/// What `DocumentStore.counts()` read: documents (deleted ones included), those whose current
+/// revision is a deletion, those flagged conflicted, and revisions set aside for their content.
+public struct StoreCounts: Sendable, Equatable {
+    public var documents: Int
+    public var deleted: Int
+    public var conflicted: Int
+    public var awaitingContent: Int
 }

@@ -8,8 +8,9 @@ import Glibc
 #endif
 
 /// `admin-flood`: agent A's admin socket under (a) `--clients` clients connecting at once and
-/// holding on, then (b) `--subscribers` event subscribers that never read while documents are
-/// written. Measures A's memory over its baseline, the subscribers cut, how the operator's own
+/// holding on, then (b) `--slow-gets` clients asking for a 15 MiB document and reading slowly
+/// (the operator's `status` timed on the socket, `SlowGets`), then (c) `--subscribers` event
+/// subscribers that never read while documents are written. Measures A's memory over its baseline, the subscribers cut, how the operator's own
 /// `canopyctl status` fares meanwhile (it must be answered: the agent closes an idle client to
 /// make room, or serves it on an operator slot; `busy` is a failure), and A's log lines per minute.
 struct AdminFlood: Experiment {
@@ -22,6 +23,10 @@ struct AdminFlood: Experiment {
     @Option(help: "Event subscribers that never read (default 40; 10 with --quick).") var subscribers: Int?
     @Option(help: "Documents written while they stall (default 40000; 4000 with --quick).") var documents: Int?
     @Option(help: "Target: A's peak resident memory over its baseline, MiB.") var rssTarget = 256.0
+    @Option(help: "Clients asking for a large document again and again, reading slowly (default 60; 20 with --quick).")
+    var slowGets: Int?
+    @Option(help: "How long the slow gets run, seconds (default 15; 5 with --quick).") var slowGetSeconds: Double?
+    @Option(help: "Target: the operator's slowest status on the socket during the slow gets, seconds.") var statusTarget = 0.1
 
     func validate() throws {
         if let clients, !(1...10_000).contains(clients) { throw ValidationError("--clients must be 1…10000") }
@@ -29,6 +34,8 @@ struct AdminFlood: Experiment {
             throw ValidationError("--subscribers must be 1…60 (the agent serves 64 clients)")
         }
         if let documents, !(1...1_000_000).contains(documents) { throw ValidationError("--documents must be 1…1000000") }
+        if let slowGetSeconds, !(1...3600).contains(slowGetSeconds) { throw ValidationError("--slow-get-seconds must be 1…3600") }
+        if let slowGets, !(1...63).contains(slowGets) { throw ValidationError("--slow-gets must be 1…63 (the agent serves 64 clients; the probe takes one)") }
     }
 
     func experiment() throws -> ExperimentResult {
@@ -54,6 +61,10 @@ struct AdminFlood: Experiment {
         var recovered: Double?
         let releaseTime = now()
         if waitUntil(limit: 30, { (try? a.ctl(["status"]).status) == 0 }) { recovered = now() - releaseTime }
+
+        let getClients = slowGets ?? (common.quick ? 20 : 60)
+        common.progress("\(getClients) clients asking for a 15 MiB document and reading slowly")
+        let gets = try SlowGets.run(a, clients: getClients, bodyMiB: 15, seconds: slowGetSeconds ?? (common.quick ? 5 : 15))
 
         // The same writes on a fresh agent with no stalled subscriber: what they cost by themselves.
         let control = try TortureAgent(
@@ -92,6 +103,14 @@ struct AdminFlood: Experiment {
             Figure(
                 key: "peak_rss_clients_mib", label: "peak memory over baseline, client flood", value: mib(peakClients - baseline),
                 kind: .mebibytes),
+            .count("slow_get_clients", "clients asking for a 15 MiB document, reading slowly", gets.clients),
+            .count("slow_gets_answered", "their gets answered", gets.getsAnswered, target: .atLeast(1)),
+            .seconds("operator_status_alone", "operator status on the socket, idle agent (slowest)", gets.statusAlone.slowest),
+            .seconds("operator_status_median_during_gets", "operator status during the slow gets (median)", gets.statusDuring.median),
+            .seconds(
+                "operator_status_slowest_during_gets", "operator status during the slow gets (slowest)", gets.statusDuring.slowest,
+                target: .atMost(statusTarget)),
+            .count("operator_status_failed_during_gets", "operator status failed during them", gets.statusDuring.failed, target: .equal(0)),
             .count("subscribers", "subscribers that never read", subscriberCount),
             Figure(
                 key: "unread_event_mib", label: "event bytes sent to them, if all were kept",
