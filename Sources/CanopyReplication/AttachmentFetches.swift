@@ -77,6 +77,9 @@ struct AttachmentFetches {
     /// True while a retry of `heldElsewhere` is scheduled.
     var retryScheduled = false
     static let retrySeconds = 0.25
+    /// How often an idle pulling session looks again at the revisions set aside for content
+    /// (`ReplicationSession.scheduleSetAsideRecheck`).
+    static let setAsideRecheckSeconds = 5.0
     /// Content complete and verified whose revisions are not merged yet.
     var completed: [AttachmentDigest] = []
     /// The downloads of `completed`, then of the merge in flight: kept until their content is

@@ -263,6 +263,29 @@ extension ReplicationSession {
         return true
     }
 
+    /// Every `AttachmentFetches.setAsideRecheckSeconds` while the session pulls with attachments:
+    /// when it has nothing of its own in progress but the store still holds set-aside revisions,
+    /// does what a new connection does (`settleReadyAtStart`, then the waiting list read again),
+    /// so a revision whose content is here merges, and one whose content another session set
+    /// aside is fetched, whichever session's wake-up did or did not reach it: a node was seen
+    /// showing `fetching 1` with the content in its own directory until it restarted.
+    func scheduleSetAsideRecheck() {
+        setAsideRecheckTimer = scheduler.schedule(after: AttachmentFetches.setAsideRecheckSeconds) { [weak self] in
+            guard let self, !self.isClosed else { return }
+            self.recheckSetAside()
+            self.scheduleSetAsideRecheck()
+        }
+    }
+
+    private func recheckSetAside() {
+        guard fetches.isIdle else { return }
+        let waiting: Int
+        do { waiting = try store.awaitingContentCount() } catch { return fail(.store(error)) }
+        guard waiting > 0 else { return }
+        settleReadyAtStart()
+        refreshAwaitedAttachments(force: true)
+    }
+
     /// Merges the set-aside revisions whose content is all here already (it arrived from another
     /// peer, or by an upload, while this session was away).
     func settleReadyAtStart() {

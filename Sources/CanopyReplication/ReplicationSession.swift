@@ -43,6 +43,8 @@ package final class ReplicationSession: @unchecked Sendable {
     var puller: Puller
     private var liveness: Liveness
     private var heartbeatTimer: (any Cancellable)?
+    /// The next look at revisions set aside for content (`recheckSetAside`).
+    var setAsideRecheckTimer: (any Cancellable)?
     private var commitObserver: StoreObserverToken?
     /// Received revisions being checked off the serial context, written in arrival order.
     let checks: RevisionCheckPipeline
@@ -320,6 +322,7 @@ package final class ReplicationSession: @unchecked Sendable {
             // Content set aside by earlier sessions: what arrived meanwhile is merged, the rest fetched.
             settleReadyAtStart()
             refreshAwaitedAttachments(force: true)
+            scheduleSetAsideRecheck()
         }
     }
 
@@ -414,6 +417,7 @@ package final class ReplicationSession: @unchecked Sendable {
         puller.sessionEnded()
         fetches.removeAll()
         heartbeatTimer?.cancel()
+        setAsideRecheckTimer?.cancel()
         commitObserver?.cancel()
         commitObserver = nil
         onEvent(.closed(reason))

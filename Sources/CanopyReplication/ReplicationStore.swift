@@ -40,6 +40,8 @@ package protocol ReplicationStore: AnyObject, Sendable {
 
     /// Grows each time a write sets revisions aside to wait for attachment content.
     var setAsideCount: Int { get }
+    /// How many revisions are set aside for their content.
+    func awaitingContentCount() throws(StoreError) -> Int
     /// The attachment content set-aside revisions wait for and this node lacks.
     func awaitedAttachments() throws(StoreError) -> [AwaitedAttachment]
     /// Opens or resumes the fetch of one content; nil while another fetch of this node (with

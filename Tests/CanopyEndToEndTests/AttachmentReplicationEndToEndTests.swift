@@ -136,24 +136,8 @@ extension AttachmentReplicationEndToEndTests {
     @Test("content damaged on the sender is never sent whole: the sender logs it, the receiver's peer row names it, and once the file is repaired the next connection fetches it")
     func damagedContentIsNotSent() throws {
         let (a, b) = try AgentProcess.peeredPair()
-        let file = a.temporary.path + "/photo.bin"
-        let bytes = AttachmentsEndToEndTests.content(600_000, seed: 33)
-        try Data(bytes).write(to: URL(fileURLWithPath: file))
-        b.signal(SIGSTOP)
-        #expect(try a.ctl(["attach", "photo", "x", "--file", file]).status == 0)
-        let stub = try #require(try a.value(of: "photo", "_attachments")?.objectValue?["x"]?.objectValue)
-        let digest = try #require(stub["digest"]?.stringValue.flatMap(AttachmentDigest.init))
+        let (bytes, digest) = try Self.attachDamagedOnSender(a, b)
         let stored = a.dataDir + "/attachments/" + digest.hex
-        var damaged = bytes
-        damaged[500_000] ^= 0x04  // one flipped bit, in the content's last part
-        try FileManager.default.removeItem(atPath: stored)
-        try Data(damaged).write(to: URL(fileURLWithPath: stored))
-        b.signal(SIGCONT)
-        try poll("b to say why the revision waits") {
-            let status = try b.client().request("status")
-            guard case .array(let peers)? = status["peers"], status["awaiting_attachments"] == .int(1) else { return false }
-            return peers.first?.objectValue?["last_error"]?.stringValue?.contains("damaged") == true
-        }
         #expect(try b.value(of: "photo", "_attachments") == nil, "the revision is not visible without its content")
         #expect(a.log.contains("attachment content is damaged on this node"), "the sender says so")
         // and counts it as damage of the document that names the content, as a damaged row is.
@@ -179,6 +163,46 @@ extension AttachmentReplicationEndToEndTests {
 }
 
 extension AttachmentReplicationEndToEndTests {
+    /// Attaches 600 KB to `photo` on `a` while `b` is stopped, damages one bit of it in `a`'s
+    /// file, and lets `b` go on: returns once `b` holds the revision set aside, naming the damage.
+    static func attachDamagedOnSender(_ a: AgentProcess, _ b: AgentProcess) throws -> (bytes: [UInt8], digest: AttachmentDigest) {
+        let file = a.temporary.path + "/photo.bin"
+        let bytes = AttachmentsEndToEndTests.content(600_000, seed: 33)
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        b.signal(SIGSTOP)
+        #expect(try a.ctl(["attach", "photo", "x", "--file", file]).status == 0)
+        let stub = try #require(try a.value(of: "photo", "_attachments")?.objectValue?["x"]?.objectValue)
+        let digest = try #require(stub["digest"]?.stringValue.flatMap(AttachmentDigest.init))
+        let stored = a.dataDir + "/attachments/" + digest.hex
+        var damaged = bytes
+        damaged[500_000] ^= 0x04  // one flipped bit, in the content's last part
+        try FileManager.default.removeItem(atPath: stored)
+        try Data(damaged).write(to: URL(fileURLWithPath: stored))
+        b.signal(SIGCONT)
+        try poll("b to say why the revision waits") {
+            let status = try b.client().request("status")
+            guard case .array(let peers)? = status["peers"], status["awaiting_attachments"] == .int(1) else { return false }
+            return peers.first?.objectValue?["last_error"]?.stringValue?.contains("damaged") == true
+        }
+        return (bytes, digest)
+    }
+
+    @Test("a revision set aside for content that then comes by another way (the same file attached on the node) is merged on the same connection, not at the next one")
+    func contentThatArrivesOtherwiseIsMerged() throws {
+        let (a, b) = try AgentProcess.peeredPair()
+        let (bytes, _) = try Self.attachDamagedOnSender(a, b)
+        // b's user attaches the same bytes to another document: the content is b's database's
+        // now, and no fetch of b's is woken by it.
+        let file = b.temporary.path + "/same.bin"
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        #expect(try b.ctl(["attach", "copy", "x", "--file", file]).status == 0)
+        try poll("the revision on b, with its content", limitSeconds: 30) { try b.value(of: "photo", "_attachments") != nil }
+        #expect(try b.client().request("status")["awaiting_attachments"] == .int(0))
+        let output = b.temporary.path + "/photo.bin"
+        #expect(try b.ctl(["attachment", "photo", "x", "--output", output]).status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == Data(bytes))
+    }
+
     /// The size of the agent's partial file for `digest` (0 when there is none).
     static func partialBytes(_ agent: AgentProcess, _ digest: AttachmentDigest) -> Int64 {
         let attributes = try? FileManager.default.attributesOfItem(atPath: agent.dataDir + "/attachments/partial-" + digest.hex)

@@ -302,6 +302,7 @@ extension FakeReplicationStore {
 
     func attachmentPart(of digest: AttachmentDigest, offset: Int64, maxBytes: Int) throws(StoreError) -> (length: Int64, bytes: [UInt8])? { nil }
     func reportDamagedContent(_ digest: AttachmentDigest) {}
+    func awaitingContentCount() throws(StoreError) -> Int { 0 }
     func namesAttachment(
         _ digest: AttachmentDigest, idPrefix: String?, documentIDs: [String]?, admits: (String, [UInt8]) -> Bool
     ) throws(StoreError) -> Bool { false }
