@@ -117,4 +117,14 @@ struct TortureSliceTests {
         #expect(Self.figure(report, "converged") == 1, "\(report)")
         #expect(Self.figure(report, "conflicts") == 0, "\(report)")
     }
+
+    @Test("a walk of attachments only over three agents: every attachment reaches all of them and no revision is left waiting for content")
+    func modelAttachmentsOnly() throws {
+        let (status, report) = try Self.torture(["model", "--attachments-only", "--steps", "60", "--seed", "11"], limit: 300)
+        #expect(status == 0, "\(report)")
+        #expect(Self.figure(report, "attachments") == 60, "\(report)")
+        #expect(Self.figure(report, "awaiting_attachments") == 0, "\(report)")
+        #expect(Self.figure(report, "lost_acknowledged_writes") == 0, "\(report)")
+        #expect(Self.figure(report, "converged") == 1, "\(report)")
+    }
 }
