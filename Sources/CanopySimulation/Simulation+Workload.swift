@@ -17,7 +17,8 @@ import Foundation
 ///     identical   two nodes that hold the same current revision write the same body on it
 ///                 (same content address: no conflict must appear)
 ///     attach      (with `attachments`) a new revision naming new content of 1 byte to 600 KiB,
-///                 or one in four times content the node attached before (shared content)
+///                 or one in four times content the node attached before, or one in four of
+///                 the rest one of three contents every node attaches (shared content)
 ///
 /// Only a running node writes (a crashed or paused process takes no writes).
 extension Simulation {
@@ -126,20 +127,20 @@ extension Simulation {
     }
 
     /// Writes a revision of `id` naming content stored on `node` first: new content drawn from
-    /// the workload stream, or (one time in four) content the node attached before.
+    /// the workload stream, or (one time in four) content the node attached before, or (one time
+    /// in four of the rest) one of `sharedContentSeeds`' contents, which every node attaches: a
+    /// node then stores, by its own upload, content that a revision it received from a peer may
+    /// be set aside for (what real agents attaching the same files do).
     private func attach(on node: SimulationNode, _ store: DocumentStore, documentID id: String) throws {
         let stub: AttachmentMetadata
         if let earlier = attachedContent[node.index], workloadRandom.chance(1, in: 4), store.attachments.contains(earlier.digest) {
             stub = earlier
+        } else if workloadRandom.chance(1, in: 4) {
+            let shared = Self.sharedContentSeeds[workloadRandom.index(below: Self.sharedContentSeeds.count)]
+            stub = try upload(Self.content(seed: shared.seed, count: shared.count), to: store)
         } else {
-            var content = SplitMix64(seed: workloadRandom.next())
-            let count = 1 + workloadRandom.index(below: 600 << 10)
-            var bytes = [UInt8](repeating: 0, count: count)
-            for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: content.next()) }
-            let upload = try store.attachments.beginUpload(length: Int64(count), from: "the workload")
-            try bytes.withUnsafeBytes { try upload.write($0) }
-            let stored = try upload.finish()
-            stub = AttachmentMetadata(contentType: "application/octet-stream", length: stored.length, digest: stored.digest, revpos: 1)
+            let seed = workloadRandom.next()
+            stub = try upload(Self.content(seed: seed, count: 1 + workloadRandom.index(below: 600 << 10)), to: store)
             attachedContent[node.index] = stub
         }
         let document = try current(store, id)
@@ -147,6 +148,25 @@ extension Simulation {
         let body = Attachments.body(nextBody(node, for: id), with: ["file": stub])
         let revision = try store.put(id: id, body: body, replacing: parent)
         acknowledge(node: node.index, documentID: id, revision: revision, deletion: false)
+    }
+
+    /// The contents every node may attach, as (seed, length): a few bytes, one part, two parts.
+    static let sharedContentSeeds: [(seed: UInt64, count: Int)] = [(0x5EED_0001, 5), (0x5EED_0002, 10 << 10), (0x5EED_0003, 300 << 10)]
+
+    /// `count` bytes drawn from `seed`.
+    static func content(seed: UInt64, count: Int) -> [UInt8] {
+        var content = SplitMix64(seed: seed)
+        var bytes = [UInt8](repeating: 0, count: count)
+        for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: content.next()) }
+        return bytes
+    }
+
+    /// Stores `bytes` as an upload on `store` and returns the stub naming it.
+    private func upload(_ bytes: [UInt8], to store: DocumentStore) throws -> AttachmentMetadata {
+        let upload = try store.attachments.beginUpload(length: Int64(bytes.count), from: "the workload")
+        try bytes.withUnsafeBytes { try upload.write($0) }
+        let stored = try upload.finish()
+        return AttachmentMetadata(contentType: "application/octet-stream", length: stored.length, digest: stored.digest, revpos: 1)
     }
 
     /// Two running nodes with the same current revision of a document write the same body on it.
