@@ -63,7 +63,8 @@ struct AttachmentFetches {
 
     private(set) var waiting: Deque<AwaitedAttachment> = []
     private var known = Set<AttachmentDigest>()
-    /// Content the peer does not have, or sent wrong: not asked again in this session.
+    /// Content the peer does not have, could not read, or sent wrong: not asked again in this
+    /// session until `forgetUnavailable` (every `unavailableRetrySeconds`).
     private(set) var unavailable = Set<AttachmentDigest>()
     private(set) var active: [AttachmentDigest: Active] = [:]
     /// Digests of `active` in the order they started (requests go to the oldest first).
@@ -80,6 +81,14 @@ struct AttachmentFetches {
     /// How often an idle pulling session looks again at the revisions set aside for content
     /// (`ReplicationSession.scheduleSetAsideRecheck`).
     static let setAsideRecheckSeconds = 5.0
+    /// How long content the peer could not send is left alone before it is asked for again on
+    /// the same connection (the peer may have fetched it, or its file been repaired, since).
+    static let unavailableRetrySeconds = 30.0
+
+    /// Content the peer could not send may be asked for again.
+    mutating func forgetUnavailable() {
+        unavailable.removeAll()
+    }
     /// Content complete and verified whose revisions are not merged yet.
     var completed: [AttachmentDigest] = []
     /// The downloads of `completed`, then of the merge in flight: kept until their content is

@@ -257,7 +257,7 @@ extension ReplicationSession {
             fetches.finished(request.digest, available: false)
             onEvent(.attachmentUnavailable(
                 "the peer cannot send attachment content \(request.digest) (\(error.code): \(error.message)); "
-                    + "the revisions naming it wait, set aside, and it is asked for again on the next connection"))
+                    + "the revisions naming it wait, set aside, and it is asked for again within a minute, or at once on the next connection"))
         }
         pumpAttachmentFetches()
         return true
@@ -268,7 +268,8 @@ extension ReplicationSession {
     /// does what a new connection does (`settleReadyAtStart`, then the waiting list read again),
     /// so a revision whose content is here merges, and one whose content another session set
     /// aside is fetched, whichever session's wake-up did or did not reach it: a node was seen
-    /// showing `fetching 1` with the content in its own directory until it restarted.
+    /// showing `fetching 1` with the content in its own directory until it restarted. Content
+    /// the peer could not send is asked for again every `AttachmentFetches.unavailableRetrySeconds`.
     func scheduleSetAsideRecheck() {
         setAsideRecheckTimer = scheduler.schedule(after: AttachmentFetches.setAsideRecheckSeconds) { [weak self] in
             guard let self, !self.isClosed else { return }
@@ -282,6 +283,15 @@ extension ReplicationSession {
         let waiting: Int
         do { waiting = try store.awaitingContentCount() } catch { return fail(.store(error)) }
         guard waiting > 0 else { return }
+        // Content the peer could not send is asked for again now and then: it may hold it now.
+        if fetches.unavailable.isEmpty {
+            unavailableSeenAt = nil
+        } else if let seen = unavailableSeenAt, scheduler.now - seen >= AttachmentFetches.unavailableRetrySeconds {
+            fetches.forgetUnavailable()
+            unavailableSeenAt = nil
+        } else if unavailableSeenAt == nil {
+            unavailableSeenAt = scheduler.now
+        }
         settleReadyAtStart()
         refreshAwaitedAttachments(force: true)
     }

@@ -45,6 +45,9 @@ package final class ReplicationSession: @unchecked Sendable {
     private var heartbeatTimer: (any Cancellable)?
     /// The next look at revisions set aside for content (`recheckSetAside`).
     var setAsideRecheckTimer: (any Cancellable)?
+    /// When a recheck first saw content the peer could not send (asked for again
+    /// `AttachmentFetches.unavailableRetrySeconds` later).
+    var unavailableSeenAt: Double?
     private var commitObserver: StoreObserverToken?
     /// Received revisions being checked off the serial context, written in arrival order.
     let checks: RevisionCheckPipeline

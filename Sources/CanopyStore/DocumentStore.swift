@@ -386,8 +386,12 @@ final class WriteContext {
 /// What `DocumentStore.counts()` read: documents (deleted ones included), those whose current
 /// revision is a deletion, those flagged conflicted, and revisions set aside for their content.
 public struct StoreCounts: Sendable, Equatable {
+    /// Documents, deleted ones included (`documentCount`).
     public var documents: Int
+    /// Documents whose current revision is a deletion (`deletedCount`).
     public var deleted: Int
+    /// Documents flagged conflicted (`conflictedCount`).
     public var conflicted: Int
+    /// Revisions set aside for their attachment content (`awaitingContentCount()`).
     public var awaitingContent: Int
 }
