@@ -1,3 +1,4 @@
+import Foundation
 import CanopyCore
 import CanopyStore
 
@@ -19,6 +20,12 @@ import CanopyStore
 ///     tornCommit  a node dies inside its next commit, leaving the commit's last WAL frame
 ///                 torn, and restarts 1–15 s later; recovery drops that commit
 ///
+/// and, with attachments, one more:
+///
+///     damagedContent  one byte of one attachment content file of a node flips for 1–30 s
+///                 (repaired then, or by the heal): the node refuses to send it, and its peers
+///                 must fetch it once it is repaired, on the connections they have
+///
 /// Every fault has ended by the end of the phase or is ended by the heal. Invariant 4 is checked
 /// when a node is killed between two steps (its files are then exactly what the live store
 /// holds) and again on the files a restart recovered.
@@ -26,13 +33,16 @@ extension Simulation {
     enum Fault: CaseIterable {
         case partition, oneWayPartition, clog, reset, crash, pause
         case ioError, diskFull, tornCommit
+        case damagedContent
 
         static let network: [Fault] = [.partition, .oneWayPartition, .clog, .reset, .crash, .pause]
+        static let storage: [Fault] = [.ioError, .diskFull, .tornCommit]
     }
 
     func scheduleFaults(until end: Double) {
         guard let mean = configuration.faults.meanSecondsBetweenFaults else { return }
-        let kinds = configuration.storageFaults ? Fault.allCases : Fault.network
+        let kinds = (configuration.storageFaults ? Fault.network + Fault.storage : Fault.network)
+            + (configuration.attachments ? [.damagedContent] : [])
         var time = 0.0
         while true {
             time += exponential(mean: mean, &faultRandom)
@@ -55,7 +65,7 @@ extension Simulation {
         case .oneWayPartition: network.inject(.oneWayPartition, from: from, to: to, fraction: fraction)
         case .clog: network.inject(.clog, from: from, to: to, fraction: fraction)
         case .reset: network.inject(.reset, from: from, to: to, fraction: fraction)
-        case .crash, .pause, .ioError, .diskFull, .tornCommit:
+        case .crash, .pause, .ioError, .diskFull, .tornCommit, .damagedContent:
             injectNodeFault(fault, node: node, fraction: fraction)
         }
     }
@@ -90,9 +100,32 @@ extension Simulation {
             // Counted when the commit tears (a node that commits nothing before the heal never does).
             guard victim.storage.tearNextCommit == nil else { return }
             victim.storage.tearNextCommit = .init(keep: Int(faultRandom.next(below: 1 << 20)), downSeconds: 1 + 14 * fraction)
+        case .damagedContent:
+            damageContent(of: victim, seconds: 1 + 29 * fraction)
         case .partition, .oneWayPartition, .clog, .reset:
             preconditionFailure("\(fault) is not a node fault")
         }
+    }
+
+    /// Flips one byte of the content `victim` attached last (the one its peers are most likely
+    /// still to fetch) and puts the original back after `seconds`.
+    private func damageContent(of victim: SimulationNode, seconds: Double) {
+        guard let store = victim.store, let last = attachedContent[victim.index] else { return }
+        let path = store.attachments.directory + "/" + last.digest.hex
+        guard damagedContent[path] == nil else { return }
+        guard var bytes = try? [UInt8](Data(contentsOf: URL(fileURLWithPath: path))), !bytes.isEmpty else { return }
+        damagedContent[path] = bytes
+        bytes[faultRandom.index(below: bytes.count)] ^= 0x20
+        guard (try? Data(bytes).write(to: URL(fileURLWithPath: path))) != nil else { return }
+        network.count(fault: "damagedContent", "n\(victim.index) \(Int(seconds))s")
+        scheduler.schedule(after: seconds) { [weak self] in self?.repairContent(path) }
+    }
+
+    /// Puts back the original bytes of a content file `damageContent` flipped (once).
+    func repairContent(_ path: String) {
+        guard let original = damagedContent.removeValue(forKey: path) else { return }
+        try? Data(original).write(to: URL(fileURLWithPath: path))
+        trace.record("repaired \(path.suffix(64).prefix(12))")
     }
 
     /// The node died inside a commit (`StorageFaults`, armed by a `tornCommit` fault), on the

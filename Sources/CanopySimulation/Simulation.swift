@@ -63,6 +63,8 @@ public final class Simulation: @unchecked Sendable {
     var nextBodyNumber: Int64 = 0
     /// Per node, the content it last attached (the workload names it again sometimes).
     var attachedContent: [Int: AttachmentMetadata] = [:]
+    /// Content files a `damagedContent` fault flipped a byte of, with their original bytes.
+    var damagedContent: [String: [UInt8]] = [:]
     /// Invariant 4 violations found at crash moments and restarts during the fault phase.
     var crashCheckViolations: [Violation] = []
     /// The races the run went through (worker overlap and reordering, simultaneous connects).
@@ -221,6 +223,7 @@ public final class Simulation: @unchecked Sendable {
         network.healAll()
         if healFixesResolver { resolver?.fixed = true }
         for node in nodes { node.storage.disarm() }
+        for path in damagedContent.keys.sorted() { repairContent(path) }
         for node in nodes {
             if node.store == nil { try restart(node.index) }
             node.scheduler.resume()

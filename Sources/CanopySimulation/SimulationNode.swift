@@ -212,7 +212,8 @@ public final class SimulationNode: @unchecked Sendable {
 
     /// True when every neighbour has an open session that is idle (caught up both ways).
     var isQuiescent: Bool {
-        guard store != nil, !scheduler.isPaused else { return false }
+        // A revision set aside for its content is work still to do, not rest.
+        guard let store, !scheduler.isPaused, (try? store.awaitingContentCount()) == 0 else { return false }
         return peers.allSatisfy { peer in
             guard let session = replicators[peer]?.currentSession else { return false }
             return !session.isClosed && !session.isBusy

@@ -21,6 +21,15 @@ struct AttachmentSimulationTests {
         #expect(report.violations.isEmpty, "\(report.failureText)")
     }
 
+    @Test("content damaged on its source for a while, then repaired: the peers fetch it on the connections they have (seed 41 left a revision waiting before sessions looked again)")
+    func damagedThenRepairedContentArrives() throws {
+        var configuration = SimulationConfiguration(seed: 41)
+        configuration.attachments = true
+        let report = try Simulation(configuration).run()
+        #expect(report.faults["damagedContent", default: 0] > 0, "the seed damages content: \(report.faults)")
+        #expect(report.violations.isEmpty, "\(report.failureText)")
+    }
+
     @Test("content removed from one node after quiescence is reported as missing (invariant 9)")
     func plantedMissingContent() throws {
         let simulation = try Simulation(Self.configuration(2))
