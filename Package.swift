@@ -2,7 +2,7 @@
 // Canopy: a peer-to-peer document replication agent. See README.md and Protocol/.
 //
 // Dependency direction (Protocol/design.md §1): CanopyCore ← CanopyWire ← CanopyCrypto;
-// CanopyCore ← CanopyStore; {Core, Wire, Store} ← CanopyReplication ← CanopyAgent.
+// CanopyCore ← CanopyStore; {Core, Wire, Store} ← CanopyReplication ← CanopyAdmin ← CanopyAgent.
 // Only CSQLite/CSodium wrappers import the C libraries.
 import PackageDescription
 
@@ -59,6 +59,10 @@ let package = Package(
         .target(
             name: "CanopyCrypto",
             dependencies: ["CSodium", "CanopyWire", .product(name: "Crypto", package: "swift-crypto")]),
+        // The admin protocol (Protocol/admin-v1.md) as Codable types: every command with its
+        // arguments, every reply, every event and the error codes. The agent, canopyctl and the
+        // library's clients all speak it; no admin JSON is built or read anywhere else.
+        .target(name: "CanopyAdmin", dependencies: ["CanopyCore", "CanopyReplication"]),
         // SQLite document store.
         .target(
             name: "CanopyStore",
@@ -86,7 +90,7 @@ let package = Package(
         .target(
             name: "Canopy",
             dependencies: [
-                "CanopyCore", "CanopyWire", "CanopyStore", "CanopyReplication", "CanopyAgent",
+                "CanopyAdmin", "CanopyCore", "CanopyWire", "CanopyStore", "CanopyReplication", "CanopyAgent",
                 .product(name: "Logging", package: "swift-log"),
             ]),
 
@@ -94,7 +98,7 @@ let package = Package(
         .target(
             name: "CanopyAgent",
             dependencies: [
-                "CanopyCore", "CanopyWire", "CanopyCrypto", "CanopyStore", "CanopyReplication", "CSodium",
+                "CanopyAdmin", "CanopyCore", "CanopyWire", "CanopyCrypto", "CanopyStore", "CanopyReplication", "CSodium",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ]),
@@ -110,7 +114,7 @@ let package = Package(
         .executableTarget(
             name: "canopyctl",
             dependencies: [
-                "CanopyAgent", "CanopyStore", "CanopyCore",
+                "CanopyAdmin", "CanopyAgent", "CanopyStore", "CanopyCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -141,7 +145,7 @@ let package = Package(
         .executableTarget(
             name: "canopy-torture",
             dependencies: [
-                "CanopyAgent", "CanopyCore",
+                "CanopyAdmin", "CanopyAgent", "CanopyCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/canopy-torture",
@@ -152,6 +156,7 @@ let package = Package(
             name: "canopy-crashtest", dependencies: ["CanopyCore", "CanopyStore"], path: "Tools/canopy-crashtest"),
 
         .testTarget(name: "CanopyCoreTests", dependencies: ["CanopyCore"]),
+        .testTarget(name: "CanopyAdminTests", dependencies: ["CanopyAdmin", "CanopyCore"]),
         // The embedding API as an application sees it: `import Canopy` and nothing else.
         .testTarget(name: "CanopyLibraryTests", dependencies: ["Canopy"]),
         .testTarget(name: "CanopyWireTests", dependencies: ["CanopyWire", "CanopyCore"]),
@@ -165,11 +170,11 @@ let package = Package(
             dependencies: ["CanopyReplication", "CanopyStore", "CanopyCore", "CanopyWire", "CanopySimulation"]),
         .testTarget(
             name: "CanopyAgentTests",
-            dependencies: ["CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyWire", "CanopyReplication"]),
+            dependencies: ["CanopyAdmin", "CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyWire", "CanopyReplication"]),
         // Black-box tests: run the built canopyd/canopyctl binaries as child processes.
         .testTarget(
             name: "CanopyEndToEndTests",
-            dependencies: ["Canopy", "CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyStore", "canopyd", "canopyctl"],
+            dependencies: ["Canopy", "CanopyAdmin", "CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyStore", "canopyd", "canopyctl"],
             exclude: ["Fixtures"]),
         .testTarget(
             name: "CanopySimulationTests",

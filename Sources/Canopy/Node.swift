@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyAgent
 import Logging
 

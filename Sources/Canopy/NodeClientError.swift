@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyAgent
 
 /// What went wrong in a ``NodeClient`` call.

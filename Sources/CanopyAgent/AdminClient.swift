@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 import DequeModule
 import Dispatch
@@ -150,10 +151,10 @@ final class AdminClient: @unchecked Sendable {
     /// Sends a line that is not a response (a streamed event or a resolver question). The line
     /// counts against the write budget from now on, not only once this client's queue has run.
     func sendLine(_ value: JSONValue) {
-        sendLine(encoded: AdminResponse.line(value))
+        sendLine(encoded: AdminResponseLine.line(value))
     }
 
-    /// Queues a line already encoded (`AdminResponse.line`), as an event sent to every subscriber.
+    /// Queues a line already encoded (`AdminResponseLine.line`), as an event sent to every subscriber.
     func sendLine(encoded bytes: [UInt8]) {
         let owner = ObjectIdentifier(connection)
         let cutOff: @Sendable () -> Void = { [weak self] in self?.queue.async { [weak self] in self?.connection.close() } }
@@ -202,7 +203,7 @@ final class AdminClient: @unchecked Sendable {
     }
 
     /// What a client closed to make room reads (`busy`, with a null `id` as for a refused newcomer).
-    static let madeRoomLine = AdminResponse.failure(
+    static let madeRoomLine = AdminResponseLine.failure(
         id: nil,
         AdminFailure(
             .busy,
@@ -288,7 +289,7 @@ final class AdminClient: @unchecked Sendable {
         lines = []
         decodedAhead = nil
         buffer = []
-        connection.send(AdminResponse.failure(id: nil, failure))
+        connection.send(AdminResponseLine.failure(id: nil, failure))
         connection.closeWhenFlushed()
     }
 
@@ -384,7 +385,7 @@ final class AdminClient: @unchecked Sendable {
         case .failure(let failure):
             lines.append(.decoded(.failure(AdminDecodeFailure(id: request.id, failure: failure))))
         case .success(let sink):
-            connection.send(AdminResponse.line(.object(["upload": .object(["id": .int(request.id), "length": .int(length)])])))
+            connection.send(AdminResponseLine.line(.object(["upload": .object(["id": .int(request.id), "length": .int(length)])])))
             upload = Upload(request: request, sink: sink, remaining: length)
             if length == 0 { finishUpload() }
         }
@@ -413,7 +414,7 @@ final class AdminClient: @unchecked Sendable {
             let (decoded, lineBytes) = takeNextLine()
             switch decoded {
             case .failure(let problem):
-                respond(at: enqueueResponse(), Outgoing(line: AdminResponse.failure(id: problem.id, problem.failure)))
+                respond(at: enqueueResponse(), Outgoing(line: AdminResponseLine.failure(id: problem.id, problem.failure)))
                 heldLineBytes -= lineBytes
             case .success(let request):
                 let pipelines = Self.pipelines(request)
@@ -445,15 +446,15 @@ final class AdminClient: @unchecked Sendable {
                     handler.handleDownload(request) { result in
                         switch result {
                         case .success(let download):
-                            answered { Outgoing(line: AdminResponse.success(id: request.id, download.members), body: download.body) }
-                        case .failure(let failure): answered { Outgoing(line: AdminResponse.failure(id: request.id, failure)) }
+                            answered { Outgoing(line: AdminResponseLine.success(id: request.id, download.members), body: download.body) }
+                        case .failure(let failure): answered { Outgoing(line: AdminResponseLine.failure(id: request.id, failure)) }
                         }
                     }
                 } else {
                     handler.handle(request, client: self) { result in
                         switch result {
-                        case .success(let members): answered { Outgoing(line: AdminResponse.success(id: request.id, members)) }
-                        case .failure(let failure): answered { Outgoing(line: AdminResponse.failure(id: request.id, failure)) }
+                        case .success(let members): answered { Outgoing(line: AdminResponseLine.success(id: request.id, members)) }
+                        case .failure(let failure): answered { Outgoing(line: AdminResponseLine.failure(id: request.id, failure)) }
                         }
                     }
                 }
@@ -472,7 +473,7 @@ final class AdminClient: @unchecked Sendable {
     /// slot serves), and the connection closed after the answer; nothing after it is run.
     private func refuseOnOperatorSlot(_ request: AdminRequest) {
         let served = AdminClientSlots.operatorCommandsInWords
-        respond(at: enqueueResponse(), Outgoing(line: AdminResponse.failure(id: request.id, AdminFailure(
+        respond(at: enqueueResponse(), Outgoing(line: AdminResponseLine.failure(id: request.id, AdminFailure(
             .busy,
             "all \(AgentLimits.adminConnectionsMax) admin slots are held by clients with requests running or streams; this connection has one of the operator's, which serves \(served) only; try again"))))
         lines = []
@@ -642,7 +643,7 @@ final class AdminClient: @unchecked Sendable {
         decodedAhead = nil
         buffer = []
         withdrawGrant()
-        connection.send(AdminResponse.failure(id: nil, failure))
+        connection.send(AdminResponseLine.failure(id: nil, failure))
         connection.closeWhenFlushed()
     }
 

@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 import Dispatch
 import Logging
@@ -189,7 +190,7 @@ final class AdminServer: @unchecked Sendable {
 
     /// The one line a client over the connection limit gets before the close, so that it can
     /// say "busy" rather than "closed".
-    static let busyLine = AdminResponse.failure(
+    static let busyLine = AdminResponseLine.failure(
         id: nil,
         AdminFailure(
             .busy,

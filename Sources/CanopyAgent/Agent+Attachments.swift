@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 import CanopyStore
 import Dispatch

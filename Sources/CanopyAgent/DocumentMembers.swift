@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 
 /// What a `put` body may say about its own document, in CouchDB's terms: the top-level members

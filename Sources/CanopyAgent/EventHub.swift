@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 import CanopyReplication
 import Dispatch
@@ -69,7 +70,7 @@ final class EventHub: @unchecked Sendable {
     private func publish(_ event: AgentEvent) {
         dispatchPrecondition(condition: .onQueue(queue))
         // Encoded once for every subscriber; the clients share the bytes.
-        let line = AdminResponse.line(JSONValue.object(["event": event.json]))
+        let line = AdminResponseLine.line(JSONValue.object(["event": event.json]))
         for client in subscribers.values { client.sendLine(encoded: line) }
     }
 

@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 import Dispatch
 import Logging
@@ -116,7 +117,7 @@ final class ResolverConnection: @unchecked Sendable {
         var members = arguments
         members["id"] = .int(id)
         members["cmd"] = .string(command)
-        connection.send(AdminResponse.line(.object(members)))
+        connection.send(AdminResponseLine.line(.object(members)))
         return id
     }
 

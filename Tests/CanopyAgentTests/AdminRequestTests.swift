@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import Testing
@@ -50,9 +51,9 @@ struct AdminRequestTests {
 
     @Test("responses are single canonical JSON lines with the id and ok flag")
     func responsesAreLines() {
-        let ok = AdminResponse.success(id: 3, ["rev": .string("1-x")])
+        let ok = AdminResponseLine.success(id: 3, ["rev": .string("1-x")])
         #expect(String(decoding: ok, as: UTF8.self) == #"{"id":3,"ok":true,"rev":"1-x"}"# + "\n")
-        let error = AdminResponse.failure(id: nil, AdminFailure(.parseError, "bad"))
+        let error = AdminResponseLine.failure(id: nil, AdminFailure(.parseError, "bad"))
         #expect(String(decoding: error, as: UTF8.self) == #"{"error":{"code":"parse_error","message":"bad"},"id":null,"ok":false}"# + "\n")
     }
 }

@@ -1,3 +1,4 @@
+import CanopyAdmin
 import ArgumentParser
 import CanopyAgent
 import CanopyCore

@@ -1,6 +1,7 @@
 // canopyctl: drives a running canopyd through its admin socket (Protocol/admin-v1.md).
 // Human-readable tables by default, exact JSON with --json. Exit codes: 0 ok, 1 error, 2 usage,
 // 3 conflict, 4 not found, 5 agent not reachable, 6 agent busy.
+import CanopyAdmin
 import ArgumentParser
 import CanopyAgent
 import CanopyCore
