@@ -114,7 +114,7 @@ let package = Package(
         .executableTarget(
             name: "canopyctl",
             dependencies: [
-                "CanopyAdmin", "CanopyAgent", "CanopyStore", "CanopyCore",
+                "CanopyAdmin", "CanopyAgent", "CanopyReplication", "CanopyStore", "CanopyCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -184,13 +184,13 @@ public final class Node: Sendable {
     /// (`DatabaseName`).
     @discardableResult
     public func createDatabase(_ name: String, conflicts: String = "automatic") async throws(NodeError) -> Database {
-        _ = try await command("db.create", ["name": .string(name), "conflicts": .string(conflicts)])
+        _ = try await command(Admin.CreateDatabase(name: name, conflicts: conflicts))
         return try database(named: name)
     }
 
     /// Deletes a database with every document in it (`default` cannot be deleted).
     public func deleteDatabase(_ name: String) async throws(NodeError) {
-        _ = try await command("db.delete", ["name": .string(name)])
+        _ = try await command(Admin.DeleteDatabase(name: name))
     }
 
     /// Lets the peer `nodeID` (a peer this node replicates with: a ``Replicator`` was made for it)
@@ -199,57 +199,50 @@ public final class Node: Sendable {
     /// `.write`, it may push into it; `.readWrite`, both. The database then replicates over the
     /// connection to that peer when the peer shares it too.
     public func share(_ database: String, with nodeID: String, access: ShareAccess, prefix: String? = nil) async throws(NodeError) {
-        var arguments: [String: JSONValue] = ["db": .string(database), "node_id": .string(nodeID), "access": .string(access.rawValue)]
-        if let prefix { arguments["prefix"] = .string(prefix) }
-        _ = try await command("share", arguments)
+        let granted: Admin.Access
+        switch access {
+        case .read: granted = .read
+        case .write: granted = .write
+        case .readWrite: granted = .readWrite
+        case .none: throw NodeError("a share grants read, write or read-write; unshare(_:with:) takes a share away")
+        }
+        _ = try await command(Admin.ShareDatabase(db: database, nodeID: nodeID, access: granted, prefix: prefix))
     }
 
     /// Stops sharing `database` with the peer `nodeID`: it may no longer read or write it.
     public func unshare(_ database: String, with nodeID: String) async throws(NodeError) {
-        _ = try await command("unshare", ["db": .string(database), "node_id": .string(nodeID)])
+        _ = try await command(Admin.UnshareDatabase(db: database, nodeID: nodeID))
     }
 
     /// The peers this node allows (its allow-list, as `canopyctl peers` lists them), by node id.
     public func allowedPeers() async throws(NodeError) -> [String] {
-        guard case .array(let rows)? = try await command("peers", [:])["peers"] else { return [] }
-        return rows.compactMap { row in
-            if case .string(let id)? = row.objectValue?["node_id"] { id } else { nil }
-        }
+        try await command(Admin.Peers()).peers.map(\.nodeID)
     }
 
     /// Nodes that connected and were refused because this node does not allow them (Syncthing's
     /// pending devices), most recent last; ``allow(_:address:)`` accepts one.
     public func pendingPeers() async throws(NodeError) -> [PendingPeer] {
-        guard case .array(let rows)? = try await command("peers", [:])["pending"] else { return [] }
-        return rows.compactMap { row in
-            guard let members = row.objectValue, case .string(let id)? = members["node_id"] else { return nil }
-            var attempts = 0
-            if case .int(let count)? = members["attempts"] { attempts = Int(count) }
-            var address = ""
-            if case .string(let text)? = members["address"] { address = text }
-            return PendingPeer(nodeID: id, connectedFrom: address, attempts: attempts)
-        }
+        try await command(Admin.Peers()).pending.map { PendingPeer(nodeID: $0.nodeID, connectedFrom: $0.address, attempts: Int($0.attempts)) }
     }
 
     /// Allows the node `nodeID` to connect (and, with `address`, `HOST:PORT` of its listener,
     /// dials it), as `canopyctl peer add` does: it then shares `default` read-write. A pending
     /// peer is accepted this way.
     public func allow(_ nodeID: String, address: String? = nil) async throws(NodeError) {
-        _ = try await command("peer.add", ["node_id": .string(nodeID), "address": .string(address ?? "-")])
+        _ = try await command(Admin.AddPeer(Admin.PeerSettings(nodeID: nodeID, address: address ?? "-")))
     }
 
     /// No longer allows `nodeID`: replication with it stops and its connections are refused.
     public func disallow(_ nodeID: String) async throws(NodeError) {
-        _ = try await command("peer.remove", ["node_id": .string(nodeID)])
+        _ = try await command(Admin.RemovePeer(nodeID: nodeID))
     }
 
-    private func command(_ name: String, _ arguments: [String: JSONValue]) async throws(NodeError) -> [String: JSONValue] {
-        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[String: JSONValue], AdminFailure>, Never>) in
-            agent.inProcessCommand(name, arguments) { done.resume(returning: $0) }
-        }
-        switch result {
-        case .success(let members): return members
-        case .failure(let failure): throw NodeError(failure.message)
+    /// Runs an admin command in this process, as the agent's socket would.
+    private func command<C: AdminCommand>(_ command: C) async throws(NodeError) -> C.Reply {
+        do {
+            return try await agent.perform(command)
+        } catch {
+            throw NodeError(error.message)
         }
     }
 
@@ -261,19 +254,11 @@ public final class Node: Sendable {
     /// wait while it runs.
     @discardableResult
     public func compact(database: String? = nil) async throws(NodeError) -> CompactionReport {
-        var arguments: [String: JSONValue] = [:]
-        if let database { arguments["db"] = .string(database) }
-        let members = try await command("compact", arguments)
-        func count(_ key: String) -> Int64 {
-            if case .int(let value)? = members[key] { return value }
-            return 0
-        }
-        guard case .array(let names)? = members["databases"] else { throw NodeError("compact: no databases in its result") }
+        let report = try await command(Admin.Compact(db: database))
         return CompactionReport(
-            databases: names.compactMap { if case .string(let name) = $0 { name } else { nil } },
-            bodiesDropped: Int(count("bodies_dropped")), attachmentsRemoved: Int(count("attachments_removed")),
-            attachmentBytesFreed: count("attachment_bytes_freed"), attachmentsKept: Int(count("attachments_kept")),
-            attachmentsPinned: Int(count("attachments_pinned")))
+            databases: report.databases, bodiesDropped: Int(report.bodiesDropped), attachmentsRemoved: Int(report.attachmentsRemoved),
+            attachmentBytesFreed: report.attachmentBytesFreed, attachmentsKept: Int(report.attachmentsKept),
+            attachmentsPinned: Int(report.attachmentsPinned))
     }
 
     /// A replicator with the peer `configuration` names. Nothing happens until its `start()` or

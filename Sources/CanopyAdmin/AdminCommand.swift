@@ -1,4 +1,5 @@
 import CanopyCore
+import CanopyReplication
 
 /// One admin command (Protocol/admin-v1.md §6): its arguments are the type's members, `Reply` is
 /// what a success carries. A request line is `{"id":N,"cmd":name, …members}`; a success is
@@ -27,27 +28,29 @@ public struct AdminNoReply: Codable, Sendable, Equatable {
     public init() {}
 }
 
-/// A string-valued choice of the protocol (`direction`, `mode`, `access`): it decodes only from
-/// one of its raw values, and a refusal lists them.
-public protocol AdminChoice: RawRepresentable, CaseIterable, Codable, Sendable, AdminValueDescribing where RawValue == String {}
+/// A string-valued choice of the protocol (`direction`, `mode`, `access`): `JSONValueDecoder`
+/// reads it only from one of its names, and a refusal lists them. String-backed enums conform by
+/// declaring it (their raw values are the names), engine types too.
+public protocol AdminChoice: Codable, Sendable, AdminValueDescribing {
+    /// Every name, in the order a refusal lists them.
+    static var choiceNames: [String] { get }
+    /// The choice `name` names, or nil.
+    init?(choiceName name: String)
+}
 
 extension AdminChoice {
-    public static var valueDescription: String { "one of " + allCases.map(\.rawValue).joined(separator: ", ") }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        let text = try container.decode(String.self)
-        guard let value = Self(rawValue: text) else {
-            throw DecodingError.dataCorruptedError(in: container, debugDescription: "must be \(Self.valueDescription), not \"\(text.prefix(80))\"")
-        }
-        self = value
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
+    public static var valueDescription: String { "one of " + choiceNames.joined(separator: ", ") }
 }
+
+extension AdminChoice where Self: RawRepresentable & CaseIterable, RawValue == String {
+    public static var choiceNames: [String] { allCases.map(\.rawValue) }
+
+    public init?(choiceName name: String) { self.init(rawValue: name) }
+}
+
+extension ReplicationDirection: AdminChoice {}
+extension ReplicatorState: AdminChoice {}
+extension ReplicationMode: AdminChoice {}
 
 /// A line that is not a valid request: the error, and the request's id when one could be read
 /// (so that the error response can still echo it).
@@ -205,6 +208,26 @@ public enum AdminResponseLine {
             return .success(try JSONValueDecoder().decode(C.Reply.self, from: .object(members)))
         } catch {
             return .failure(AdminFailure(.failed, "the agent's reply to \(C.name) does not fit this client: \(error)"))
+        }
+    }
+}
+
+/// What the agent answered a command: the reply, typed, and its members as they came (what
+/// `canopyctl --json` prints: members this client does not know included).
+public struct AdminAnswer<C: AdminCommand>: Sendable {
+    /// The reply.
+    public var reply: C.Reply
+    /// The response's members, without `id` and `ok`.
+    public var members: [String: JSONValue]
+
+    /// Reads a response object: the answer, or the agent's error (`failed` for a success whose
+    /// members do not fit `C.Reply`).
+    public static func read(_ response: [String: JSONValue]) -> Result<AdminAnswer<C>, AdminFailure> {
+        AdminResponseLine.reply(to: C.self, from: response).map { reply in
+            var members = response
+            members["id"] = nil
+            members["ok"] = nil
+            return AdminAnswer(reply: reply, members: members)
         }
     }
 }

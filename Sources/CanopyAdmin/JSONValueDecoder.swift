@@ -142,6 +142,13 @@ struct DecodingNode: Decoder {
             default: throw mismatch(T.self, value, path)
             }
         }
+        if let choice = T.self as? any AdminChoice.Type {
+            guard case .string(let text) = value else { throw mismatch(T.self, value, path) }
+            guard let chosen = choice.init(choiceName: text) else {
+                throw JSONValueDecodingError.at(path, .invalid("must be \(choice.valueDescription), not \"\(text.prefix(80))\""))
+            }
+            return chosen as! T
+        }
         if let dictionary = T.self as? any StringKeyedDictionary.Type {
             guard case .object(let members) = value else { throw mismatch(T.self, value, path) }
             return try dictionary.decodeMembers(members, path: path) as! T
@@ -202,6 +209,7 @@ struct DecodingNode: Decoder {
         }
 
         func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+            if T.self is any AdminFlattened.Type { return try DecodingNode.decode(type, from: .object(members), path: codingPath) }
             guard let value = member(key) else {
                 throw JSONValueDecodingError.at(codingPath + [key], .missing(expected: DecodingNode.describe(T.self)))
             }

@@ -6,6 +6,11 @@ import CanopyCore
 /// when it does not apply (`rev` "when known") do not conform.
 public protocol AdminExplicitNulls {}
 
+/// A member type whose members are written into the object that holds it, not under its own
+/// name: the document counts that `status`, `stats` and each `db.list` row carry at their top
+/// level, one Swift type for all three.
+public protocol AdminFlattened: Codable {}
+
 /// Encodes `Encodable` values to `JSONValue` trees, the admin protocol's wire form before it is
 /// written as canonical JSON (`CanonicalJSON.encode`).
 ///
@@ -178,7 +183,12 @@ final class EncodingNode: Encoder {
         mutating func encodeNil(forKey key: Key) throws { box.members[name(key)] = .value(.null) }
 
         mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-            box.members[name(key)] = .value(try EncodingNode.value(of: value, path: path + [key]))
+            let encoded = try EncodingNode.value(of: value, path: path + [key])
+            if value is any AdminFlattened, case .object(let members) = encoded {
+                for (member, value) in members { box.members[member] = .value(value) }
+                return
+            }
+            box.members[name(key)] = .value(encoded)
         }
 
         mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws { try encodeIfPresent(value, generic: key) }

@@ -96,6 +96,12 @@ public final class AdminSocketClient: @unchecked Sendable {
         }
     }
 
+    /// Sends `command` and reads its answer: the typed reply, or the agent's error (`busy` from
+    /// an agent at its client limit included).
+    public func call<C: AdminCommand>(_ command: C) throws(ClientError) -> Result<AdminAnswer<C>, AdminFailure> {
+        AdminAnswer<C>.read(try request(C.name, AdminRequestLine.encodeArguments(command)))
+    }
+
     /// Sends an upload request (`attach`, Protocol/admin-v1.md §2): its line with `length`, then,
     /// once the agent says `upload`, `length` bytes that `read` puts into the buffer it is given
     /// (returning the count, 0 at the end, -1 on error with `errno` set), and returns the response.

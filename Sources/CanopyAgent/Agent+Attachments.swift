@@ -127,19 +127,16 @@ extension Agent {
     /// removes the attachment content no revision of any database names and nothing pinned
     /// during the collection (an upload whose revision is not written yet, a download being
     /// sent). Runs on `storeQueue`: document commands wait for it.
-    func compact(_ request: AdminRequest) throws -> [String: JSONValue] {
-        let named = try request.optionalString("db") == nil ? nil : try database(for: request)
+    func compact(_ command: Admin.Compact) throws -> Admin.Compact.Reply {
+        let named = try command.db.map { (name) throws(AdminFailure) in try database(named: name) }
         let all = databases.sorted
         let compacted = all.filter { named == nil || named?.name == $0.key }
         var dropped = 0
         for (_, store) in compacted { dropped += try store.compact() }
         let report = try DocumentStore.collectAttachmentGarbage(of: all.map(\.value))
-        return [
-            "databases": .array(compacted.map { .string($0.key.text) }),
-            "bodies_dropped": .int(Int64(dropped)), "attachments_removed": .int(Int64(report.removedFiles)),
-            "attachment_bytes_freed": .int(report.freedBytes), "attachments_kept": .int(Int64(report.namedFiles)),
-            "attachments_pinned": .int(Int64(report.pinnedFiles)),
-        ]
+        return Admin.Compact.Reply(
+            databases: compacted.map(\.key.text), bodiesDropped: Int64(dropped), attachmentsRemoved: Int64(report.removedFiles),
+            attachmentBytesFreed: report.freedBytes, attachmentsKept: Int64(report.namedFiles), attachmentsPinned: Int64(report.pinnedFiles))
     }
 
     /// A store error of an attachment command: content over the size limit is `invalid_argument`,

@@ -1,5 +1,6 @@
 import CanopyAdmin
 import CanopyCore
+import CanopyStore
 import Dispatch
 import Logging
 
@@ -40,11 +41,9 @@ extension Agent: AdminRequestHandler {
             let level: Logger.Level = Self.operatorCommands.contains(request.command) ? .info : .debug
             logger.log(level: level, "admin \(request.command) \(Self.logTarget(of: request))")
         }
+        if let route = Self.routes[request.command] { return route.runLine(self, request, client, reply) }
         switch request.command {
-        case "status": onQueue(reply) { self.status(reply) }
-        case "peers": onQueue(reply) { self.peerList(reply) }
-        case "peer.add", "peer.accept", "peer.remove": onQueue(reply) { try self.editPeers(request, reply) }
-        case "put", "get", "delete", "resolve", "changes", "import", "export", "stats", "bulk_docs", "attach", "detach", "compact":
+        case "put", "get", "delete", "resolve", "changes", "import", "export", "bulk_docs", "attach", "detach":
             storeQueue.async { reply(self.documentCommand(request)) }
         case "conflicts":
             // Which conflicts wait for a resolver is known on `queue`; the list is read on `storeQueue`.
@@ -53,24 +52,8 @@ extension Agent: AdminRequestHandler {
                 self.storeQueue.async { reply(self.documentCommand(request, waiting: waiting)) }
             }
         case "sync": onQueue(reply) { try self.sync(request, client: client, reply) }
-        case "db.create": onQueue(reply) { try self.createDatabase(request, reply) }
-        case "db.delete": onQueue(reply) { try self.deleteDatabase(request, reply) }
-        case "db.list": onQueue(reply) { self.listDatabases(reply) }
-        case "db.pending": onQueue(reply) { self.listPendingShares(reply) }
-        case "db.dismiss": onQueue(reply) { try self.dismissPendingShare(request, reply) }
-        case "share": onQueue(reply) { try self.share(request, reply) }
-        case "unshare": onQueue(reply) { try self.unshare(request, reply) }
         case "backup": onQueue(reply) { try self.backup(request, reply) }
         case "check": do { try check(request, reply) } catch { reply(.failure(error)) }
-        case "reload":
-            reload { result in
-                reply(result.map { ["restart_required": .array($0.map(JSONValue.string))] }.mapError { AdminFailure(.failed, $0.description) })
-            }
-        case "shutdown":
-            // The connection stays open until the shutdown has finished (replication stopped and
-            // checkpointed); the client then waits for the lock to be free (`AgentExitWait`).
-            reply(.success(["lock_path": .string(options.directory.lockPath)]))
-            shutdown {}
         case "events": onQueue(reply) { try self.events.subscribe(request, client: client, reply) }
         case "resolver.register": onQueue(reply) { try self.resolvers.register(request, client: client, reply: reply) }
         case "resolver.answer": onQueue(reply) { try self.resolvers.answer(request, client: client, reply: reply) }
@@ -79,6 +62,43 @@ extension Agent: AdminRequestHandler {
                 .unknownCommand, "unknown command \"\(request.command.prefix(80))\"; commands: \(Self.commandNames.joined(separator: ", "))")))
         }
     }
+
+    /// The commands that run through typed routes (`AdminRoutes`), by name.
+    static let routes: [String: AdminRoute] = Dictionary(uniqueKeysWithValues: [
+        AdminRoute(Admin.Status.self, on: .agent) { agent, _, _, reply in agent.status(reply) },
+        AdminRoute(Admin.Stats.self, on: .store) { agent, _, _, reply in reply(agent.storeResult { try agent.stats() }) },
+        AdminRoute(Admin.Peers.self, on: .agent) { agent, _, _, reply in agent.peerList(reply) },
+        AdminRoute(Admin.AddPeer.self, on: .agent) { agent, command, _, reply in
+            reply(.success(try agent.addPeer(command.peer, accepting: false)))
+        },
+        AdminRoute(Admin.AcceptPeer.self, on: .agent) { agent, command, _, reply in
+            reply(.success(try agent.addPeer(command.peer, accepting: true)))
+        },
+        AdminRoute(Admin.RemovePeer.self, on: .agent) { agent, command, _, reply in reply(.success(try agent.removePeer(command))) },
+        AdminRoute(Admin.CreateDatabase.self, on: .agent) { agent, command, _, reply in try agent.createDatabase(command, reply) },
+        AdminRoute(Admin.DeleteDatabase.self, on: .agent) { agent, command, _, reply in try agent.deleteDatabase(command, reply) },
+        AdminRoute(Admin.ListDatabases.self, on: .agent) { agent, _, _, reply in agent.listDatabases(reply) },
+        AdminRoute(Admin.ListPendingShares.self, on: .agent) { agent, _, _, reply in reply(.success(agent.listPendingShares())) },
+        AdminRoute(Admin.DismissPendingShare.self, on: .agent) { agent, command, _, reply in
+            reply(.success(try agent.dismissPendingShare(command)))
+        },
+        AdminRoute(Admin.ShareDatabase.self, on: .agent) { agent, command, _, reply in reply(.success(try agent.share(command))) },
+        AdminRoute(Admin.UnshareDatabase.self, on: .agent) { agent, command, _, reply in reply(.success(try agent.unshare(command))) },
+        AdminRoute(Admin.Compact.self, on: .store) { agent, command, _, reply in
+            reply(agent.storeResult { try agent.compact(command) })
+        },
+        AdminRoute(Admin.Reload.self, on: .caller) { agent, _, _, reply in
+            agent.reload { result in
+                reply(result.map { Admin.Reload.Reply(restartRequired: $0) }.mapError { AdminFailure(.failed, $0.description) })
+            }
+        },
+        AdminRoute(Admin.Shutdown.self, on: .caller) { agent, _, _, reply in
+            // The connection stays open until the shutdown has finished (replication stopped and
+            // checkpointed); the client then waits for the lock to be free (`AgentExitWait`).
+            reply(.success(Admin.Shutdown.Reply(lockPath: agent.options.directory.lockPath)))
+            agent.shutdown {}
+        },
+    ].map { ($0.name, $0) })
 
     /// What a logged request names (`db=… doc=…`), each value cut to 80 characters.
     private static func logTarget(of request: AdminRequest) -> String {

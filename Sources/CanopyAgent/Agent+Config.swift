@@ -1,4 +1,5 @@
 import CanopyAdmin
+import CanopyAdmin
 import CanopyCore
 import CanopyReplication
 import Dispatch
@@ -89,41 +90,47 @@ extension Agent {
         return restartRequired
     }
 
-    /// `peer.add`, `peer.accept`, `peer.remove`: edit the config file in place (comments kept),
-    /// write it atomically, and apply it as a reload would.
-    func editPeers(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+    /// `peer.add` and `peer.accept` (`accepting`: only a pending peer): edit the config file in
+    /// place (comments kept), write it atomically, and apply it as a reload would.
+    func addPeer(_ settings: Admin.PeerSettings, accepting: Bool) throws(AdminFailure) -> Admin.PeerReply {
         dispatchPrecondition(condition: .onQueue(queue))
-        let rawID = try request.string("node_id")
+        let nodeID = try peerToEdit(settings.nodeID)
+        if accepting, !inbound.pending.contains(nodeID) {
+            throw AdminFailure(.notFound, "\(nodeID) is not a pending peer")
+        }
+        // "-" (as in the config file) or no address: accept the peer's connections, never dial.
+        var address: HostPort?
+        if let text = settings.address, text != "-" {
+            guard let parsed = HostPort(parsing: text), parsed.port != 0 else {
+                throw AdminFailure(.invalidArgument, "\"address\" must be HOST:PORT or \"-\", found \"\(text.prefix(80))\"")
+            }
+            address = parsed
+        }
+        try requireRoom(for: nodeID)
+        let peer = PeerConfig(nodeID: nodeID, address: address, direction: settings.direction ?? .both, mode: settings.mode ?? .continuous)
+        let text = ConfigEditor.settingPeer(peer, in: configFile.text, parsed: configFile.parsed)
+        try commitPeerEdit(text, command: accepting ? Admin.AcceptPeer.name : Admin.AddPeer.name, nodeID: nodeID)
+        return Admin.PeerReply(nodeID: nodeID)
+    }
+
+    /// `peer.remove`: drops the peer's section and its pending offers.
+    func removePeer(_ command: Admin.RemovePeer) throws(AdminFailure) -> Admin.PeerReply {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let nodeID = try peerToEdit(command.nodeID)
+        guard configFile.parsed.peerSections[nodeID] != nil else { throw AdminFailure(.notFound, "\(nodeID) is not a configured peer") }
+        let text = ConfigEditor.removingPeer(nodeID, from: configFile.text, parsed: configFile.parsed)
+        pendingShares.removeAll(from: nodeID)
+        try commitPeerEdit(text, command: Admin.RemovePeer.name, nodeID: nodeID)
+        return Admin.PeerReply(nodeID: nodeID)
+    }
+
+    /// The canonical form of a node id a peer command names, which must not be this node's.
+    private func peerToEdit(_ rawID: String) throws(AdminFailure) -> String {
         guard let nodeID = AgentIdentity.normalizeNodeID(rawID) else {
             throw AdminFailure(.invalidArgument, "\"node_id\" is not a valid node id: \"\(rawID.prefix(80))\"")
         }
         guard nodeID != identity.nodeID else { throw AdminFailure(.invalidArgument, "\(nodeID) is this node") }
-        var text: String
-        switch request.command {
-        case "peer.remove":
-            guard configFile.parsed.peerSections[nodeID] != nil else { throw AdminFailure(.notFound, "\(nodeID) is not a configured peer") }
-            text = ConfigEditor.removingPeer(nodeID, from: configFile.text, parsed: configFile.parsed)
-            pendingShares.removeAll(from: nodeID)
-        default:
-            if request.command == "peer.accept", !inbound.pending.contains(nodeID) {
-                throw AdminFailure(.notFound, "\(nodeID) is not a pending peer")
-            }
-            // "-" (as in the config file) or no address: accept the peer's connections, never dial.
-            let address = try request.optionalString("address").flatMap { (text) throws(AdminFailure) -> HostPort? in
-                if text == "-" { return nil }
-                guard let address = HostPort(parsing: text), address.port != 0 else {
-                    throw AdminFailure(.invalidArgument, "\"address\" must be HOST:PORT or \"-\", found \"\(text.prefix(80))\"")
-                }
-                return address
-            }
-            try requireRoom(for: nodeID)
-            let peer = PeerConfig(
-                nodeID: nodeID, address: address, direction: try request.choice("direction", ReplicationDirection.self, default: .both),
-                mode: try request.choice("mode", ReplicationMode.self, default: .continuous))
-            text = ConfigEditor.settingPeer(peer, in: configFile.text, parsed: configFile.parsed)
-        }
-        try commitPeerEdit(text, command: request.command, nodeID: nodeID)
-        reply(.success(["node_id": .string(nodeID)]))
+        return nodeID
     }
 
     /// Adds or replaces one peer's section as `peer.add` does (allowed at once, dialled when it

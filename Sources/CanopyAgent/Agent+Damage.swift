@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 import CanopyStore
 import Dispatch
@@ -27,16 +28,10 @@ extension Agent {
         events.emit("document.damaged", data)
     }
 
-    /// `status` members: damaged documents and revisions found since the agent started, and the last.
-    var damageStatus: [String: JSONValue] {
+    /// The last damage found since the agent started, as `status` shows it.
+    var lastDamage: Admin.Damage? {
         dispatchPrecondition(condition: .onQueue(queue))
-        var last = JSONValue.null
-        if let damage = damageFound.last {
-            var members: [String: JSONValue] = ["doc": .string(damage.documentID), "reason": .string(damage.reason)]
-            if let revision = damage.revision { members["rev"] = .string(revision.description) }
-            last = .object(members)
-        }
-        return ["damaged": .int(Int64(damageFound.count)), "last_damage": last]
+        return damageFound.last.map { Admin.Damage(doc: $0.documentID, rev: $0.revision?.description, reason: $0.reason) }
     }
 }
 

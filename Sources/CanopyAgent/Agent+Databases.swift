@@ -87,42 +87,18 @@ extension Agent {
         return store
     }
 
-    /// Runs a database, sharing or peer command as the admin socket does — `db.create`,
-    /// `db.delete`, `db.list`, `db.pending`, `db.dismiss`, `share`, `unshare`, `peers`,
-    /// `peer.add`, `peer.accept`, `peer.remove` — for an application running the agent
-    /// in-process. Callable from any queue; `completion` is called once, on any queue.
-    package func inProcessCommand(
-        _ command: String, _ arguments: [String: JSONValue], _ completion: @escaping @Sendable (Result<[String: JSONValue], AdminFailure>) -> Void
-    ) {
-        let request = AdminRequest(id: 0, command: command, arguments: arguments)
-        queue.async { [self] in
-            do throws(AdminFailure) {
-                switch command {
-                case "db.create": try createDatabase(request, completion)
-                case "db.delete": try deleteDatabase(request, completion)
-                case "db.list": listDatabases(completion)
-                case "db.pending": listPendingShares(completion)
-                case "db.dismiss": try dismissPendingShare(request, completion)
-                case "share": try share(request, completion)
-                case "unshare": try unshare(request, completion)
-                case "peers": peerList(completion)
-                case "peer.add", "peer.accept", "peer.remove": try editPeers(request, completion)
-                case "compact": storeQueue.async { completion(self.documentCommand(request)) }
-                default: throw AdminFailure(.unknownCommand, "\(command) is not a database, sharing, peer or compaction command")
-                }
-            } catch {
-                completion(.failure(error))
-            }
-        }
-    }
-
     /// The store of an open database, for an application running the agent in-process.
     package func store(of name: DatabaseName) -> DocumentStore? { databases[name] }
 
     /// The database a document command names in `db` (default `default`). On `storeQueue`.
     func database(for request: AdminRequest) throws(AdminFailure) -> OpenDatabase {
+        try database(named: request.optionalString("db"))
+    }
+
+    /// The database `text` names (nil: `default`). On `storeQueue`.
+    func database(named text: String?) throws(AdminFailure) -> OpenDatabase {
         dispatchPrecondition(condition: .onQueue(storeQueue))
-        let name = try Self.databaseName(request.optionalString("db") ?? DatabaseName.default.text)
+        let name = try Self.databaseName(text ?? DatabaseName.default.text)
         guard let store = databases[name] else {
             throw AdminFailure(.notFound, "no database \(name) on this node; `canopyctl db list` shows them, `canopyctl db create \(name)` makes it")
         }
@@ -139,16 +115,16 @@ extension Agent {
 
     /// `db.create {name, revs_limit?, conflicts?}`: makes the file, opens it, then adds its
     /// section to the config file. On `queue`; the store is opened on `storeQueue`.
-    func createDatabase(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+    func createDatabase(_ command: Admin.CreateDatabase, _ reply: @escaping TypedAdminRoute<Admin.CreateDatabase>.Reply) throws(AdminFailure) {
         dispatchPrecondition(condition: .onQueue(queue))
-        let name = try Self.databaseName(try request.string("name"))
+        let name = try Self.databaseName(command.name)
         guard config.database(name) == nil else { throw AdminFailure(.conflict, "database \(name) already exists") }
         guard config.databases.count + 1 < AgentLimits.databasesMax else {
             throw AdminFailure(.failed, "already \(AgentLimits.databasesMax) databases")
         }
         var database = DatabaseConfig(name: name, revsLimit: config.revsLimit)
-        if let limit = try request.optionalInt("revs_limit", in: 2...100_000) { database.revsLimit = Int(limit) }
-        if let text = try request.optionalString("conflicts") {
+        if let limit = command.revsLimit { database.revsLimit = Int(limit) }
+        if let text = command.conflicts {
             guard let strategy = ResolutionStrategy(parsing: text) else {
                 throw AdminFailure(.invalidArgument, "conflicts must be automatic, local-wins, remote-wins, merge-json, manual or resolver NAME, not \"\(text.prefix(80))\"")
             }
@@ -182,16 +158,16 @@ extension Agent {
                     return reply(.failure(error))
                 }
                 events.emit("db.created", ["db": .string(name.text)])
-                reply(.success(["db": .string(name.text), "revs_limit": .int(Int64(database.revsLimit)), "conflicts": .string(database.conflicts.description)]))
+                reply(.success(Admin.CreateDatabase.Reply(db: name.text, revsLimit: Int64(database.revsLimit), conflicts: database.conflicts.description)))
             }
         }
     }
 
     /// `db.delete {name}`: removes the section from the config file, closes the store and
     /// deletes its files. `default` cannot be deleted. On `queue`.
-    func deleteDatabase(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+    func deleteDatabase(_ command: Admin.DeleteDatabase, _ reply: @escaping TypedAdminRoute<Admin.DeleteDatabase>.Reply) throws(AdminFailure) {
         dispatchPrecondition(condition: .onQueue(queue))
-        let name = try Self.databaseName(try request.string("name"))
+        let name = try Self.databaseName(command.name)
         guard name != .default else {
             throw AdminFailure(.invalidArgument, "the default database cannot be deleted (every command and peer uses it unless told otherwise)")
         }
@@ -218,7 +194,7 @@ extension Agent {
             queue.async { [self] in
                 resolvers.forget(database: name)
                 events.emit("db.deleted", ["db": .string(name.text), "documents": .int(Int64(documents))])
-                reply(.success(["db": .string(name.text), "deleted": .bool(true)]))
+                reply(.success(Admin.DeleteDatabase.Reply(db: name.text, deleted: true)))
             }
         }
     }
@@ -226,7 +202,7 @@ extension Agent {
     /// `db.list`: every database with its counts and the peers it is shared with. Peers share
     /// `default` in the direction their section gives unless a share section says otherwise.
     /// On `queue`; counts read on `storeQueue`.
-    func listDatabases(_ reply: @escaping AdminReply) {
+    func listDatabases(_ reply: @escaping TypedAdminRoute<Admin.ListDatabases>.Reply) {
         dispatchPrecondition(condition: .onQueue(queue))
         let databases = config.allDatabases
         let sharing = Dictionary(uniqueKeysWithValues: databases.map { database in
@@ -234,103 +210,90 @@ extension Agent {
         })
         let waiting = Dictionary(uniqueKeysWithValues: databases.map { ($0.name, resolvers.waitingDocuments(in: $0.name)) })
         storeQueue.async { [self] in
-            do throws(StoreError) {
-                var rows: [JSONValue] = []
-                for database in databases {
-                    guard let store = self.databases[database.name] else { continue }
-                    var row = try storeCounts(of: store)
-                    row["db"] = .string(database.name.text)
-                    row["revs_limit"] = .int(Int64(database.revsLimit))
-                    row["conflicts"] = .string(database.conflicts.description)
-                    row["rules"] = .array(database.rules.map(Self.ruleRow))
-                    row["shared_with"] = .array(sharing[database.name] ?? [])
-                    row["conflicts_awaiting_resolver"] = .int(try Self.conflictsAwaitingResolver(in: store, waiting: waiting[database.name] ?? []))
-                    rows.append(.object(row))
-                }
-                reply(.success(["databases": .array(rows)]))
-            } catch {
-                reply(.failure(Self.failure(for: error)))
-            }
+            reply(storeResult {
+                Admin.ListDatabases.Reply(databases: try databases.compactMap { database in
+                    guard let store = self.databases[database.name] else { return nil }
+                    return Admin.DatabaseRow(
+                        db: database.name.text, counts: try storeCounts(of: store),
+                        conflictsAwaitingResolver: try Self.conflictsAwaitingResolver(in: store, waiting: waiting[database.name] ?? []),
+                        revsLimit: Int64(database.revsLimit), conflicts: database.conflicts.description,
+                        rules: database.rules.map(Self.ruleRow), sharedWith: sharing[database.name] ?? [])
+                })
+            })
         }
     }
 
     /// A share as `db.list` and `share` show it: `{node_id, access, prefix?}`.
-    static func shareRow(_ share: ShareConfig) -> JSONValue {
-        var row: [String: JSONValue] = ["node_id": .string(share.nodeID), "access": .string(share.access.rawValue)]
-        if let prefix = share.prefix { row["prefix"] = .string(prefix) }
-        return .object(row)
+    static func shareRow(_ share: ShareConfig) -> Admin.Share {
+        Admin.Share(nodeID: share.nodeID, access: share.access.rawValue, prefix: share.prefix)
     }
 
     /// `share {db, node_id, access, prefix?}`: lets a configured peer read and/or write this
     /// node's copy of a database, or the documents of it whose id starts with `prefix`; replaces
     /// an earlier share of the same database with the same peer. On `queue`.
-    func share(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+    func share(_ command: Admin.ShareDatabase) throws(AdminFailure) -> Admin.ShareDatabase.Reply {
         dispatchPrecondition(condition: .onQueue(queue))
-        let (name, nodeID) = try shareTarget(request)
-        let text = try request.string("access")
-        guard let access = ShareAccess(rawValue: text), access != .none else {
-            throw AdminFailure(.invalidArgument, "\"access\" must be read (the peer may pull), write (it may push) or read-write, not \"\(text.prefix(80))\"")
+        let (name, nodeID) = try shareTarget(db: command.db, nodeID: command.nodeID)
+        let access: ShareAccess = switch command.access {
+        case .read: .read
+        case .write: .write
+        case .readWrite: .readWrite
         }
-        let prefix = try request.optionalString("prefix")
-        if let prefix, prefix.isEmpty || prefix.utf8.count > WireLimits.docIDBytesMax || prefix.contains("#") || prefix.contains("\n") {
+        if let prefix = command.prefix, prefix.isEmpty || prefix.utf8.count > WireLimits.docIDBytesMax || prefix.contains("#") || prefix.contains("\n") {
             throw AdminFailure(.invalidArgument, "\"prefix\" must be 1–\(WireLimits.docIDBytesMax) bytes without '#' or a line break")
         }
-        let share = ShareConfig(database: name, nodeID: nodeID, access: access, prefix: prefix)
+        let share = ShareConfig(database: name, nodeID: nodeID, access: access, prefix: command.prefix)
         pendingShares.remove(ShareKey(name, nodeID))
         try commitConfigEdit(
-            ConfigEditor.settingShare(share, in: configFile.text, parsed: configFile.parsed), command: "share",
+            ConfigEditor.settingShare(share, in: configFile.text, parsed: configFile.parsed), command: Admin.ShareDatabase.name,
             target: ["db": .string(name.text), "node_id": .string(nodeID)])
-        reply(.success(["db": .string(name.text), "shared_with": Self.shareRow(share)]))
+        return Admin.ShareDatabase.Reply(db: name.text, sharedWith: Self.shareRow(share))
     }
 
     /// `unshare {db, node_id}`: the peer may no longer read or write the database. For `default`,
     /// which every configured peer otherwise shares, a share section with `access = none` says so.
-    func unshare(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+    func unshare(_ command: Admin.UnshareDatabase) throws(AdminFailure) -> Admin.DatabasePeerReply {
         dispatchPrecondition(condition: .onQueue(queue))
-        let (name, nodeID) = try shareTarget(request)
+        let (name, nodeID) = try shareTarget(db: command.db, nodeID: command.nodeID)
         guard config.share(of: name, with: nodeID) != nil else {
             throw AdminFailure(.notFound, "database \(name) is not shared with \(nodeID)")
         }
         let text = name == .default
             ? ConfigEditor.settingShare(ShareConfig(database: name, nodeID: nodeID, access: .none), in: configFile.text, parsed: configFile.parsed)
             : ConfigEditor.removingShares(from: configFile.text, parsed: configFile.parsed) { $0 == ShareKey(name, nodeID) }
-        try commitConfigEdit(text, command: "unshare", target: ["db": .string(name.text), "node_id": .string(nodeID)])
-        reply(.success(["db": .string(name.text), "node_id": .string(nodeID)]))
+        try commitConfigEdit(text, command: Admin.UnshareDatabase.name, target: ["db": .string(name.text), "node_id": .string(nodeID)])
+        return Admin.DatabasePeerReply(db: name.text, nodeID: nodeID)
     }
 
     /// `db.pending`: the databases peers asked to replicate that are not shared with them.
-    func listPendingShares(_ reply: @escaping AdminReply) {
+    func listPendingShares() -> Admin.ListPendingShares.Reply {
         dispatchPrecondition(condition: .onQueue(queue))
-        let rows = pendingShares.all.map { key, offer -> JSONValue in
-            .object([
-                "db": .string(key.database.text), "node_id": .string(key.nodeID), "exists": .bool(config.database(key.database) != nil),
-                "attempts": .int(Int64(offer.attempts)), "first_seen": .double(offer.firstSeen.rounded()),
-                "last_seen": .double(offer.lastSeen.rounded()),
-            ])
-        }
-        reply(.success(["pending": .array(rows)]))
+        return Admin.ListPendingShares.Reply(pending: pendingShares.all.map { key, offer in
+            Admin.PendingShare(
+                db: key.database.text, nodeID: key.nodeID, exists: config.database(key.database) != nil, attempts: Int64(offer.attempts),
+                firstSeen: offer.firstSeen.rounded(), lastSeen: offer.lastSeen.rounded())
+        })
     }
 
     /// `db.dismiss {db, node_id}`: dismisses a pending offer. It is no longer listed, and the
     /// peer's further requests for the database raise no `share.pending`, across restarts, until
     /// `share` accepts it or the peer is removed. A dismissed offer is no pending offer to dismiss.
-    func dismissPendingShare(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
+    func dismissPendingShare(_ command: Admin.DismissPendingShare) throws(AdminFailure) -> Admin.DatabasePeerReply {
         dispatchPrecondition(condition: .onQueue(queue))
-        let name = try Self.databaseName(try request.string("db"))
-        let rawID = try request.string("node_id")
+        let name = try Self.databaseName(command.db)
+        let rawID = command.nodeID
         guard let nodeID = AgentIdentity.normalizeNodeID(rawID), pendingShares.dismiss(ShareKey(name, nodeID)) else {
             throw AdminFailure(.notFound, "no pending offer of database \(name) from \(rawID.prefix(80))")
         }
-        reply(.success(["db": .string(name.text), "node_id": .string(nodeID)]))
+        return Admin.DatabasePeerReply(db: name.text, nodeID: nodeID)
     }
 
     /// The database (which must exist) and configured peer a `share` or `unshare` names.
-    private func shareTarget(_ request: AdminRequest) throws(AdminFailure) -> (DatabaseName, String) {
-        let name = try Self.databaseName(try request.string("db"))
+    private func shareTarget(db: String, nodeID rawID: String) throws(AdminFailure) -> (DatabaseName, String) {
+        let name = try Self.databaseName(db)
         guard config.database(name) != nil else {
             throw AdminFailure(.notFound, "no database \(name) on this node; `canopyctl db create \(name)` makes it")
         }
-        let rawID = try request.string("node_id")
         guard let nodeID = AgentIdentity.normalizeNodeID(rawID) else {
             throw AdminFailure(.invalidArgument, "\"node_id\" is not a valid node id: \"\(rawID.prefix(80))\"")
         }

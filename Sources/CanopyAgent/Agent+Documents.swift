@@ -14,8 +14,6 @@ extension Agent {
     ) -> Result<[String: JSONValue], AdminFailure> {
         dispatchPrecondition(condition: .onQueue(storeQueue))
         do {
-            if request.command == "stats" { return .success(try stats()) }
-            if request.command == "compact" { return .success(try compact(request)) }
             let database = try database(for: request)
             switch request.command {
             case "put": return .success(try put(request, database))
@@ -244,29 +242,34 @@ extension Agent {
 
     /// `stats`: the store's counts and the agent's traffic figures. `listening` is read off
     /// `queue` here: `start` sets it once, before the admin socket accepts the connection that asks.
-    private func stats() throws(StoreError) -> [String: JSONValue] {
-        var result = try storeCounts(of: store)
-        result["revs_limit"] = .int(Int64(store.revsLimit))
-        result["admin_clients"] = .int(Int64(listening?.admin.clientCount ?? 0))
-        result["uptime_seconds"] = .double((Self.wallClock() - startedAt).rounded())
+    func stats() throws(StoreError) -> Admin.Stats.Reply {
         let traffic = peers.traffic.totals
-        result["peer_bytes_sent"] = .int(Int64(traffic.sent))
-        result["peer_bytes_received"] = .int(Int64(traffic.received))
-        return result
+        return Admin.Stats.Reply(
+            counts: try storeCounts(of: store), revsLimit: Int64(store.revsLimit), adminClients: Int64(listening?.admin.clientCount ?? 0),
+            uptimeSeconds: (Self.wallClock() - startedAt).rounded(), peerBytesSent: Int64(traffic.sent),
+            peerBytesReceived: Int64(traffic.received))
     }
 
     /// Document, sequence and conflict counts of `store`, shared by `status`, `stats` and `db.list`.
-    func storeCounts(of store: DocumentStore) throws(StoreError) -> [String: JSONValue] {
+    func storeCounts(of store: DocumentStore) throws(StoreError) -> Admin.DatabaseCounts {
         dispatchPrecondition(condition: .notOnQueue(queue))
-        // As CouchDB counts: `doc_count` the documents that exist, `doc_del_count` the deleted
-        // ones (tombstones, which replicate).
         let counts = try store.counts()
-        return [
-            "doc_count": .int(Int64(counts.documents - counts.deleted)),
-            "doc_del_count": .int(Int64(counts.deleted)),
-            "update_seq": .int(store.lastSequence),
-            "conflicted_count": .int(Int64(counts.conflicted)),
-            "awaiting_attachments": .int(Int64(counts.awaitingContent)),
-        ]
+        return Admin.DatabaseCounts(
+            docCount: Int64(counts.documents - counts.deleted), docDelCount: Int64(counts.deleted), updateSeq: store.lastSequence,
+            conflictedCount: Int64(counts.conflicted), awaitingAttachments: Int64(counts.awaitingContent))
+    }
+
+    /// What `body` returns, or the admin error for what it threw: a store error as
+    /// `failure(for:)` maps it, an admin failure as it is, anything else `failed`.
+    func storeResult<T>(_ body: () throws -> T) -> Result<T, AdminFailure> {
+        do {
+            return .success(try body())
+        } catch let failure as AdminFailure {
+            return .failure(failure)
+        } catch let error as StoreError {
+            return .failure(Self.failure(for: error))
+        } catch {
+            return .failure(AdminFailure(.failed, "\(error)"))
+        }
     }
 }

@@ -157,14 +157,6 @@ public struct DatabaseConfig: Sendable, Equatable {
     }
 }
 
-/// Whether a replication runs until stopped or once.
-public enum ReplicationMode: String, Sendable, Equatable, CaseIterable {
-    /// Keep the connection and push new changes as they commit.
-    case continuous
-    /// Replicate what is there, then stop.
-    case once
-}
-
 /// Replication tuning from the `[limits]` section.
 public struct ReplicationLimits: Sendable, Equatable {
     /// Revisions per batch.

@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 import Dispatch
 
@@ -63,12 +64,9 @@ struct PendingPeers {
     }
 
     /// The `pending` rows of `peers`, by node id.
-    var rows: [JSONValue] {
+    var rows: [Admin.PendingPeer] {
         records.values.sorted { $0.nodeID < $1.nodeID }.map { record in
-            JSONValue.object([
-                "node_id": .string(record.nodeID), "address": .string(record.address),
-                "attempts": .int(Int64(record.attempts)), "last_seen": .double(record.lastSeen),
-            ])
+            Admin.PendingPeer(nodeID: record.nodeID, address: record.address, attempts: Int64(record.attempts), lastSeen: record.lastSeen)
         }
     }
 }

@@ -275,12 +275,9 @@ final class ResolverHub: @unchecked Sendable {
     var waitingResolvers: [ResolverOffers<ObjectIdentifier>.Key: String] { offers.waitingResolvers }
 
     /// The connected resolvers as `status` lists them.
-    var statusRows: [JSONValue] {
+    var statusRows: [Admin.ResolverRow] {
         offers.registrationRows.map { row in
-            .object([
-                "name": .string(row.name), "prefix": row.prefix.map(JSONValue.string) ?? .null,
-                "offered": .int(Int64(row.offered)), "waiting": .int(Int64(row.waiting)),
-            ])
+            Admin.ResolverRow(name: row.name, prefix: row.prefix, offered: Int64(row.offered), waiting: Int64(row.waiting))
         }
     }
 

@@ -74,6 +74,14 @@ public enum ReplicationDirection: String, Sendable, Codable, CaseIterable {
     public var pulls: Bool { self != .push }
 }
 
+/// Whether a replication runs until stopped or once.
+public enum ReplicationMode: String, Sendable, Equatable, CaseIterable, Codable {
+    /// Keep the connection and push new changes as they commit.
+    case continuous
+    /// Replicate what is there, then stop.
+    case once
+}
+
 /// What happened to one document during replication.
 public enum DocumentEventKind: String, Sendable, Codable, CaseIterable {
     /// Revisions of the document arrived from the peer and were written; the event's revision is

@@ -17,7 +17,7 @@ struct AdminCodingTests {
         var rows: [Row] = []
     }
 
-    enum Access: String, AdminChoice {
+    enum Access: String, CaseIterable, AdminChoice {
         case read, write
         case readWrite = "read-write"
     }

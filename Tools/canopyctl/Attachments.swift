@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import Foundation
@@ -161,10 +162,10 @@ struct Compact: ParsableCommand {
     @Option(help: "Compact only this database's bodies (attachment content is collected for all).") var db: String?
 
     func run() throws {
-        var arguments: [String: JSONValue] = [:]
-        if let db { arguments["db"] = .string(db) }
-        let result = try connection.call("compact", arguments)
-        if connection.json { return printJSON(.object(result)) }
-        print("compacted \(list(result["databases"])): \(text(result["bodies_dropped"])) bodies dropped; attachments: \(text(result["attachments_removed"])) removed (\(text(result["attachment_bytes_freed"])) bytes freed), \(text(result["attachments_kept"])) kept, \(text(result["attachments_pinned"])) in use")
+        let answer = try connection.call(Admin.Compact(db: db))
+        if connection.json { return printJSON(.object(answer.members)) }
+        let report = answer.reply
+        let names = report.databases.isEmpty ? "-" : report.databases.joined(separator: ",")
+        print("compacted \(names): \(report.bodiesDropped) bodies dropped; attachments: \(report.attachmentsRemoved) removed (\(report.attachmentBytesFreed) bytes freed), \(report.attachmentsKept) kept, \(report.attachmentsPinned) in use")
     }
 }

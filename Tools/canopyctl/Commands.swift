@@ -9,62 +9,59 @@ struct Status: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-        let result = try connection.call("status")
-        if connection.json { return printJSON(.object(result)) }
+        let answer = try connection.call(Admin.Status())
+        if connection.json { return printJSON(.object(answer.members)) }
+        let status = answer.reply
         let rows: [(String, String)] = [
-            ("node id", text(result["node_id"])), ("listen", text(result["listen"])),
-            ("network", result["network"] == .string("private") ? "private (network-key)" : "open"),
-            ("documents", text(result["doc_count"])), ("deleted", text(result["doc_del_count"])),
-            ("update seq", text(result["update_seq"])),
-            ("conflicted", conflictedSummary(result)), ("conflicts", text(result["conflicts"])),
+            ("node id", status.nodeID), ("listen", status.listen),
+            ("network", status.network == "private" ? "private (network-key)" : "open"),
+            ("documents", text(status.counts.docCount)), ("deleted", text(status.counts.docDelCount)),
+            ("update seq", text(status.counts.updateSeq)),
+            ("conflicted", conflictedSummary(status)), ("conflicts", status.conflicts),
         ]
         /// One `name  value` line of the status, the value in the column the rows share.
         func line(_ name: String, _ value: String) { print(name.padding(toLength: 12, withPad: " ", startingAt: 0) + value) }
         for (name, value) in rows { line(name, value) }
-        if case .int(let damaged)? = result["damaged"], damaged > 0 {
+        if status.damaged > 0 {
             // Never quiet: the operator has a damaged file to restore.
-            let last = result["last_damage"]?.objectValue
-            line("damaged", "\(damaged) (last: \(text(last?["doc"])): \(text(last?["reason"]))); run `canopyctl check`, restore from a backup")
+            line("damaged", "\(status.damaged) (last: \(text(status.lastDamage?.doc)): \(text(status.lastDamage?.reason))); run `canopyctl check`, restore from a backup")
         }
-        if case .int(let awaiting)? = result["awaiting_attachments"], awaiting > 0 {
+        let awaiting = status.counts.awaitingAttachments
+        if awaiting > 0 {
             line("fetching", (awaiting == 1 ? "1 revision from a peer waits for its" : "\(awaiting) revisions from peers wait for their")
                 + " attachment content (visible once it is complete and verified)")
         }
-        if case .array(let rules)? = result["rules"], !rules.isEmpty {
+        if !status.rules.isEmpty {
             // First match wins, so the order printed is the order applied.
-            let described = rules.map { row in
-                let members = row.objectValue
+            let described = status.rules.map { rule in
                 var matches: [String] = []
-                if case .string(let prefix)? = members?["prefix"] { matches.append("id \(prefix)…") }
-                if case .string(let value)? = members?["value"] { matches.append("\(text(members?["field"])) = \(value)") }
-                return "\(text(members?["name"])) (\(matches.joined(separator: ", "))): \(text(members?["strategy"]))"
+                if let prefix = rule.prefix { matches.append("id \(prefix)…") }
+                if let value = rule.value { matches.append("\(text(rule.field)) = \(value)") }
+                return "\(rule.name) (\(matches.joined(separator: ", "))): \(rule.strategy)"
             }
             line("rules", described.joined(separator: "; "))
         }
-        if case .array(let resolvers)? = result["resolvers"], !resolvers.isEmpty {
-            let names = resolvers.map { row in
-                let members = row.objectValue
+        if !status.resolvers.isEmpty {
+            let names = status.resolvers.map { resolver in
                 let claims: String
-                switch members?["prefix"] {
-                case .string(let prefix)?: claims = prefix.isEmpty ? "every id no rule covers" : "prefix \(prefix)"
-                default: claims = "what rules route to it"
+                switch resolver.prefix {
+                case let prefix?: claims = prefix.isEmpty ? "every id no rule covers" : "prefix \(prefix)"
+                case nil: claims = "what rules route to it"
                 }
-                return "\(text(members?["name"])) (\(claims), \(text(members?["offered"])) offered, \(text(members?["waiting"])) waiting)"
+                return "\(resolver.name) (\(claims), \(resolver.offered) offered, \(resolver.waiting) waiting)"
             }
             line("resolvers", names.joined(separator: "; "))
         }
         print("")
-        printPeerTable(result["peers"])
-        printDatabaseTable(result["peers"])
+        printPeerTable(status.peers)
+        printDatabaseTable(status.peers)
     }
 
     /// `N`, or `N (W waiting for a resolver, K kept for resolve)` when some are.
-    private func conflictedSummary(_ result: [String: JSONValue]) -> String {
-        let total = text(result["conflicted_count"])
-        guard case .int(let waiting)? = result["conflicts_awaiting_resolver"], case .int(let kept)? = result["conflicts_kept"],
-            waiting + kept > 0
-        else { return total }
-        return "\(total) (\(waiting) waiting for a resolver, \(kept) kept for resolve)"
+    private func conflictedSummary(_ status: Admin.Status.Reply) -> String {
+        let total = text(status.counts.conflictedCount)
+        guard status.conflictsAwaitingResolver + status.conflictsKept > 0 else { return total }
+        return "\(total) (\(status.conflictsAwaitingResolver) waiting for a resolver, \(status.conflictsKept) kept for resolve)"
     }
 }
 
@@ -248,8 +245,9 @@ struct Stats: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-        let result = try connection.call("stats")
+        let result = try connection.call(Admin.Stats()).members
         if connection.json { return printJSON(.object(result)) }
+        // Every counter the agent sends, by name: one this client does not know yet included.
         printTable(["COUNTER", "VALUE"], result.keys.sorted().map { [$0, text(result[$0])] })
     }
 }
@@ -259,10 +257,11 @@ struct Reload: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-        let result = try connection.call("reload")
-        if connection.json { return printJSON(.object(result)) }
-        guard case .array(let names)? = result["restart_required"], !names.isEmpty else { return print("reloaded") }
-        print("reloaded; restart canopyd to apply: \(names.map { text($0) }.joined(separator: ", "))")
+        let answer = try connection.call(Admin.Reload())
+        if connection.json { return printJSON(.object(answer.members)) }
+        let names = answer.reply.restartRequired
+        guard !names.isEmpty else { return print("reloaded") }
+        print("reloaded; restart canopyd to apply: \(names.joined(separator: ", "))")
     }
 }
 
@@ -273,16 +272,13 @@ struct Shutdown: ParsableCommand {
 
     func run() throws {
         let client = try connection.connect()
-        let result = try connection.call(client, "shutdown", [:])
-        guard case .string(let lockPath)? = result["lock_path"] else {
-            throw CtlFailure(status: .error, message: "the agent's shutdown reply names no lock file; it may still be running")
-        }
+        let answer = try connection.call(client, Admin.Shutdown())
         do {
-            try AgentExitWait.wait(for: client, lockPath: lockPath, seconds: AgentLimits.shutdownWaitSeconds)
+            try AgentExitWait.wait(for: client, lockPath: answer.reply.lockPath, seconds: AgentLimits.shutdownWaitSeconds)
         } catch {
             throw CtlFailure(status: .error, message: error.description)
         }
-        connection.json ? printJSON(.object(result)) : print("stopped")
+        connection.json ? printJSON(.object(answer.members)) : print("stopped")
     }
 }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyCore
 
 struct DatabaseCommand: ParsableCommand {
@@ -11,20 +12,13 @@ struct DatabaseCommand: ParsableCommand {
         @OptionGroup var connection: ConnectionOptions
 
         func run() throws {
-            let result = try connection.call("db.list")
-            if connection.json { return printJSON(.object(result)) }
-            guard case .array(let rows)? = result["databases"] else { return }
-            printTable(["DATABASE", "DOCUMENTS", "UPDATE SEQ", "CONFLICTS", "SHARED WITH"], rows.map { row in
-                let members = row.objectValue ?? [:]
-                var shared: [String] = []
-                if case .array(let peers)? = members["shared_with"] {
-                    shared = peers.map { peer in
-                        let members = peer.objectValue
-                        let scope = members?["prefix"].map { ", ids starting \(text($0))" } ?? ""
-                        return "\(text(members?["node_id"])) (\(text(members?["access"]))\(scope))"
-                    }
+            let answer = try connection.call(Admin.ListDatabases())
+            if connection.json { return printJSON(.object(answer.members)) }
+            printTable(["DATABASE", "DOCUMENTS", "UPDATE SEQ", "CONFLICTS", "SHARED WITH"], answer.reply.databases.map { row in
+                let shared = row.sharedWith.map { share in
+                    "\(share.nodeID) (\(share.access)\(share.prefix.map { ", ids starting \($0)" } ?? ""))"
                 }
-                return [text(members["db"]), text(members["doc_count"]), text(members["update_seq"]), text(members["conflicted_count"]),
+                return [row.db, text(row.counts.docCount), text(row.counts.updateSeq), text(row.counts.conflictedCount),
                         shared.isEmpty ? "-" : shared.joined(separator: ", ")]
             })
         }
@@ -36,13 +30,12 @@ struct DatabaseCommand: ParsableCommand {
         @OptionGroup var connection: ConnectionOptions
 
         func run() throws {
-            let result = try connection.call("db.pending")
-            if connection.json { return printJSON(.object(result)) }
-            guard case .array(let rows)? = result["pending"], !rows.isEmpty else { return print("no pending databases") }
+            let answer = try connection.call(Admin.ListPendingShares())
+            if connection.json { return printJSON(.object(answer.members)) }
+            let rows = answer.reply.pending
+            guard !rows.isEmpty else { return print("no pending databases") }
             printTable(["DATABASE", "OFFERED BY", "ON THIS NODE", "ATTEMPTS"], rows.map { row in
-                let members = row.objectValue ?? [:]
-                return [text(members["db"]), text(members["node_id"]), members["exists"] == .bool(true) ? "yes" : "no (db create first)",
-                        text(members["attempts"])]
+                [row.db, row.nodeID, row.exists ? "yes" : "no (db create first)", text(row.attempts)]
             })
         }
     }
@@ -54,8 +47,8 @@ struct DatabaseCommand: ParsableCommand {
         @OptionGroup var target: DatabaseAndPeer
 
         func run() throws {
-            let result = try connection.call("db.dismiss", target.arguments)
-            connection.json ? printJSON(.object(result)) : print("dismissed \(text(result["db"])) from \(text(result["node_id"]))")
+            let answer = try connection.call(Admin.DismissPendingShare(db: target.database, nodeID: target.nodeID))
+            connection.json ? printJSON(.object(answer.members)) : print("dismissed \(answer.reply.db) from \(answer.reply.nodeID)")
         }
     }
 
@@ -70,11 +63,8 @@ struct DatabaseCommand: ParsableCommand {
         var conflicts: String?
 
         func run() throws {
-            var arguments: [String: JSONValue] = ["name": .string(name)]
-            if let revsLimit { arguments["revs_limit"] = .int(revsLimit) }
-            if let conflicts { arguments["conflicts"] = .string(conflicts) }
-            let result = try connection.call("db.create", arguments)
-            connection.json ? printJSON(.object(result)) : print("created database \(text(result["db"]))")
+            let answer = try connection.call(Admin.CreateDatabase(name: name, revsLimit: revsLimit, conflicts: conflicts))
+            connection.json ? printJSON(.object(answer.members)) : print("created database \(answer.reply.db)")
         }
     }
 
@@ -89,8 +79,8 @@ struct DatabaseCommand: ParsableCommand {
             guard yes else {
                 throw CtlFailure(status: .usage, message: "deleting database \(name) removes its file and every document in it; run again with --yes to do it")
             }
-            let result = try connection.call("db.delete", ["name": .string(name)])
-            connection.json ? printJSON(.object(result)) : print("deleted database \(text(result["db"]))")
+            let answer = try connection.call(Admin.DeleteDatabase(name: name))
+            connection.json ? printJSON(.object(answer.members)) : print("deleted database \(answer.reply.db)")
         }
     }
 }
@@ -109,20 +99,14 @@ struct Share: ParsableCommand {
     @Option(help: "Only documents whose id starts with this.") var prefix: String?
 
     /// The `access` values (a typo is a usage error before the agent is asked).
-    enum Access: String, ExpressibleByArgument, CaseIterable {
-        case read, write
-        case readWrite = "read-write"
-    }
+    typealias Access = Admin.Access
 
     func run() throws {
-        var arguments = target.arguments
-        arguments["access"] = .string(access.rawValue)
-        if let prefix { arguments["prefix"] = .string(prefix) }
-        let result = try connection.call("share", arguments)
-        if connection.json { return printJSON(.object(result)) }
-        let share = result["shared_with"]?.objectValue
-        let scope = share?["prefix"].map { " (ids starting \(text($0)))" } ?? ""
-        print("shared \(text(result["db"])) with \(text(share?["node_id"])): \(text(share?["access"]))\(scope)")
+        let answer = try connection.call(Admin.ShareDatabase(db: target.database, nodeID: target.nodeID, access: access, prefix: prefix))
+        if connection.json { return printJSON(.object(answer.members)) }
+        let share = answer.reply.sharedWith
+        let scope = share.prefix.map { " (ids starting \($0))" } ?? ""
+        print("shared \(answer.reply.db) with \(share.nodeID): \(share.access)\(scope)")
     }
 }
 
@@ -133,8 +117,8 @@ struct Unshare: ParsableCommand {
     @OptionGroup var target: DatabaseAndPeer
 
     func run() throws {
-        let result = try connection.call("unshare", target.arguments)
-        connection.json ? printJSON(.object(result)) : print("unshared \(text(result["db"])) with \(text(result["node_id"]))")
+        let answer = try connection.call(Admin.UnshareDatabase(db: target.database, nodeID: target.nodeID))
+        connection.json ? printJSON(.object(answer.members)) : print("unshared \(answer.reply.db) with \(answer.reply.nodeID)")
     }
 }
 
@@ -142,7 +126,6 @@ struct Unshare: ParsableCommand {
 struct DatabaseAndPeer: ParsableArguments {
     @Argument(help: "The database.") var database: String
     @Argument(help: "The peer's node id.") var nodeID: String
-
-    /// As the admin commands take them: `db`, `node_id`.
-    var arguments: [String: JSONValue] { ["db": .string(database), "node_id": .string(nodeID)] }
 }
+
+extension Admin.Access: ExpressibleByArgument {}

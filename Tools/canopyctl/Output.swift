@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 
 /// A JSON value as table text: strings bare, null as "-", others in canonical JSON.
@@ -10,6 +11,15 @@ func text(_ value: JSONValue?) -> String {
     case let other?: return String(decoding: CanonicalJSON.encode(other), as: UTF8.self)
     }
 }
+
+/// A string as table text, nil as "-".
+func text(_ value: String?) -> String { value ?? "-" }
+
+/// A number as table text, nil as "-".
+func text(_ value: Int64?) -> String { value.map { String($0) } ?? "-" }
+
+/// A flag as table text.
+func text(_ value: Bool) -> String { value ? "yes" : "no" }
 
 /// A JSON array of strings as comma-separated text.
 func list(_ value: JSONValue?) -> String {
@@ -32,42 +42,38 @@ func printTable(_ header: [String], _ rows: [[String]]) {
 }
 
 /// The per-peer table of `status` and `peers`.
-func printPeerTable(_ peers: JSONValue?) {
-    guard case .array(let rows)? = peers, !rows.isEmpty else { return print("no peers configured") }
+func printPeerTable(_ peers: [Admin.PeerStatus]) {
+    guard !peers.isEmpty else { return print("no peers configured") }
     printTable(
         ["NODE ID", "ADDRESS", "CONNECTED", "STATE", "DIRECTION", "MODE", "PUSHED THROUGH", "PULLED THROUGH", "UNCONFIRMED",
          "REFUSED", "REFUSED BY PEER", "VIOLATIONS", "LAST ERROR"],
-        rows.map { row in
-            let peer = row.objectValue ?? [:]
-            return ["node_id", "address", "connected", "state", "direction", "mode", "last_pushed_seq", "last_pulled_seq", "pending",
-                    "rejected", "refused_by_peer", "protocol_violations", "last_error"]
-                .map { text(peer[$0]) }
+        peers.map { peer in
+            [peer.nodeID, text(peer.address), text(peer.connected), peer.state.rawValue, peer.direction, peer.mode.rawValue,
+             text(peer.lastPushedSeq), text(peer.lastPulledSeq), text(peer.pending), text(peer.rejected), text(peer.refusedByPeer),
+             text(peer.protocolViolations), text(peer.lastError)]
         })
     // What each peer that broke the protocol last broke: not in the table, it is long.
-    for row in rows {
-        let peer = row.objectValue ?? [:]
-        guard case .string(let last)? = peer["last_protocol_violation"] else { continue }
-        let count = text(peer["protocol_violations"])
-        print("\(text(peer["node_id"])) broke the protocol \(count == "1" ? "once" : "\(count) times"); the last: \(last)")
+    for peer in peers {
+        guard let last = peer.lastProtocolViolation else { continue }
+        let count = peer.protocolViolations
+        print("\(peer.nodeID) broke the protocol \(count == 1 ? "once" : "\(count) times"); the last: \(last)")
     }
 }
 
 /// Each database replicated with each peer (the `databases` of the peer rows), when any peer
 /// shares more than `default` or a database does not replicate both ways as configured; then a
 /// line for each database whose writes stay on this node or that the peer does not share back.
-func printDatabaseTable(_ peers: JSONValue?) {
-    guard case .array(let rows)? = peers else { return }
+func printDatabaseTable(_ peers: [Admin.PeerStatus]) {
     var notices: [String] = []
-    let lines = rows.flatMap { row -> [[String]] in
-        let peer = row.objectValue ?? [:]
-        guard case .array(let databases)? = peer["databases"] else { return [] }
-        return databases.map { entry in
-            let database = entry.objectValue ?? [:]
-            let scope = database["prefix"].flatMap { $0 == .null ? nil : "ids starting \(text($0))" } ?? "every id"
-            if let notice = databaseNotice(peer: text(peer["node_id"]), database) { notices.append(notice) }
-            return [text(peer["node_id"]), text(database["db"]), text(database["access"]), scope, text(database["state"]),
-                    text(database["peer_takes"]), text(database["last_pushed_seq"]), text(database["last_pulled_seq"]),
-                    text(database["rejected"]), text(database["refused_by_peer"]), text(database["last_error"])]
+    let lines = peers.flatMap { peer -> [[String]] in
+        peer.databases.map { database in
+            let scope = database.prefix.map { "ids starting \($0)" } ?? "every id"
+            if let notice = databaseNotice(peer: peer.nodeID, database: database.db, unshared: database.state == .unshared, takes: database.peerTakes) {
+                notices.append(notice)
+            }
+            return [peer.nodeID, database.db, database.access, scope, database.state.rawValue, text(database.peerTakes),
+                    text(database.lastPushedSeq), text(database.lastPulledSeq), text(database.rejected), text(database.refusedByPeer),
+                    text(database.lastError)]
         }
     }
     guard lines.contains(where: { $0[1] != "default" }) || !notices.isEmpty else { return }
@@ -79,14 +85,13 @@ func printDatabaseTable(_ peers: JSONValue?) {
 }
 
 /// What a user must know of one database's replication with a peer, when it does not go both
-/// ways as this node shares it: the peer does not share it back, or takes none or only part of
-/// this node's writes.
-func databaseNotice(peer: String, _ database: [String: JSONValue]) -> String? {
-    let name = text(database["db"])
-    if database["state"] == .string("unshared") {
+/// ways as this node shares it: the peer does not share it back (`unshared`), or takes none or
+/// only part of this node's writes (`takes`, as the peer said).
+func databaseNotice(peer: String, database name: String, unshared: Bool, takes: String?) -> String? {
+    if unshared {
         return "\(peer) does not share \(name) with this node: nothing of it replicates either way (share it on \(peer): canopyctl share \(name) THIS-NODE-ID --access …)"
     }
-    guard case .string(let takes)? = database["peer_takes"], takes != "everything" else { return nil }
+    guard let takes, takes != "everything" else { return nil }
     if takes == "nothing" {
         return "\(peer) takes none of this node's writes to \(name): it does not pull \(name) from this node (its share of \(name) with this node is read-only, or its direction is push); what this node writes there stays here"
     }

@@ -1,4 +1,6 @@
 import ArgumentParser
+import CanopyAdmin
+import CanopyReplication
 import CanopyCore
 
 struct Peers: ParsableCommand {
@@ -6,18 +8,17 @@ struct Peers: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() throws {
-        let result = try connection.call("peers")
-        if connection.json { return printJSON(.object(result)) }
-        printPeerTable(result["peers"])
-        printDatabaseTable(result["peers"])
-        if case .array(let pending)? = result["pending"], !pending.isEmpty {
+        let answer = try connection.call(Admin.Peers())
+        if connection.json { return printJSON(.object(answer.members)) }
+        printPeerTable(answer.reply.peers)
+        printDatabaseTable(answer.reply.peers)
+        let pending = answer.reply.pending
+        if !pending.isEmpty {
             // The address a pending node connected from is its side of that connection (usually
             // an ephemeral port), not where it listens: accepting it without an address lets it
             // connect; add its listening address with `peer add` if this node should dial it.
             print("\npending (refused unknown nodes; allow one with `canopyctl peer accept NODEID`):")
-            printTable(["NODE ID", "CONNECTED FROM", "ATTEMPTS"], pending.map { row in
-                [text(row.objectValue?["node_id"]), text(row.objectValue?["address"]), text(row.objectValue?["attempts"])]
-            })
+            printTable(["NODE ID", "CONNECTED FROM", "ATTEMPTS"], pending.map { [$0.nodeID, $0.address, text($0.attempts)] })
         }
     }
 }
@@ -42,11 +43,10 @@ struct PeerCommand: ParsableCommand {
         enum Mode: String, ExpressibleByArgument, CaseIterable { case continuous, once }
 
         func run() throws {
-            let result = try connection.call("peer.add", [
-                "node_id": .string(nodeID), "address": .string(address), "direction": .string(direction.rawValue),
-                "mode": .string(mode.rawValue),
-            ])
-            connection.json ? printJSON(.object(result)) : print("added \(text(result["node_id"]))")
+            let answer = try connection.call(Admin.AddPeer(Admin.PeerSettings(
+                nodeID: nodeID, address: address, direction: ReplicationDirection(rawValue: direction.rawValue),
+                mode: ReplicationMode(rawValue: mode.rawValue))))
+            connection.json ? printJSON(.object(answer.members)) : print("added \(answer.reply.nodeID)")
         }
     }
 
@@ -56,8 +56,8 @@ struct PeerCommand: ParsableCommand {
         @Argument var nodeID: String
 
         func run() throws {
-            let result = try connection.call("peer.remove", ["node_id": .string(nodeID)])
-            connection.json ? printJSON(.object(result)) : print("removed \(text(result["node_id"]))")
+            let answer = try connection.call(Admin.RemovePeer(nodeID: nodeID))
+            connection.json ? printJSON(.object(answer.members)) : print("removed \(answer.reply.nodeID)")
         }
     }
 
@@ -69,8 +69,8 @@ struct PeerCommand: ParsableCommand {
         var address: String?
 
         func run() throws {
-            let result = try connection.call("peer.accept", ["node_id": .string(nodeID), "address": .string(address ?? "-")])
-            connection.json ? printJSON(.object(result)) : print("accepted \(text(result["node_id"]))")
+            let answer = try connection.call(Admin.AcceptPeer(Admin.PeerSettings(nodeID: nodeID, address: address ?? "-")))
+            connection.json ? printJSON(.object(answer.members)) : print("accepted \(answer.reply.nodeID)")
         }
     }
 }

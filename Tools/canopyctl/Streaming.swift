@@ -108,7 +108,7 @@ struct Sync: ParsableCommand {
         }
         if case .array(let rows)? = result["peer_takes_part"] {
             for row in rows.compactMap(\.objectValue) {
-                lines.append(databaseNotice(peer: peer, ["db": row["db"] ?? .null, "peer_takes": row["peer_takes"] ?? .null]) ?? "")
+                lines.append(databaseNotice(peer: peer, database: text(row["db"]), unshared: false, takes: { if case .string(let takes)? = row["peer_takes"] { takes } else { nil } }()) ?? "")
             }
         }
         return lines.filter { !$0.isEmpty }

@@ -79,6 +79,37 @@ struct ConnectionOptions: ParsableArguments {
         }
     }
 
+    /// Connects, sends `command` and returns the agent's answer; an error becomes a `CtlFailure`
+    /// with the matching exit status.
+    func call<C: AdminCommand>(_ command: C) throws -> AdminAnswer<C> {
+        try call(connect(), command)
+    }
+
+    func call<C: AdminCommand>(_ client: AdminSocketClient, _ command: C) throws -> AdminAnswer<C> {
+        let answer: Result<AdminAnswer<C>, AdminFailure>
+        do {
+            answer = try client.call(command)
+        } catch {
+            throw CtlFailure(status: .error, message: "\(error)", timedOut: error.isTimeout)
+        }
+        switch answer {
+        case .success(let answer): return answer
+        case .failure(let failure): throw Self.failure(failure)
+        }
+    }
+
+    /// The agent's error as the failure that ends the command, with its exit status.
+    static func failure(_ failure: AdminFailure) -> CtlFailure {
+        let status: ExitStatus = switch failure.code {
+        case .conflict: .conflict
+        case .notFound: .notFound
+        case .busy: .busy
+        default: .error
+        }
+        let message = failure.code == .busy ? "agent busy, try again: \(failure.message)" : failure.message
+        return CtlFailure(status: status, message: message, errorObject: try? JSONValueEncoder().encode(failure))
+    }
+
     func call(_ client: AdminSocketClient, _ command: String, _ arguments: [String: JSONValue]) throws -> [String: JSONValue] {
         let response: [String: JSONValue]
         do {
@@ -96,19 +127,10 @@ struct ConnectionOptions: ParsableArguments {
         result["id"] = nil
         result["ok"] = nil
         guard response["ok"] == .bool(true) else {
-            guard case .object(let error)? = response["error"], case .string(let code)? = error["code"] else {
+            guard case .object(let error)? = response["error"], let failure = try? JSONValueDecoder().decode(AdminFailure.self, from: .object(error)) else {
                 throw CtlFailure(status: .error, message: "malformed error response")
             }
-            var message: String
-            if case .string(let text)? = error["message"] { message = text } else { message = code }
-            if code == AdminErrorCode.busy.rawValue { message = "agent busy, try again: \(message)" }
-            let status: ExitStatus = switch code {
-            case "conflict": .conflict
-            case "not_found": .notFound
-            case AdminErrorCode.busy.rawValue: .busy
-            default: .error
-            }
-            throw CtlFailure(status: status, message: message, errorObject: response["error"])
+            throw Self.failure(failure)
         }
         return result
     }
