@@ -106,6 +106,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/canopyd",
+            exclude: ["README.md"],
             swiftSettings: staticRuntimeSwiftSettings, linkerSettings: staticRuntimeLinkerSettings),
         .executableTarget(
             name: "canopyctl",
@@ -115,6 +116,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/canopyctl",
+            exclude: ["README.md"],
             swiftSettings: staticRuntimeSwiftSettings, linkerSettings: staticRuntimeLinkerSettings),
 
         .executableTarget(
@@ -135,7 +137,8 @@ let package = Package(
                 "CanopySimulation", "CanopyCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            path: "Tools/canopy-sim"),
+            path: "Tools/canopy-sim",
+            exclude: ["README.md"]),
 
         // Attacks real canopyd processes and prints figures (Tools/canopy-torture/README.md).
         .executableTarget(
