@@ -110,6 +110,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/canopyd",
+            exclude: ["README.md"],
             swiftSettings: staticRuntimeSwiftSettings, linkerSettings: staticRuntimeLinkerSettings),
         .executableTarget(
             name: "canopyctl",
@@ -119,6 +120,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/canopyctl",
+            exclude: ["README.md"],
             swiftSettings: staticRuntimeSwiftSettings, linkerSettings: staticRuntimeLinkerSettings),
 
         .executableTarget(
@@ -139,7 +141,8 @@ let package = Package(
                 "CanopySimulation", "CanopyCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            path: "Tools/canopy-sim"),
+            path: "Tools/canopy-sim",
+            exclude: ["README.md"]),
 
         // Attacks real canopyd processes and prints figures (Tools/canopy-torture/README.md).
         .executableTarget(

@@ -8,7 +8,7 @@ import Logging
 /// is not valid UTF-8, or a revision whose stored body no longer matches its id. The store leaves
 /// it out of what it reads, so it is never sent to a peer; the agent makes it visible: the
 /// `document.damaged` event, `damaged`/`last_damage` in `status`, and a rate-limited error line
-/// in the log. The repair is the operator's (README, *Backups*): restore from a backup, after
+/// in the log. The repair is the operator's (Tools/canopyd/README.md, *Backups*): restore from a backup, after
 /// which peers send back what the backup lacks.
 extension Agent {
     /// Called by the store of `database` on the reading thread, the first time it finds each
@@ -19,7 +19,7 @@ extension Agent {
             damageFound.last = damage
             damageFound.log.log(
                 .error, kind: "damaged document",
-                "\(options.directory.databasePath(database)): \(StoreError.damaged(damage).description); it is not sent to peers. Run `canopyctl check` and restore the data directory from a backup (README, Backups)")
+                "\(options.directory.databasePath(database)): \(StoreError.damaged(damage).description); it is not sent to peers. Run `canopyctl check` and restore the data directory from a backup (Tools/canopyd/README.md, Backups)")
         }
         var data: [String: JSONValue] = [
             "doc": .string(damage.documentID), "reason": .string(damage.reason), "db": .string(database.text),

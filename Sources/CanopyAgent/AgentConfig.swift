@@ -4,7 +4,7 @@ import CanopyStore
 
 /// The agent's configuration, as read from `DIR/canopy.conf`.
 ///
-/// The file format (documented in README.md, "Running the agent"):
+/// The file format (documented in Tools/canopyd/README.md, "The config file"):
 ///
 /// ```
 /// # comment lines start with '#'; blank lines are ignored
@@ -163,7 +163,7 @@ public struct ReplicationLimits: Sendable, Equatable {
     public var batchRevisions: Int = 500
     /// Batches in flight per peer (the pipelining window).
     /// The default, 4 batches of 500, keeps a change in one database from waiting behind more than
-    /// a few batches of another on the same connection (README, *Performance*) and measured as fast
+    /// a few batches of another on the same connection (Tools/canopy-bench/README.md, *databases*) and measured as fast
     /// as 16 for one database on loopback; a link with a long round trip may want more.
     public var batchesInFlight: Int = 4
     /// Heartbeat interval on idle connections.

@@ -6,7 +6,7 @@ package enum ConfigEditor {
     /// The text of a new config file, with comments explaining each setting.
     public static func render(_ config: AgentConfig) -> String {
         var text = """
-            # Canopy agent configuration (see README.md, "Running the agent").
+            # Canopy agent configuration (see Tools/canopyd/README.md, "The config file").
             # Edit freely. `canopyctl reload` or SIGHUP applies peers, [limits], conflicts and
             # [rule NAME] sections at once; listen and revs-limit take effect when canopyd restarts.
 

@@ -4,7 +4,7 @@ import CanopyStore
 import Foundation
 import Testing
 
-/// Attachments through `canopyctl` and the admin socket of a real `canopyd`, as README's
+/// Attachments through `canopyctl` and the admin socket of a real `canopyd`, as Tools/canopyd/README.md's
 /// *Attachments* shows them.
 @Suite("Attachments through canopyctl", .serialized)
 struct AttachmentsEndToEndTests {

@@ -3,9 +3,31 @@ import Foundation
 import Testing
 
 /// canopyctl's answers to command lines it cannot carry out: each names what is wrong, and exits
-/// with the status README.md's exit code table gives it.
+/// with the status the exit code table of Tools/canopyctl/README.md gives it.
 @Suite("canopyctl's answers to bad command lines, against a real agent", .serialized)
 struct CommandLineEndToEndTests {
+    /// The rows of the exit code table in Tools/canopyctl/README.md: code and meaning.
+    static func exitCodeTable() throws -> [(code: Int32, meaning: String)] {
+        let text = try String(contentsOf: ModuleSurfaceTests.root.appendingPathComponent("Tools/canopyctl/README.md"), encoding: .utf8)
+        let section = try #require(text.range(of: "\n## Exit codes\n"), "Tools/canopyctl/README.md has no Exit codes section")
+        let end = text.range(of: "\n## ", range: section.upperBound..<text.endIndex)?.lowerBound ?? text.endIndex
+        return text[section.upperBound..<end].split(separator: "\n").compactMap { line in
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count == 2, let code = Int32(cells[0]) else { return nil }
+            return (code, cells[1])
+        }
+    }
+
+    @Test("the exit code table lists 0 to 6, each with the meaning these tests and CanopyctlTests check")
+    func exitCodeTableIsTheOneChecked() throws {
+        let table = try Self.exitCodeTable()
+        #expect(table.map(\.code) == Array(0...6), "\(table)")
+        let said = ["ok", "error", "usage", "conflict", "not found", "agent not reachable", "agent busy"]
+        for (row, word) in zip(table, said) {
+            #expect(row.meaning.hasPrefix(word), "exit \(row.code): \(row.meaning) does not start \"\(word)\"")
+        }
+    }
+
     @Test("a typo in a command or a group's command is named, with the nearest command, never blamed on the global options before it")
     func unknownCommands() throws {
         let agent = try AgentProcess()

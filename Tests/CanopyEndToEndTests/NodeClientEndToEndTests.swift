@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 // An application attached to a real `canopyd` through `NodeClient`, with `import Canopy` only
-// (the agents are started by AgentHarness). The function below is README.md's NodeClient block,
+// (the agents are started by AgentHarness). The function below is the NodeClient block of the DocC article Embedding.md,
 // verbatim (checked below): it compiles here and the tests run it against a real agent.
 
 func saveThroughAgent(dataDirectory: String) async throws -> Note? {
@@ -13,7 +13,7 @@ func saveThroughAgent(dataDirectory: String) async throws -> Note? {
     return try await client.document(id: "note:2", as: Note.self)   // Groceries: milk, eggs
 }
 
-/// The value README.md's library examples save.
+/// The value the Embedding article's examples save.
 struct Note: Codable, Equatable, Sendable {
     var title: String
     var text: String
@@ -21,11 +21,13 @@ struct Note: Codable, Equatable, Sendable {
 
 @Suite("an application attached to a running canopyd through NodeClient", .serialized)
 struct NodeClientEndToEndTests {
-    /// The ```swift block of README.md that makes a `NodeClient(` (in "Embedding the library").
+    static let article = ModuleSurfaceTests.sources.appendingPathComponent("Canopy/Canopy.docc/Embedding.md")
+
+    /// The ```swift block of the Embedding article that makes a `NodeClient(`.
     static func clientBlock() throws -> String {
-        let readme = try String(contentsOf: ModuleSurfaceTests.root.appendingPathComponent("README.md"), encoding: .utf8)
-        let blocks = readme.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "\n```\n")[0] }
-        return try #require(blocks.first { $0.contains("NodeClient(") }, "README.md has no Swift block making a NodeClient")
+        let text = try String(contentsOf: article, encoding: .utf8)
+        let blocks = text.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "\n```\n")[0] }
+        return try #require(blocks.first { $0.contains("NodeClient(") }, "\(article.path) has no Swift block making a NodeClient")
     }
 
     /// Runs `body` with a client attached to a started agent, which runs until `body` returns.
@@ -36,14 +38,14 @@ struct NodeClientEndToEndTests {
         withExtendedLifetime(agent) {}
     }
 
-    @Test("the README's NodeClient example is this file's code, byte for byte")
+    @Test("the Embedding article's NodeClient example is this file's code, byte for byte")
     func readmeBlockIsCompiledHere() throws {
         let block = try Self.clientBlock()
         let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-        #expect(source.contains(block), "README.md's NodeClient example differs from \(#filePath); copy one to the other")
+        #expect(source.contains(block), "Embedding.md's NodeClient example differs from \(#filePath); copy one to the other")
     }
 
-    @Test("the README's NodeClient example runs against a real canopyd and reads the second save back", .timeLimit(.minutes(5)))
+    @Test("the Embedding article's NodeClient example runs against a real canopyd and reads the second save back", .timeLimit(.minutes(5)))
     func readmeExampleRuns() async throws {
         let agent = try AgentProcess()
         try agent.start()

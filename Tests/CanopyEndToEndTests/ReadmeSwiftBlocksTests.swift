@@ -4,9 +4,11 @@ import CanopyCore
 import Foundation
 import Testing
 
-// README.md's Swift blocks that no other test file holds, kept here so that they compile; the
-// tests below run what can run without a fixed path. Each paragraph of a block (lines between
-// blank lines) stands here as in README.md, indented or not.
+// The Swift blocks of the user's documents (README.md, Tools/canopyd/README.md,
+// Tools/canopyctl/README.md) that no other test file holds, kept here so that they compile, and
+// the DocC article Embedding.md's revision-id block; the tests below run what can run without a
+// fixed path. Each paragraph of a block (lines between blank lines) stands here as in its
+// document, indented or not.
 
 /// The leaf with the latest `updated_at` (ISO 8601 text sorts by time); deletions win.
 func newest(_ conflict: Conflict) -> ResolutionDecision {
@@ -18,13 +20,13 @@ func newest(_ conflict: Conflict) -> ResolutionDecision {
     return .keep(conflict.leaves.max { updated($0) < updated($1) }!.revision)
 }
 
-/// README.md's resolver process, compiled; `ResolverClientEndToEndTests` runs clients like it.
+/// Tools/canopyd/README.md's resolver process, compiled; `ResolverClientEndToEndTests` runs clients like it.
 func runNewestResolver() async throws {
     let client = try ResolverClient(socketPath: "/home/me/.canopy/admin.sock", name: "newest")
     try await client.run { offer in newest(offer.conflict) }
 }
 
-/// README.md's rules in an embedding application, compiled (it opens `app.sqlite` in the working
+/// Tools/canopyd/README.md's rules in an embedding application, compiled (it opens `app.sqlite` in the working
 /// directory, so it is not run; `ReadmeRulesExampleTests` runs the same rules).
 func openRulesStore() throws -> DocumentStore {
     let rules = ResolutionRules([
@@ -42,11 +44,15 @@ func firstRevision() throws -> RevisionID {
     return rev
 }
 
-@Suite("README.md's Swift blocks are compiled by the tests")
+@Suite("the documents' Swift blocks are compiled by the tests")
 struct ReadmeSwiftBlocksTests {
-    /// The ```swift blocks of README.md, each as its paragraphs of trimmed lines.
-    static func blocks() throws -> [[[String]]] {
-        let readme = try String(contentsOf: ModuleSurfaceTests.root.appendingPathComponent("README.md"), encoding: .utf8)
+    /// The documents whose Swift blocks are checked here, with how many blocks each holds at least
+    /// (the DocC articles' are checked by `DocCExamplesTests`).
+    static let documents = [("README.md", 1), ("Tools/canopyd/README.md", 2), ("Tools/canopyctl/README.md", 0)]
+
+    /// The ```swift blocks of a document, each as its paragraphs of trimmed lines.
+    static func blocks(of document: String) throws -> [[[String]]] {
+        let readme = try String(contentsOf: ModuleSurfaceTests.root.appendingPathComponent(document), encoding: .utf8)
         var blocks: [[[String]]] = []
         var current: [String]?
         for line in readme.split(separator: "\n", omittingEmptySubsequences: false) {
@@ -87,11 +93,12 @@ struct ReadmeSwiftBlocksTests {
         return files
     }
 
-    @Test("every paragraph of every Swift block of README.md stands in one test file (or example package), in order of its lines")
-    func everyBlockIsInATestFile() throws {
+    @Test("every paragraph of every Swift block of the document stands in one test file (or example package), in order of its lines", arguments: documents.map { $0.0 })
+    func everyBlockIsInATestFile(document: String) throws {
         let files = try Self.testFiles()
-        let blocks = try Self.blocks()
-        #expect(blocks.count >= 7, "\(blocks.count) Swift blocks found")
+        let blocks = try Self.blocks(of: document)
+        let least = Self.documents.first { $0.0 == document }!.1
+        #expect(blocks.count >= least, "\(blocks.count) Swift blocks found in \(document)")
         for block in blocks {
             let holder = files.first { file in
                 block.allSatisfy { paragraph in
@@ -102,11 +109,11 @@ struct ReadmeSwiftBlocksTests {
                         }
                 }
             }
-            #expect(holder != nil, "no test file holds README.md's Swift block starting \"\(block.first?.first ?? "")\"")
+            #expect(holder != nil, "no test file holds \(document)'s Swift block starting \"\(block.first?.first ?? "")\"")
         }
     }
 
-    @Test("the README's first revision id is 1- and 32 hex digits, the same each time")
+    @Test("the Embedding article's first revision id is 1- and 32 hex digits, the same each time")
     func firstRevisionIsContentAddressed() throws {
         let rev = try firstRevision()
         #expect(rev.generation == 1 && rev.description.count == 2 + 32)

@@ -8,7 +8,7 @@ import Glibc
 #endif
 
 /// A conflict whose offer failed is offered again while its resolver stays connected: after the
-/// timeout, backing off, and at once on `canopyctl reload` and SIGHUP (README.md, *Resolvers*).
+/// timeout, backing off, and at once on `canopyctl reload` and SIGHUP (Tools/canopyd/README.md, *Resolvers*).
 @Suite("failed resolver offers are made again, against a real agent", .serialized)
 struct ResolverRetryEndToEndTests {
     /// A manual agent whose rule sends ids starting with `r` to the resolver `fixer`, with

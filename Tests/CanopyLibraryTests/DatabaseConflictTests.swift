@@ -60,7 +60,7 @@ struct DatabaseConflictTests {
         #expect(try db.conflictedDocumentIDs() == ["a"])
     }
 
-    /// The README's resolver (`newest`) deletes when a leaf is a deletion: under `.manual` an
+    /// The resolver of Tools/canopyd/README.md (`newest`) deletes when a leaf is a deletion: under `.manual` an
     /// edit here against a deletion from a peer reaches it as two leaves, so it deletes.
     @Test("resolveConflicts shows an edit against a deletion as both leaves, the deletion marked, and a delete settles it")
     func editAgainstDeletion() throws {

@@ -2,8 +2,8 @@ import Canopy
 import Foundation
 import Testing
 
-// The Swift block of README.md's "Embedding the library" that shows `Node`, verbatim (checked
-// below): it compiles here, and the tests run it.
+// The Swift block of the DocC article Embedding.md that shows `Node`, verbatim (checked below):
+// it compiles here, and the tests run it.
 
 func replicateNotes(in directory: String) async throws -> Note? {
     let a = try Node(directory: directory + "/a")           // created if missing; a free port
@@ -26,22 +26,15 @@ func replicateNotes(in directory: String) async throws -> Note? {
 
 @Suite("Nodes in one process replicating over encrypted loopback TCP", .serialized)
 struct NodeReplicationTests {
-    /// The ```swift block after the "## Embedding the library" heading that opens a `Node`.
+    /// The ```swift block of the Embedding article that opens a `Node`.
     static func nodeBlock() throws -> String {
-        let readme = try String(contentsOf: ReadmeEmbeddingExampleTests.root.appendingPathComponent("README.md"), encoding: .utf8)
-        let section = try #require(readme.range(of: "\n## Embedding the library\n"))
-        let end = readme.range(of: "\n## ", range: section.upperBound..<readme.endIndex)?.lowerBound ?? readme.endIndex
-        var from = section.upperBound
-        while let open = readme.range(of: "```swift\n", range: from..<end) {
-            let close = try #require(readme.range(of: "\n```\n", range: open.upperBound..<end))
-            let block = String(readme[open.upperBound..<close.lowerBound])
-            if block.contains("Node(directory:") { return block }
-            from = close.upperBound
+        guard let block = try EmbeddingExampleTests.articleBlocks().first(where: { $0.contains("Node(directory:") }) else {
+            throw ArticleBlockMissing()
         }
-        throw ReadmeBlockMissing()
+        return block
     }
 
-    struct ReadmeBlockMissing: Error {}
+    struct ArticleBlockMissing: Error {}
 
     /// Two nodes in a fresh temporary directory, stopped after `body`.
     func withTwoNodes(_ body: (Node, Node) async throws -> Void) async throws {
@@ -65,15 +58,15 @@ struct NodeReplicationTests {
         return seen
     }
 
-    @Test("the README's node example is this file's code, byte for byte, and has at most 25 lines")
+    @Test("the Embedding article's node example is this file's code, byte for byte, and has at most 25 lines")
     func readmeBlockIsCompiledHere() throws {
         let block = try Self.nodeBlock()
         let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-        #expect(source.contains(block), "README.md's node example differs from \(#filePath); copy one to the other")
+        #expect(source.contains(block), "Embedding.md's node example differs from \(#filePath); copy one to the other")
         #expect(block.split(separator: "\n").count <= 25)
     }
 
-    @Test("the README's node example runs: B replicates from A, goes idle and reads A's note as a Note")
+    @Test("the Embedding article's node example runs: B replicates from A, goes idle and reads A's note as a Note")
     func readmeExampleRuns() async throws {
         let directory = TemporaryDirectory()
         let note = try await replicateNotes(in: directory.url.path)

@@ -181,7 +181,7 @@ struct ResolutionRulesTests {
     }
 }
 
-/// The README's worked example (*Conflicts: rules and resolvers*), as written there.
+/// The worked example of Tools/canopyd/README.md (*Conflict rules and resolvers*), as written there.
 private func newest(_ conflict: Conflict) -> ResolutionDecision {
     func updated(_ leaf: ConflictLeaf) -> String {
         if case .string(let time)? = leaf.body?.objectValue?["updated_at"] { return time }
@@ -191,7 +191,7 @@ private func newest(_ conflict: Conflict) -> ResolutionDecision {
     return .keep(conflict.leaves.max { updated($0) < updated($1) }!.revision)
 }
 
-@Suite("Resolution rules: the README's example")
+@Suite("Resolution rules: the worked example of the agent's reference")
 struct ReadmeRulesExampleTests {
     @Test("notes merge field by field, settings keep the newest edit, everything else deletes-win")
     func workedExample() throws {

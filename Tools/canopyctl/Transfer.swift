@@ -295,7 +295,7 @@ struct Export: ParsableCommand {
             }
             throw CtlFailure(
                 status: .error,
-                message: "\(damaged.count) damaged \(damaged.count == 1 ? "entry was" : "entries were") left out of the export; run `canopyctl check` and restore the data directory from a backup (README, Backups)")
+                message: "\(damaged.count) damaged \(damaged.count == 1 ? "entry was" : "entries were") left out of the export; run `canopyctl check` and restore the data directory from a backup (Tools/canopyd/README.md, Backups)")
         }
     }
 }

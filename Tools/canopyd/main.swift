@@ -1,5 +1,5 @@
 // canopyd: the Canopy agent. `init` creates a data directory, `id` prints the node id, `run` runs
-// the agent in the foreground until SIGTERM or SIGINT (see README.md, "Running the agent").
+// the agent in the foreground until SIGTERM or SIGINT (see Tools/canopyd/README.md).
 // It is a shell over the library's public API: a `Node` with the process's options and signals.
 import ArgumentParser
 import Canopy

@@ -2,8 +2,8 @@ import Canopy
 import Foundation
 import Testing
 
-// The first Swift block of README.md's "Embedding the library", verbatim (checked below): it
-// compiles here, and the test runs it.
+// The first Swift block of the DocC article Embedding.md (Sources/Canopy/Canopy.docc), verbatim
+// (checked below): it compiles here, and the test runs it.
 
 struct Note: Codable, Equatable, Sendable {
     var title: String
@@ -31,29 +31,33 @@ func keepNotes(at path: String) async throws {
     }
 }
 
-@Suite("README.md's library example")
-struct ReadmeEmbeddingExampleTests {
+@Suite("the Embedding article's database example")
+struct EmbeddingExampleTests {
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// The first ```swift block after the "## Embedding the library" heading.
-    static func embeddingBlock() throws -> String {
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-        let section = try #require(readme.range(of: "\n## Embedding the library\n"))
-        let open = try #require(readme.range(of: "```swift\n", range: section.upperBound..<readme.endIndex))
-        let close = try #require(readme.range(of: "\n```\n", range: open.upperBound..<readme.endIndex))
-        return String(readme[open.upperBound..<close.lowerBound])
+    static let article = root.appendingPathComponent("Sources/Canopy/Canopy.docc/Embedding.md")
+
+    /// The ```swift blocks of the Embedding article, in order.
+    static func articleBlocks() throws -> [String] {
+        let text = try String(contentsOf: article, encoding: .utf8)
+        return text.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "\n```\n")[0] }
     }
 
-    @Test("the README's embedding example is this file's code, byte for byte")
+    /// The first ```swift block of the Embedding article.
+    static func embeddingBlock() throws -> String {
+        try #require(try articleBlocks().first, "\(article.path) has no Swift block")
+    }
+
+    @Test("the Embedding article's database example is this file's code, byte for byte")
     func readmeBlockIsCompiledHere() throws {
         let block = try Self.embeddingBlock()
         let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-        #expect(block.contains("Database(path:"), "the README's first embedding block no longer shows Database")
-        #expect(source.contains(block), "README.md's embedding example differs from \(#filePath); copy one to the other")
+        #expect(block.contains("Database(path:"), "the Embedding article's first block no longer shows Database")
+        #expect(source.contains(block), "Embedding.md's database example differs from \(#filePath); copy one to the other")
     }
 
-    @Test("the README's embedding example runs and leaves the merged note")
+    @Test("the Embedding article's database example runs and leaves the merged note")
     func readmeExampleRuns() async throws {
         let directory = TemporaryDirectory()
         try await keepNotes(at: directory.path("notes.sqlite"))
