@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 
 /// Reading, saving and deleting the agent's documents (`get`, `put`, `delete`, `conflicts`,
@@ -63,13 +64,13 @@ extension NodeClient {
 
     /// The current revision of `id`; nil when the document does not exist or is deleted.
     public func document(id: String, db: String? = nil) async throws(NodeClientError) -> Document? {
-        let response: [String: JSONValue]
+        let reply: Admin.GetDocument.Reply
         do throws(NodeClientError) {
-            response = try await request("get", Self.arguments(db, ["doc": .string(id), "conflicts": .bool(true)]))
+            reply = try await call(Admin.GetDocument(db: db, doc: id, conflicts: true))
         } catch .agent(let code, _) where code == "not_found" {
             return nil
         }
-        guard let members = response["doc"]?.objectValue else { throw .unexpectedResponse("no \"doc\" object in the response") }
+        guard let members = reply.doc.objectValue else { throw .unexpectedResponse("\"doc\" is not an object") }
         if members["_deleted"] == .bool(true) { return nil }
         var conflicts: [RevisionID] = []
         if case .array(let values)? = members["_conflicts"] {
@@ -99,9 +100,7 @@ extension NodeClient {
     /// the new revision.
     @discardableResult
     public func save(json: JSONValue, id: String, replacing: RevisionID? = nil, db: String? = nil) async throws(NodeClientError) -> RevisionID {
-        var arguments: [String: JSONValue] = ["doc": .string(id), "body": json]
-        if let replacing { arguments["rev"] = .string(replacing.description) }
-        return try Self.revision(try await request("put", Self.arguments(db, arguments)), "rev")
+        try await Self.revision(of: call(Admin.PutDocument(db: db, doc: id, body: json, rev: replacing)))
     }
 
     /// Saves `value` (encoded with `JSONEncoder`; it must encode as a JSON object) as a new
@@ -121,43 +120,28 @@ extension NodeClient {
     /// revision. A stale `revision` fails with code `conflict`, a missing document with `not_found`.
     @discardableResult
     public func delete(id: String, revision: RevisionID, db: String? = nil) async throws(NodeClientError) -> RevisionID {
-        let response = try await request("delete", Self.arguments(db, ["doc": .string(id), "rev": .string(revision.description)]))
-        return try Self.revision(response, "rev")
+        try await Self.revision(of: call(Admin.DeleteDocument(db: db, doc: id, rev: revision)))
     }
 
     /// The ids of the documents that have conflicting open leaves, as the agent keeps them.
     public func conflictedDocumentIDs(db: String? = nil) async throws(NodeClientError) -> [String] {
-        var ids: [String] = []
-        for row in try Self.rows(try await request("conflicts", Self.arguments(db, [:])), "conflicts") {
-            ids.append(try Self.string(row, "doc"))
-        }
-        return ids
+        try await call(Admin.ListConflicts(db: db)).conflicts.map(\.doc)
     }
 
     /// One page of the changes feed: every document changed after `since`, each once at its
     /// latest change, in sequence order; at most `limit` of them (the agent's default, 1000, when
     /// nil). Pass the page's ``ChangesPage/lastSequence`` as `since` for the next page.
     public func changes(since: Int64 = 0, limit: Int? = nil, db: String? = nil) async throws(NodeClientError) -> ChangesPage {
-        var arguments: [String: JSONValue] = ["since": .int(since)]
-        if let limit { arguments["limit"] = .int(Int64(limit)) }
-        let response = try await request("changes", Self.arguments(db, arguments))
-        var changes: [Change] = []
-        for row in try Self.rows(response, "results") {
-            var revisions: [RevisionID] = []
-            for leaf in try Self.rows(row, "changes") {
-                revisions.append(try Self.revision(leaf, "rev"))
-            }
-            changes.append(Change(
-                sequence: try Self.int(row, "seq"), documentID: try Self.string(row, "doc"), revisions: revisions,
-                deleted: row["deleted"] == .bool(true)))
+        let reply = try await call(Admin.Changes(db: db, since: since, limit: limit.map(Int64.init)))
+        let changes = reply.results.map { row in
+            Change(sequence: row.seq, documentID: row.doc, revisions: row.changes.map(\.rev), deleted: row.deleted == true)
         }
-        return ChangesPage(changes: changes, lastSequence: try Self.int(response, "last_seq"))
+        return ChangesPage(changes: changes, lastSequence: reply.lastSeq)
     }
 
-    /// `arguments` with `db` added when one is named.
-    private static func arguments(_ db: String?, _ arguments: [String: JSONValue]) -> [String: JSONValue] {
-        var arguments = arguments
-        if let db { arguments["db"] = .string(db) }
-        return arguments
+    /// The revision a write's reply names (a write to a local document has none).
+    private static func revision(of reply: Admin.WriteReply) throws(NodeClientError) -> RevisionID {
+        guard let revision = reply.rev else { throw .unexpectedResponse("the reply names no revision (a local document has none)") }
+        return revision
     }
 }

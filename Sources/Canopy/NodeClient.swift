@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import Dispatch
@@ -48,6 +49,17 @@ public final class NodeClient: Sendable {
     /// response's members; an error response throws ``NodeClientError/agent(code:message:)``.
     func request(_ command: String, _ arguments: [String: JSONValue] = [:]) async throws(NodeClientError) -> [String: JSONValue] {
         try await Self.offPool(queue) { self.sendShared(command, arguments) }.get()
+    }
+
+    /// Runs `command` on the shared connection and returns its reply; an error response throws
+    /// ``NodeClientError/agent(code:message:)``, a reply that does not fit this client
+    /// ``NodeClientError/unexpectedResponse(_:)``.
+    func call<C: AdminCommand>(_ command: C) async throws(NodeClientError) -> C.Reply {
+        let response = try await request(C.name, AdminRequestLine.encodeArguments(command))
+        switch AdminResponseLine.reply(to: C.self, from: response) {
+        case .success(let reply): return reply
+        case .failure(let failure): throw .unexpectedResponse(failure.message)
+        }
     }
 
     /// Runs `work` on `queue` and returns its result to the awaiting task.

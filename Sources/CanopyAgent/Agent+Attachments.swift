@@ -17,9 +17,9 @@ extension Agent {
     /// the client's queue; the store checks run on `storeQueue`.
     func beginUpload(_ request: AdminRequest, length: Int64) -> Result<any AdminUploadSink, AdminFailure> {
         do {
-            let target = try AttachTarget(request)
+            let target = try AttachTarget(request.decode(Admin.Attach.self))
             let upload = try storeQueue.sync { () throws -> AttachmentUpload in
-                let database = try database(for: request)
+                let database = try database(named: target.command.db)
                 try target.checkReplaceable(in: database.store)
                 return try database.store.attachments.beginUpload(length: length, from: "attachment \"\(target.name.prefix(80))\"")
             }
@@ -35,34 +35,32 @@ extension Agent {
 
     /// `attach`, once its content is stored: a new revision of the document with the attachment
     /// added or replaced. Runs on `storeQueue`.
-    func attach(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
-        let target = try AttachTarget(request)
+    func attach(_ request: AdminRequest) throws -> Admin.Attach.Reply {
+        let target = try AttachTarget(request.decode(Admin.Attach.self))
         guard let uploaded = request.uploaded else {
             throw AdminFailure(.invalidArgument, "attach is an upload: its line is followed by its bytes (Protocol/admin-v1.md §2)")
         }
-        let contentType = try request.optionalString("content_type") ?? Self.defaultContentType
+        let database = try database(named: target.command.db)
+        let contentType = target.command.contentType ?? Self.defaultContentType
         let metadata = AttachmentMetadata(
             contentType: contentType, length: uploaded.length, digest: uploaded.digest, revpos: (target.rev?.generation ?? 0) + 1)
         let revision = try changeAttachments(target.id, replacing: target.rev, database) { $0[target.name] = metadata }
         // Compaction may remove the content from here on only if no revision names it.
         uploaded.pin?.release()
-        return [
-            "doc": .string(target.id), "rev": .string(revision.description), "name": .string(target.name),
-            "digest": .string(uploaded.digest.description), "length": .int(uploaded.length),
-        ]
+        return Admin.Attach.Reply(
+            doc: target.id, rev: revision, name: target.name, digest: uploaded.digest.description, length: uploaded.length)
     }
 
     /// `detach`: a new revision of the document without the attachment. Runs on `storeQueue`.
-    func detach(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
-        let id = try request.string("doc")
-        let name = try request.string("name")
-        let rev = try request.revision("rev")
+    func detach(_ command: Admin.Detach) throws -> Admin.WriteReply {
+        let database = try database(named: command.db)
+        let (id, name, rev) = (command.doc, command.name, command.rev)
         let revision = try changeAttachments(id, replacing: rev, database) { attachments in
             guard attachments.removeValue(forKey: name) != nil else {
                 throw AdminFailure(.notFound, "not found: \"\(id.prefix(80))\" at \(rev) has no attachment \"\(name.prefix(80))\"")
             }
         }
-        return ["doc": .string(id), "rev": .string(revision.description)]
+        return Admin.WriteReply(doc: id, rev: revision)
     }
 
     /// Writes a revision of `id` replacing `rev` (nil: a new document) whose attachments are those
@@ -89,10 +87,10 @@ extension Agent {
     func handleDownload(_ request: AdminRequest, reply: @escaping @Sendable (Result<AdminDownload, AdminFailure>) -> Void) {
         storeQueue.async { [self] in
             do {
-                let database = try database(for: request)
-                let id = try request.string("doc")
-                let name = try request.string("name")
-                let document = try request.optionalRevision("rev").map { try database.store.get(id: id, rev: $0) } ?? database.store.get(id: id)
+                let command = try request.decode(Admin.GetAttachment.self)
+                let database = try database(named: command.db)
+                let (id, name) = (command.doc, command.name)
+                let document = try command.rev.map { try database.store.get(id: id, rev: $0) } ?? database.store.get(id: id)
                 let attachments: [String: AttachmentMetadata]
                 do { attachments = try Attachments.metadata(in: document.body) } catch {
                     throw AdminFailure(.failed, "document \"\(id.prefix(80))\": stored attachments unreadable: \(error)")
@@ -103,11 +101,10 @@ extension Agent {
                 // Pinned before it is opened, until the body is sent: compaction leaves it alone.
                 let pin = database.store.attachments.pin(metadata.digest)
                 let reader = try AttachmentReader(database.store.attachments, digest: metadata.digest, length: metadata.length)
-                reply(.success(AdminDownload(members: [
-                    "doc": .string(id), "rev": .string(document.revision.description), "name": .string(name),
-                    "content_type": .string(metadata.contentType), "length": .int(metadata.length),
-                    "digest": .string(metadata.digest.description),
-                ], body: AttachmentBody(reader, pin: pin) { [weak self] reason in
+                let members = try AdminResponseLine.members(of: Admin.GetAttachment.Reply(
+                    doc: id, rev: document.revision, name: name, contentType: metadata.contentType, length: metadata.length,
+                    digest: metadata.digest.description)).get()
+                reply(.success(AdminDownload(members: members, body: AttachmentBody(reader, pin: pin) { [weak self] reason in
                     // Damaged content is made visible as damaged documents are (status, event, log).
                     self?.storeFoundDamage(
                         StoredDamage(documentID: id, revision: document.revision, reason: "attachment \"\(name.prefix(80))\": \(reason)"),
@@ -149,19 +146,19 @@ extension Agent {
 
 /// The document and attachment an `attach` names, checked.
 private struct AttachTarget {
-    let id: String
-    let name: String
-    let rev: RevisionID?
+    let command: Admin.Attach
+    var id: String { command.doc }
+    var name: String { command.name }
+    var rev: RevisionID? { command.rev }
 
-    init(_ request: AdminRequest) throws(AdminFailure) {
-        id = try request.string("doc")
-        name = try request.string("name")
-        rev = try request.optionalRevision("rev")
+    init(_ command: Admin.Attach) throws(AdminFailure) {
+        self.command = command
+        let id = command.doc
         if DocumentMembers.isLocal(id) {
             throw AdminFailure(.invalidArgument, "\"\(id.prefix(80))\" is a local document: local documents have no attachments")
         }
         if let problem = Attachments.problem(withName: name) { throw AdminFailure(.invalidArgument, problem) }
-        if let type = try request.optionalString("content_type"), type.utf8.count > Attachments.contentTypeBytesMax || type.isEmpty {
+        if let type = command.contentType, type.utf8.count > Attachments.contentTypeBytesMax || type.isEmpty {
             throw AdminFailure(.invalidArgument, "content_type must be 1 to \(Attachments.contentTypeBytesMax) bytes")
         }
     }

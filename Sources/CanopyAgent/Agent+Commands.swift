@@ -43,14 +43,11 @@ extension Agent: AdminRequestHandler {
         }
         if let route = Self.routes[request.command] { return route.runLine(self, request, client, reply) }
         switch request.command {
-        case "put", "get", "delete", "resolve", "changes", "import", "export", "bulk_docs", "attach", "detach":
+        case "import", "export", "bulk_docs":
             storeQueue.async { reply(self.documentCommand(request)) }
-        case "conflicts":
-            // Which conflicts wait for a resolver is known on `queue`; the list is read on `storeQueue`.
-            onQueue(reply) {
-                let waiting = self.resolvers.waitingResolvers
-                self.storeQueue.async { reply(self.documentCommand(request, waiting: waiting)) }
-            }
+        case "attach":
+            // An upload: the line's bytes are stored already (`request.uploaded`).
+            storeQueue.async { reply(self.storeResult { try self.attach(request) }.flatMap { AdminResponseLine.members(of: $0) }) }
         case "sync": onQueue(reply) { try self.sync(request, client: client, reply) }
         case "backup": onQueue(reply) { try self.backup(request, reply) }
         case "check": do { try check(request, reply) } catch { reply(.failure(error)) }
@@ -84,6 +81,19 @@ extension Agent: AdminRequestHandler {
         },
         AdminRoute(Admin.ShareDatabase.self, on: .agent) { agent, command, _, reply in reply(.success(try agent.share(command))) },
         AdminRoute(Admin.UnshareDatabase.self, on: .agent) { agent, command, _, reply in reply(.success(try agent.unshare(command))) },
+        AdminRoute(Admin.PutDocument.self, on: .store) { agent, command, _, reply in reply(agent.storeResult { try agent.put(command) }) },
+        AdminRoute(Admin.GetDocument.self, on: .store) { agent, command, _, reply in reply(agent.storeResult { try agent.get(command) }) },
+        AdminRoute(Admin.DeleteDocument.self, on: .store) { agent, command, _, reply in
+            reply(agent.storeResult { try agent.delete(command) })
+        },
+        AdminRoute(Admin.ListConflicts.self, on: .agent) { agent, command, _, reply in
+            // Which conflicts wait for a resolver is known on `queue`; the list is read on `storeQueue`.
+            let waiting = agent.resolvers.waitingResolvers
+            agent.storeQueue.async { reply(agent.storeResult { try agent.conflicts(command, waiting: waiting) }) }
+        },
+        AdminRoute(Admin.Resolve.self, on: .store) { agent, command, _, reply in reply(agent.storeResult { try agent.resolve(command) }) },
+        AdminRoute(Admin.Changes.self, on: .store) { agent, command, _, reply in reply(agent.storeResult { try agent.changes(command) }) },
+        AdminRoute(Admin.Detach.self, on: .store) { agent, command, _, reply in reply(agent.storeResult { try agent.detach(command) }) },
         AdminRoute(Admin.Compact.self, on: .store) { agent, command, _, reply in
             reply(agent.storeResult { try agent.compact(command) })
         },

@@ -7,34 +7,17 @@ import Dispatch
 /// Document commands, run on `storeQueue` (the store serialises itself too; the queue keeps a
 /// slow store call from holding up the agent's own queue).
 extension Agent {
-    /// Runs a document command and maps store errors to admin error codes.
-    /// `waiting`: for `conflicts`, the resolver each conflict waits for, by database and document.
-    func documentCommand(
-        _ request: AdminRequest, waiting: [ResolverOffers<ObjectIdentifier>.Key: String] = [:]
-    ) -> Result<[String: JSONValue], AdminFailure> {
+    /// Runs `import`, `export` or `bulk_docs` and maps store errors to admin error codes.
+    func documentCommand(_ request: AdminRequest) -> Result<[String: JSONValue], AdminFailure> {
         dispatchPrecondition(condition: .onQueue(storeQueue))
-        do {
+        return storeResult {
             let database = try database(for: request)
             switch request.command {
-            case "put": return .success(try put(request, database))
-            case "get": return .success(try get(request, database.store))
-            case "delete": return .success(try delete(request, database))
-            case "conflicts": return .success(try conflicts(database, waiting: waiting))
-            case "resolve": return .success(try resolve(request, database))
-            case "changes": return .success(try changes(request, database.store))
-            case "import": return .success(try importDocuments(request, database))
-            case "export": return .success(try exportDocuments(request, database.store))
-            case "bulk_docs": return .success(try bulkDocuments(request, database))
-            case "attach": return .success(try attach(request, database))
-            case "detach": return .success(try detach(request, database))
+            case "import": return try importDocuments(request, database)
+            case "export": return try exportDocuments(request, database.store)
+            case "bulk_docs": return try bulkDocuments(request, database)
             default: preconditionFailure("not a document command: \(request.command)")
             }
-        } catch let failure as AdminFailure {
-            return .failure(failure)
-        } catch let error as StoreError {
-            return .failure(Self.failure(for: error))
-        } catch {
-            return .failure(AdminFailure(.failed, "\(error)"))
         }
     }
 
@@ -49,25 +32,28 @@ extension Agent {
         }
     }
 
-    private func put(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
+    func put(_ command: Admin.PutDocument) throws -> Admin.WriteReply {
+        let database = try database(named: command.db)
         let store = database.store
-        let id = try request.string("doc")
-        let members = try DocumentMembers(body: try request.object("body"), documentID: id, rev: try request.optionalRevision("rev"))
+        let id = command.doc
+        let members = try DocumentMembers(body: command.body ?? .null, documentID: id, rev: command.rev)
         if DocumentMembers.isLocal(id) {
             guard members.replacing == nil else { throw Self.localHasNoRevisions(id) }
             try store.localPut(id, body: members.body)
-            return ["doc": .string(id), "local": .bool(true)]
+            return Admin.WriteReply(doc: id, local: true)
         }
         let revision: RevisionID
         do {
             revision = try store.put(id: id, body: members.body, replacing: members.replacing)
-        } catch StoreError.conflict(_, let replacing?, _) where coveredByRule(id, members.body, store) {
+        } catch {
+            // A stale write a rule covers is kept as a branch, for the rule to settle.
+            guard case .conflict(_, let replacing?, _) = error, coveredByRule(id, members.body, store) else { throw error }
             return try branch(id, body: members.body, parent: replacing, database)
         }
         events.emit("document.changed", [
             "doc": .string(id), "rev": .string(revision.description), "origin": .string("local"), "db": .string(database.name.text),
         ])
-        return ["doc": .string(id), "rev": .string(revision.description)]
+        return Admin.WriteReply(doc: id, rev: revision)
     }
 
     /// True when a rule covers the document (by its id, or the field of the body written; for a
@@ -90,7 +76,7 @@ extension Agent {
     /// and the conflict settled by the rule as one from a peer would be (`DocumentStore.putBranch`).
     /// The reply's `rev` is the revision written; `current` the document's current revision after
     /// the rule acted, and `branched: true` says the write met a newer revision.
-    private func branch(_ id: String, body: JSONValue?, parent: RevisionID, _ database: OpenDatabase) throws -> [String: JSONValue] {
+    private func branch(_ id: String, body: JSONValue?, parent: RevisionID, _ database: OpenDatabase) throws -> Admin.WriteReply {
         let (revision, result) = try database.store.putBranch(id: id, body: body, parent: parent)
         var changed: [String: JSONValue] = [
             "doc": .string(id), "rev": .string(result.current.description), "origin": .string("local"), "db": .string(database.name.text),
@@ -98,38 +84,40 @@ extension Agent {
         if result.currentIsDeleted { changed["deleted"] = .bool(true) }
         events.emit("document.changed", changed)
         events.emit(documentEvents: DocumentEvent.conflictEvents(for: result), peer: "", database: database.name)
-        return ["doc": .string(id), "rev": .string(revision.description), "current": .string(result.current.description), "branched": .bool(true)]
+        return Admin.WriteReply(doc: id, rev: revision, current: result.current, branched: true)
     }
 
-    private func get(_ request: AdminRequest, _ store: DocumentStore) throws -> [String: JSONValue] {
-        let id = try request.string("doc")
+    func get(_ command: Admin.GetDocument) throws -> Admin.GetDocument.Reply {
+        let store = try database(named: command.db).store
+        let id = command.doc
         var options: GetOptions = []
-        if try request.bool("revs") { options.insert(.revisions) }
-        if try request.bool("conflicts") { options.insert(.conflicts) }
+        if command.revs == true { options.insert(.revisions) }
+        if command.conflicts == true { options.insert(.conflicts) }
         if DocumentMembers.isLocal(id) {
-            guard try request.optionalRevision("rev") == nil else { throw Self.localHasNoRevisions(id) }
+            guard command.rev == nil else { throw Self.localHasNoRevisions(id) }
             guard var members = try store.localGet(id)?.objectValue else { throw Self.localNotFound(id) }
             members["_id"] = .string(id)
-            return ["doc": .object(members)]
+            return Admin.GetDocument.Reply(doc: .object(members))
         }
         let document: Document
-        if let revision = try request.optionalRevision("rev") {
+        if let revision = command.rev {
             document = try store.get(id: id, rev: revision, options: options)
         } else {
             document = try store.get(id: id, options: options)
         }
-        return ["doc": try Self.couchDocument(document)]
+        return Admin.GetDocument.Reply(doc: try Self.couchDocument(document))
     }
 
-    private func delete(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
+    func delete(_ command: Admin.DeleteDocument) throws -> Admin.WriteReply {
+        let database = try database(named: command.db)
         let store = database.store
-        let id = try request.string("doc")
+        let id = command.doc
         if DocumentMembers.isLocal(id) {
-            guard try request.optionalRevision("rev") == nil else { throw Self.localHasNoRevisions(id) }
+            guard command.rev == nil else { throw Self.localHasNoRevisions(id) }
             guard try store.localDelete(id) else { throw Self.localNotFound(id) }
-            return ["doc": .string(id), "local": .bool(true)]
+            return Admin.WriteReply(doc: id, local: true)
         }
-        let named = try request.revision("rev")
+        guard let named = command.rev else { throw AdminFailure(.invalidArgument, "\"delete\" needs \"rev\": a revision id") }
         let revision: RevisionID
         do {
             revision = try store.delete(id: id, rev: named)
@@ -145,7 +133,7 @@ extension Agent {
             "doc": .string(id), "rev": .string(revision.description), "deleted": .bool(true), "origin": .string("local"),
             "db": .string(database.name.text),
         ])
-        return ["doc": .string(id), "rev": .string(revision.description)]
+        return Admin.WriteReply(doc: id, rev: revision)
     }
 
     private static func localHasNoRevisions(_ id: String) -> AdminFailure {
@@ -161,25 +149,23 @@ extension Agent {
     /// `conflicts`: every conflicted document with its leaves (the other open live ones in
     /// `conflicts`, the open deleted ones in `deleted_conflicts`), and the resolver client it is
     /// kept for (null: kept for `resolve`).
-    private func conflicts(_ database: OpenDatabase, waiting: [ResolverOffers<ObjectIdentifier>.Key: String]) throws -> [String: JSONValue] {
+    func conflicts(_ command: Admin.ListConflicts, waiting: [ResolverOffers<ObjectIdentifier>.Key: String]) throws -> Admin.ListConflicts.Reply {
+        let database = try database(named: command.db)
         let store = database.store
-        let ids = try store.conflictedDocumentIDs()
-        let rows = try ids.map { id -> JSONValue in
+        let rows = try store.conflictedDocumentIDs().map { id in
             let document = try store.get(id: id, options: .conflicts)
-            return .object([
-                "doc": .string(id), "rev": .string(document.revision.description),
-                "conflicts": .array((document.conflicts ?? []).map { .string($0.description) }),
-                "deleted_conflicts": .array((document.deletedConflicts ?? []).map { .string($0.description) }),
-                "resolver": waiting[ResolverOffers.Key(database.name, id)].map(JSONValue.string) ?? .null,
-            ])
+            return Admin.ConflictRow(
+                doc: id, rev: document.revision, conflicts: document.conflicts ?? [], deletedConflicts: document.deletedConflicts ?? [],
+                resolver: waiting[ResolverOffers.Key(database.name, id)])
         }
-        return ["conflicts": .array(rows)]
+        return Admin.ListConflicts.Reply(conflicts: rows)
     }
 
     /// `resolve`: exactly one of `pick` (a leaf to keep), `body` (a merged body) or `delete: true`.
-    private func resolve(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
-        let id = try request.string("doc")
-        let decision = try Self.decision(from: request, documentID: id)
+    func resolve(_ command: Admin.Resolve) throws -> Admin.Resolve.Reply {
+        let database = try database(named: command.db)
+        let id = command.doc
+        let decision = try Self.decision(from: command.resolution, documentID: id)
         try checkApplicable(decision, to: id, in: database.store)
         let current = try database.store.resolveConflicts(id: id, resolver: ClosureResolver { _ in decision })
         events.emit("conflict.resolved", [
@@ -187,7 +173,7 @@ extension Agent {
         ])
         // An offer outstanding for it is void now.
         queue.async { self.resolvers.forget(id, in: database.name) }
-        return ["doc": .string(id), "rev": .string(current.description)]
+        return Admin.Resolve.Reply(doc: id, rev: current)
     }
 
     /// Refuses a resolution of a document that is not conflicted (`not_conflicted`) or one that
@@ -211,33 +197,33 @@ extension Agent {
         }
     }
 
-    /// Reads the resolution a request or resolver answer carries for `documentID` (nil when the
-    /// answer's ticket is unknown; it is refused after this).
-    static func decision(from request: AdminRequest, documentID: String?) throws(AdminFailure) -> ResolutionDecision {
-        let pick = try request.optionalRevision("pick")
-        let hasBody = request.arguments["body"].map { $0 != .null } ?? false
-        let delete = try request.bool("delete")
-        guard [pick != nil, hasBody, delete].filter({ $0 }).count == 1 else {
-            throw AdminFailure(.invalidArgument, "give exactly one of \"pick\" (a revision), \"body\" (an object) or \"delete\": true")
-        }
-        if let pick { return .keep(pick) }
-        if delete { return .delete }
-        return .merged(try DocumentMembers.resolutionBody(try request.object("body"), documentID: documentID))
+    /// The decision a resolution (of `resolve` or a resolver's answer) makes for `documentID`
+    /// (nil when not known yet: an answer's ticket is checked after this).
+    static func decision(from resolution: Admin.Resolution, documentID: String?) throws(AdminFailure) -> ResolutionDecision {
+        try resolution.validate()
+        if let pick = resolution.pick { return .keep(pick) }
+        if resolution.delete == true { return .delete }
+        return .merged(try DocumentMembers.resolutionBody(resolution.body ?? .null, documentID: documentID))
     }
 
-    private func changes(_ request: AdminRequest, _ store: DocumentStore) throws -> [String: JSONValue] {
-        let since = try request.optionalInt("since", in: 0...Int64.max) ?? 0
-        let limit = try request.optionalInt("limit", in: 1...Int64(AgentLimits.changesLimitMax)) ?? Int64(AgentLimits.changesDefaultLimit)
-        let page = try store.changesPage(since: since, limit: Int(limit))
-        let rows = page.changes.map { change -> JSONValue in
-            var row: [String: JSONValue] = [
-                "seq": .int(change.sequence), "doc": .string(change.documentID),
-                "changes": .array(change.leaves.filter { !$0.kind.isClosed }.map { .object(["rev": .string($0.revision.description)]) }),
-            ]
-            if change.deleted { row["deleted"] = .bool(true) }
-            return .object(row)
+    /// The resolution a resolver answer's line carries.
+    static func decision(from request: AdminRequest, documentID: String?) throws(AdminFailure) -> ResolutionDecision {
+        let resolution = Admin.Resolution(
+            pick: try request.optionalRevision("pick"), body: request.arguments["body"], delete: try request.bool("delete"))
+        return try decision(from: resolution, documentID: documentID)
+    }
+
+    func changes(_ command: Admin.Changes) throws -> Admin.Changes.Reply {
+        let store = try database(named: command.db).store
+        let since = command.since ?? 0
+        let page = try store.changesPage(since: since, limit: Int(command.limit ?? Int64(AgentLimits.changesDefaultLimit)))
+        let rows = page.changes.map { change in
+            Admin.ChangeRow(
+                seq: change.sequence, doc: change.documentID,
+                changes: change.leaves.filter { !$0.kind.isClosed }.map { Admin.ChangeRow.Leaf(rev: $0.revision) },
+                deleted: change.deleted ? true : nil)
         }
-        return ["results": .array(rows), "last_seq": .int(page.lastSequence ?? since)]
+        return Admin.Changes.Reply(results: rows, lastSeq: page.lastSequence ?? since)
     }
 
     /// `stats`: the store's counts and the agent's traffic figures. `listening` is read off

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyCore
 
 /// The arguments with the global options written before the command (`canopyctl --data-dir D
 /// status`, the order the usage line shows) moved after it, where ArgumentParser, which parses
@@ -102,4 +103,9 @@ func editDistance(_ a: [Character], _ b: [Character]) -> Int {
         }
     }
     return distance[a.count][b.count]
+}
+
+/// `--rev`, `--pick`: a revision id (`N-<32 hex>`), refused as a usage error when malformed.
+extension RevisionID: ExpressibleByArgument {
+    public init?(argument: String) { self.init(argument) }
 }

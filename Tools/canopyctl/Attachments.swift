@@ -26,7 +26,7 @@ struct Attach: ParsableCommand {
     @Argument(help: "The attachment's name.") var name: String
     @Option(help: "The file to attach.") var file: String
     @Option(help: "Its content type (default: from the file's extension, else application/octet-stream).") var type: String?
-    @Option(help: "The revision to replace (needed when the document exists).") var rev: String?
+    @Option(help: "The revision to replace (needed when the document exists).") var rev: RevisionID?
 
     func run() throws {
         let input = open(file, O_RDONLY | O_CLOEXEC)
@@ -36,21 +36,21 @@ struct Attach: ParsableCommand {
         guard fstat(input, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             throw CtlFailure(status: .error, message: "\(file) is not a regular file")
         }
-        var arguments: [String: JSONValue] = [
-            "doc": .string(id), "name": .string(name), "content_type": .string(type ?? Self.contentType(of: file)),
-        ]
-        if let rev { arguments["rev"] = .string(rev) }
+        let command = Admin.Attach(db: database.db, doc: id, name: name, contentType: type ?? Self.contentType(of: file), rev: rev)
         let client = try connection.connect()
         let response: [String: JSONValue]
         do {
-            response = try client.upload("attach", database.adding(to: arguments), length: Int64(info.st_size)) { buffer in
+            response = try client.upload(Admin.Attach.name, AdminRequestLine.encodeArguments(command), length: Int64(info.st_size)) { buffer in
                 read(input, buffer.baseAddress, buffer.count)
             }
         } catch {
             throw CtlFailure(status: .error, message: "\(error)", timedOut: error.isTimeout)
         }
-        let result = try connection.result(of: response)
-        connection.json ? printJSON(.object(result)) : print("\(writeSummary(result)) (\(text(result["name"])): \(text(result["length"])) bytes, \(text(result["digest"])))")
+        let answer = try connection.answer(Admin.Attach.self, response)
+        let reply = answer.reply
+        connection.json
+            ? printJSON(.object(answer.members))
+            : print("\(writeSummary(Admin.WriteReply(doc: reply.doc, rev: reply.rev))) (\(reply.name): \(reply.length) bytes, \(reply.digest))")
     }
 
     /// Common content types by file extension, as web servers map them.
@@ -79,12 +79,11 @@ struct AttachmentCommand: ParsableCommand {
     @OptionGroup var database: DatabaseOption
     @Argument(help: "The document.") var id: String
     @Argument(help: "The attachment's name.") var name: String
-    @Option(help: "A revision other than the current one.") var rev: String?
+    @Option(help: "A revision other than the current one.") var rev: RevisionID?
     @Option(help: "Write the bytes to this file instead of stdout.") var output: String?
 
     func run() throws {
-        var arguments: [String: JSONValue] = ["doc": .string(id), "name": .string(name)]
-        if let rev { arguments["rev"] = .string(rev) }
+        let command = Admin.GetAttachment(db: database.db, doc: id, name: name, rev: rev)
         let partial = output.map { $0 + ".partial-\(getpid())" }
         let target = try partial.map { path in
             let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
@@ -101,7 +100,7 @@ struct AttachmentCommand: ParsableCommand {
         let client = try connection.connect()
         let response: [String: JSONValue]
         do {
-            response = try client.download("attachment", database.adding(to: arguments)) { part in
+            response = try client.download(Admin.GetAttachment.name, AdminRequestLine.encodeArguments(command)) { part in
                 hash.update(part)
                 try part.withUnsafeBytes { raw in
                     var offset = 0
@@ -121,15 +120,15 @@ struct AttachmentCommand: ParsableCommand {
             let detail = if case .closed = error { "the agent ended the transfer before the last byte (see its log)" } else { "\(error)" }
             throw CtlFailure(status: .error, message: "\(detail); \(output.map { "\($0) was not written" } ?? "stdout holds a partial attachment")", timedOut: error.isTimeout)
         }
-        let result = try connection.result(of: response)
-        guard case .string(let digest)? = result["digest"], AttachmentDigest(digest)?.bytes == hash.finish() else {
-            throw CtlFailure(status: .error, message: "the bytes received do not match the attachment's digest \(text(result["digest"])); \(output.map { "\($0) was not written" } ?? "stdout holds damaged bytes")")
+        let answer = try connection.answer(Admin.GetAttachment.self, response)
+        guard AttachmentDigest(answer.reply.digest)?.bytes == hash.finish() else {
+            throw CtlFailure(status: .error, message: "the bytes received do not match the attachment's digest \(answer.reply.digest); \(output.map { "\($0) was not written" } ?? "stdout holds damaged bytes")")
         }
         if let output, let partial {
             guard fsync(target) == 0, rename(partial, output) == 0 else {
                 throw CtlFailure(status: .error, message: "cannot write \(output): \(String(cString: strerror(errno)))")
             }
-            if connection.json { printJSON(.object(result)) }
+            if connection.json { printJSON(.object(answer.members)) }
         }
     }
 }
@@ -141,11 +140,11 @@ struct Detach: ParsableCommand {
     @OptionGroup var database: DatabaseOption
     @Argument(help: "The document.") var id: String
     @Argument(help: "The attachment's name.") var name: String
-    @Option(help: "The revision to replace.") var rev: String
+    @Option(help: "The revision to replace.") var rev: RevisionID
 
     func run() throws {
-        let result = try connection.call("detach", database.adding(to: ["doc": .string(id), "name": .string(name), "rev": .string(rev)]))
-        connection.json ? printJSON(.object(result)) : print(writeSummary(result))
+        let answer = try connection.call(Admin.Detach(db: database.db, doc: id, name: name, rev: rev))
+        connection.json ? printJSON(.object(answer.members)) : print(writeSummary(answer.reply))
     }
 }
 

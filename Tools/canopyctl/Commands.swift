@@ -71,7 +71,7 @@ struct Put: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var database: DatabaseOption
     @Argument var id: String
-    @Option(help: "The revision this write replaces (omit to create).") var rev: String?
+    @Option(help: "The revision this write replaces (omit to create).") var rev: RevisionID?
     @Option(help: "The body as JSON.") var body: String?
     @Option(help: "Read the body from a file ('-' for stdin).") var file: String?
 
@@ -84,14 +84,12 @@ struct Put: ParsableCommand {
         // The agent's own rules for the `_` members, applied before asking it: a body they refuse
         // is bad input, as one that is not a JSON object is.
         do throws(AdminFailure) {
-            _ = try DocumentMembers(body: body, documentID: id, rev: rev.flatMap(RevisionID.init))
+            _ = try DocumentMembers(body: body, documentID: id, rev: rev)
         } catch {
             throw CtlFailure(status: .usage, message: error.message)
         }
-        var arguments: [String: JSONValue] = ["doc": .string(id), "body": body]
-        if let rev { arguments["rev"] = .string(rev) }
-        let result = try connection.call("put", database.adding(to: arguments))
-        connection.json ? printJSON(.object(result)) : print(writeSummary(result))
+        let answer = try connection.call(Admin.PutDocument(db: database.db, doc: id, body: body, rev: rev))
+        connection.json ? printJSON(.object(answer.members)) : print(writeSummary(answer.reply))
     }
 }
 
@@ -100,17 +98,15 @@ struct Get: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var database: DatabaseOption
     @Argument var id: String
-    @Option(help: "A specific revision.") var rev: String?
+    @Option(help: "A specific revision.") var rev: RevisionID?
     @Flag(help: "Include _revisions (the history).") var revs = false
     @Flag(help: "Include _conflicts.") var conflicts = false
 
     func run() throws {
-        var arguments: [String: JSONValue] = ["doc": .string(id), "revs": .bool(revs), "conflicts": .bool(conflicts)]
-        if let rev { arguments["rev"] = .string(rev) }
-        let result = try connection.call("get", database.adding(to: arguments))
+        let answer = try connection.call(Admin.GetDocument(db: database.db, doc: id, rev: rev, revs: revs, conflicts: conflicts))
         // As CouchDB answers 404 `deleted`: the current revision of a deleted document is not a
         // document to print. A deletion asked for by --rev is.
-        if rev == nil, case .object(let document)? = result["doc"], document["_deleted"] == .bool(true) {
+        if rev == nil, case .object(let document) = answer.reply.doc, document["_deleted"] == .bool(true) {
             let revision = text(document["_rev"])
             let message = "document \"\(id.prefix(80))\" is deleted (at revision \(revision); get --rev \(revision) prints the deletion)"
             throw CtlFailure(
@@ -119,7 +115,7 @@ struct Get: ParsableCommand {
                     "code": .string("not_found"), "message": .string(message), "reason": .string("deleted"), "rev": .string(revision),
                 ]))
         }
-        printJSON(connection.json ? .object(result) : result["doc"] ?? .null)
+        printJSON(connection.json ? .object(answer.members) : answer.reply.doc)
     }
 }
 
@@ -129,7 +125,7 @@ struct Delete: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var database: DatabaseOption
     @Argument var id: String
-    @Option(help: "The current revision (under a rule, a stale one is kept as a branch, as put keeps one).") var rev: String?
+    @Option(help: "The current revision (under a rule, a stale one is kept as a branch, as put keeps one).") var rev: RevisionID?
 
     func validate() throws {
         if rev == nil && !id.hasPrefix("_local/") {
@@ -138,10 +134,8 @@ struct Delete: ParsableCommand {
     }
 
     func run() throws {
-        var arguments: [String: JSONValue] = ["doc": .string(id)]
-        if let rev { arguments["rev"] = .string(rev) }
-        let result = try connection.call("delete", database.adding(to: arguments))
-        connection.json ? printJSON(.object(result)) : print(writeSummary(result))
+        let answer = try connection.call(Admin.DeleteDocument(db: database.db, doc: id, rev: rev))
+        connection.json ? printJSON(.object(answer.members)) : print(writeSummary(answer.reply))
     }
 }
 
@@ -152,27 +146,19 @@ struct Conflicts: ParsableCommand {
     @OptionGroup var database: DatabaseOption
 
     func run() throws {
-        let result = try connection.call("conflicts", database.adding(to: [:]))
-        if connection.json { return printJSON(.object(result)) }
-        guard case .array(let rows)? = result["conflicts"] else { return }
+        let answer = try connection.call(Admin.ListConflicts(db: database.db))
+        if connection.json { return printJSON(.object(answer.members)) }
         // KEPT FOR: the resolver client a conflict waits for, or `resolve` (canopyctl resolve).
-        printTable(["DOCUMENT", "CURRENT", "KEPT FOR", "CONFLICTING"], rows.map { row in
-            let members = row.objectValue ?? [:]
-            let keptFor: String
-            if case .string(let resolver)? = members["resolver"] { keptFor = "resolver \(resolver)" } else { keptFor = "resolve" }
-            return [text(members["doc"]), text(members["rev"]), keptFor, conflicting(members)]
+        printTable(["DOCUMENT", "CURRENT", "KEPT FOR", "CONFLICTING"], answer.reply.conflicts.map { row in
+            [row.doc, row.rev.description, row.resolver.map { "resolver \($0)" } ?? "resolve", conflicting(row)]
         })
     }
 }
 
 /// The CONFLICTING cell of a `conflicts` row: the other open leaves, live ones first, each deleted
 /// one followed by `(deleted)` (an edit against a deletion is conflicted by its deleted leaf).
-private func conflicting(_ row: [String: JSONValue]) -> String {
-    func revisions(_ key: String) -> [JSONValue] {
-        if case .array(let items)? = row[key] { return items }
-        return []
-    }
-    let cells = revisions("conflicts").map { text($0) } + revisions("deleted_conflicts").map { "\(text($0)) (deleted)" }
+private func conflicting(_ row: Admin.ConflictRow) -> String {
+    let cells = row.conflicts.map(\.description) + row.deletedConflicts.map { "\($0) (deleted)" }
     return cells.isEmpty ? "-" : cells.joined(separator: ",")
 }
 
@@ -181,7 +167,7 @@ struct Resolve: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var database: DatabaseOption
     @Argument var id: String
-    @Option(help: "The leaf to keep.") var pick: String?
+    @Option(help: "The leaf to keep.") var pick: RevisionID?
     @Option(help: "A merged body (JSON).") var body: String?
     @Flag(help: "Delete the document.") var delete = false
 
@@ -192,8 +178,7 @@ struct Resolve: ParsableCommand {
     }
 
     func run() throws {
-        var arguments: [String: JSONValue] = ["doc": .string(id)]
-        if let pick { arguments["pick"] = .string(pick) }
+        var resolution = Admin.Resolution(pick: pick, delete: delete ? true : nil)
         if let body {
             let merged = try readBody(inline: body, file: nil)
             do throws(AdminFailure) {
@@ -201,11 +186,10 @@ struct Resolve: ParsableCommand {
             } catch {
                 throw CtlFailure(status: .usage, message: error.message)
             }
-            arguments["body"] = merged
+            resolution.body = merged
         }
-        if delete { arguments["delete"] = .bool(true) }
-        let result = try connection.call("resolve", database.adding(to: arguments))
-        connection.json ? printJSON(.object(result)) : print("\(text(result["doc"])) \(text(result["rev"]))")
+        let answer = try connection.call(Admin.Resolve(db: database.db, doc: id, resolution))
+        connection.json ? printJSON(.object(answer.members)) : print("\(answer.reply.doc) \(answer.reply.rev)")
     }
 }
 
@@ -225,17 +209,11 @@ struct Changes: ParsableCommand {
     }
 
     func run() throws {
-        var arguments: [String: JSONValue] = ["since": .int(since)]
-        if let limit { arguments["limit"] = .int(limit) }
-        let result = try connection.call("changes", database.adding(to: arguments))
-        if connection.json { return printJSON(.object(result)) }
-        guard case .array(let rows)? = result["results"] else { return }
-        printTable(["SEQ", "DOCUMENT", "REVISIONS", "DELETED"], rows.map { row in
-            let members = row.objectValue ?? [:]
-            var revisions: [String] = []
-            if case .array(let items)? = members["changes"] { revisions = items.map { text($0.objectValue?["rev"]) } }
-            let revs = revisions.joined(separator: ",")
-            return [text(members["seq"]), text(members["doc"]), revs, members["deleted"] == .bool(true) ? "yes" : ""]
+        let answer = try connection.call(Admin.Changes(db: database.db, since: since, limit: limit))
+        if connection.json { return printJSON(.object(answer.members)) }
+        printTable(["SEQ", "DOCUMENT", "REVISIONS", "DELETED"], answer.reply.results.map { row in
+            let revs = row.changes.map(\.rev.description).joined(separator: ",")
+            return [text(row.seq), row.doc, revs, row.deleted == true ? "yes" : ""]
         })
     }
 }
@@ -284,13 +262,14 @@ struct Shutdown: ParsableCommand {
 
 /// One line for a write: the id and new revision, or for a `_local/` document (no revisions)
 /// that it was stored locally.
-func writeSummary(_ result: [String: JSONValue]) -> String {
-    if result["local"] == .bool(true) { return "\(text(result["doc"])) (local document: stored on this node only, never replicated)" }
-    if result["branched"] == .bool(true) {
+func writeSummary(_ reply: Admin.WriteReply) -> String {
+    let revision = reply.rev.map(\.description) ?? "-"
+    if reply.local == true { return "\(reply.doc) (local document: stored on this node only, never replicated)" }
+    if reply.branched == true {
         // Not silent: the write met a newer revision, and a rule settled or kept the conflict.
-        return "\(text(result["doc"])) \(text(result["rev"])) (the given --rev was stale: kept as a conflicting branch, its rule applied; current revision \(text(result["current"])))"
+        return "\(reply.doc) \(revision) (the given --rev was stale: kept as a conflicting branch, its rule applied; current revision \(reply.current.map(\.description) ?? "-"))"
     }
-    return "\(text(result["doc"])) \(text(result["rev"]))"
+    return "\(reply.doc) \(revision)"
 }
 
 struct Backup: ParsableCommand {

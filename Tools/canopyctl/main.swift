@@ -98,6 +98,15 @@ struct ConnectionOptions: ParsableArguments {
         }
     }
 
+    /// A response read as `C`'s answer (a command whose line was sent another way: an upload or
+    /// a download); the agent's error becomes the failure that ends the command.
+    func answer<C: AdminCommand>(_ type: C.Type, _ response: [String: JSONValue]) throws -> AdminAnswer<C> {
+        switch AdminAnswer<C>.read(response) {
+        case .success(let answer): return answer
+        case .failure(let failure): throw Self.failure(failure)
+        }
+    }
+
     /// The agent's error as the failure that ends the command, with its exit status.
     static func failure(_ failure: AdminFailure) -> CtlFailure {
         let status: ExitStatus = switch failure.code {
