@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import Dispatch
@@ -53,15 +54,11 @@ extension NodeClient {
 
     /// The peers configured on the agent.
     public func peers() async throws(NodeClientError) -> [Peer] {
-        var peers: [Peer] = []
-        for row in try Self.rows(try await request("peers"), "peers") {
-            guard case .bool(let connected)? = row["connected"] else { throw .unexpectedResponse("a peer row without \"connected\"") }
-            peers.append(Peer(
-                nodeID: try Self.string(row, "node_id"), address: try? Self.string(row, "address"),
-                direction: try Self.string(row, "direction"), connected: connected, state: try Self.string(row, "state"),
-                lastError: try? Self.string(row, "last_error")))
+        try await call(Admin.Peers()).peers.map { row in
+            Peer(
+                nodeID: row.nodeID, address: row.address, direction: row.direction, connected: row.connected, state: row.state.rawValue,
+                lastError: row.lastError)
         }
-        return peers
     }
 
     /// Replicates once with the configured peer `peer` (every database shared with it) and
@@ -75,26 +72,17 @@ extension NodeClient {
         let client = try Self.connect(socketPath)
         let path = socketPath
         let result = await withTaskCancellationHandler {
-            await Self.offPool(DispatchQueue.global()) {
-                Self.send(client, "sync", ["node_id": .string(peer), "wait": .bool(true)], path: path)
-            }
+            await Self.offPool(DispatchQueue.global()) { Self.send(client, Admin.Sync(nodeID: peer, wait: true), path: path) }
         } onCancel: {
             client.disconnect()
         }
-        let response = try result.get()
-        // Each row of the reply's `not_shared_by_peer` / `peer_takes_part`: its `db` and `member`.
-        let rows: (String, String) -> [(String, String)] = { key, member in
-            guard case .array(let rows)? = response[key] else { return [] }
-            return rows.compactMap { row in
-                guard case .string(let db)? = row.objectValue?["db"], case .string(let value)? = row.objectValue?[member] else { return nil }
-                return (db, value)
-            }
+        guard case .finished(let done) = try result.get() else {
+            throw .unexpectedResponse("sync: the agent answered before the sync finished")
         }
         return Replicator.SyncOutcome(
-            completed: UInt64(max(0, try Self.int(response, "completed"))), rejected: try Self.int(response, "rejected"),
-            refusedByPeer: try Self.int(response, "refused_by_peer"), received: (try? Self.int(response, "received")) ?? 0,
-            sent: (try? Self.int(response, "sent")) ?? 0, notSharedByPeer: rows("not_shared_by_peer", "reason").map(\.0),
-            peerTakesPart: Dictionary(rows("peer_takes_part", "peer_takes"), uniquingKeysWith: { first, _ in first }))
+            completed: UInt64(max(0, done.completed)), rejected: done.rejected, refusedByPeer: done.refusedByPeer, received: done.received,
+            sent: done.sent, notSharedByPeer: done.notSharedByPeer.map(\.db),
+            peerTakesPart: Dictionary(done.peerTakesPart.map { ($0.db, $0.peerTakes) }, uniquingKeysWith: { first, _ in first }))
     }
 
     /// The most events an ``events(since:)`` stream holds for its reader.
@@ -112,10 +100,7 @@ extension NodeClient {
         let client = try Self.connect(socketPath)
         let path = socketPath
         let reader = DispatchQueue(label: "canopy.node-client.events")
-        var arguments: [String: JSONValue] = [:]
-        if let since { arguments["since"] = .int(since) }
-        let subscribing = arguments
-        _ = try await Self.offPool(reader) { Self.send(client, "events", subscribing, path: path) }.get()
+        _ = try await Self.offPool(reader) { Self.send(client, Admin.Subscribe(since: since), path: path) }.get()
         let (stream, continuation) = AsyncThrowingStream.makeStream(
             of: Event.self, bufferingPolicy: .bufferingOldest(Self.eventBufferCount))
         continuation.onTermination = { _ in client.disconnect() }
@@ -130,17 +115,16 @@ extension NodeClient {
                 } catch {
                     return continuation.finish(throwing: NodeClientError(error, path: path))
                 }
-                guard let event = line["event"]?.objectValue else { continue }
-                guard case .int(let sequence)? = event["seq"], case .string(let type)? = event["type"] else {
-                    return continuation.finish(throwing: NodeClientError.unexpectedResponse("an event without seq or type"))
+                // Only event lines follow the reply; a line of another kind is skipped.
+                guard line["event"] != nil else { continue }
+                let event: Admin.Event
+                do {
+                    event = try JSONValueDecoder().decode(Admin.EventLine.self, from: .object(line)).event
+                } catch {
+                    return continuation.finish(throwing: NodeClientError.unexpectedResponse("an event line that does not read: \(error)"))
                 }
-                let time: Double
-                switch event["time"] {
-                case .double(let seconds)?: time = seconds
-                case .int(let seconds)?: time = Double(seconds)
-                default: time = 0
-                }
-                if case .dropped = continuation.yield(Event(sequence: sequence, type: type, time: time, data: event["data"] ?? .emptyObject)) {
+                let sequence = event.seq
+                if case .dropped = continuation.yield(Event(sequence: sequence, type: event.type, time: event.time, data: event.data)) {
                     client.disconnect()
                     return continuation.finish(throwing: NodeClientError.readerTooSlow(
                         buffered: Self.eventBufferCount, lastDelivered: lastDelivered))

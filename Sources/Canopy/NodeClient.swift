@@ -45,21 +45,11 @@ public final class NodeClient: Sendable {
         }
     }
 
-    /// Sends `command` with `arguments` on the shared connection and returns the success
-    /// response's members; an error response throws ``NodeClientError/agent(code:message:)``.
-    func request(_ command: String, _ arguments: [String: JSONValue] = [:]) async throws(NodeClientError) -> [String: JSONValue] {
-        try await Self.offPool(queue) { self.sendShared(command, arguments) }.get()
-    }
-
     /// Runs `command` on the shared connection and returns its reply; an error response throws
     /// ``NodeClientError/agent(code:message:)``, a reply that does not fit this client
     /// ``NodeClientError/unexpectedResponse(_:)``.
     func call<C: AdminCommand>(_ command: C) async throws(NodeClientError) -> C.Reply {
-        let response = try await request(C.name, AdminRequestLine.encodeArguments(command))
-        switch AdminResponseLine.reply(to: C.self, from: response) {
-        case .success(let reply): return reply
-        case .failure(let failure): throw .unexpectedResponse(failure.message)
-        }
+        try await Self.offPool(queue) { self.sendShared(command) }.get()
     }
 
     /// Runs `work` on `queue` and returns its result to the awaiting task.
@@ -70,7 +60,7 @@ public final class NodeClient: Sendable {
     }
 
     /// On `queue`: the request on the shared connection, connecting first if it broke before.
-    private func sendShared(_ command: String, _ arguments: [String: JSONValue]) -> Result<[String: JSONValue], NodeClientError> {
+    private func sendShared<C: AdminCommand>(_ command: C) -> Result<C.Reply, NodeClientError> {
         let client: AdminSocketClient
         if let open = connection.withLock({ $0 }) {
             client = open
@@ -82,29 +72,29 @@ public final class NodeClient: Sendable {
             }
             connection.withLock { $0 = client }
         }
-        let result = Self.send(client, command, arguments, path: socketPath)
+        let result = Self.send(client, command, path: socketPath)
         if case .failure(let error) = result, error.closesConnection {
             connection.withLock { $0 = nil }
         }
         return result
     }
 
-    /// Sends one request on `client` (blocking) and reads its response.
-    static func send(
-        _ client: AdminSocketClient, _ command: String, _ arguments: [String: JSONValue], path: String
-    ) -> Result<[String: JSONValue], NodeClientError> {
+    /// Sends `command` on `client` (blocking) and reads its reply.
+    static func send<C: AdminCommand>(_ client: AdminSocketClient, _ command: C, path: String) -> Result<C.Reply, NodeClientError> {
         let response: [String: JSONValue]
         do throws(AdminSocketClient.ClientError) {
-            response = try client.request(command, arguments)
+            response = try client.request(C.name, AdminRequestLine.encodeArguments(command))
         } catch {
             return .failure(NodeClientError(error, path: path))
         }
-        if response["ok"] == .bool(true) { return .success(response) }
-        guard let failure = response["error"]?.objectValue, case .string(let code)? = failure["code"] else {
-            return .failure(.unexpectedResponse("\(command): a response that is neither ok nor an error"))
+        if response["ok"] != .bool(true) {
+            guard case .object(let error)? = response["error"], let failure = try? JSONValueDecoder().decode(AdminFailure.self, from: .object(error))
+            else {
+                return .failure(.unexpectedResponse("\(C.name): a response that is neither ok nor an error"))
+            }
+            return .failure(.agent(code: failure.code.rawValue, message: failure.message))
         }
-        guard case .string(let message)? = failure["message"] else { return .failure(.agent(code: code, message: "")) }
-        return .failure(.agent(code: code, message: message))
+        return AdminResponseLine.reply(to: C.self, from: response).mapError { .unexpectedResponse($0.message) }
     }
 }
 
@@ -113,23 +103,6 @@ extension NodeClient {
     static func string(_ members: [String: JSONValue], _ name: String) throws(NodeClientError) -> String {
         guard case .string(let value)? = members[name] else { throw .unexpectedResponse("no string \"\(name)\" in the response") }
         return value
-    }
-
-    /// The integer member `name` of a response.
-    static func int(_ members: [String: JSONValue], _ name: String) throws(NodeClientError) -> Int64 {
-        guard case .int(let value)? = members[name] else { throw .unexpectedResponse("no integer \"\(name)\" in the response") }
-        return value
-    }
-
-    /// The array member `name` of a response, each element an object.
-    static func rows(_ members: [String: JSONValue], _ name: String) throws(NodeClientError) -> [[String: JSONValue]] {
-        guard case .array(let values)? = members[name] else { throw .unexpectedResponse("no array \"\(name)\" in the response") }
-        var rows: [[String: JSONValue]] = []
-        for value in values {
-            guard let row = value.objectValue else { throw .unexpectedResponse("\"\(name)\" holds something other than objects") }
-            rows.append(row)
-        }
-        return rows
     }
 
     /// The revision member `name` of a response.

@@ -28,12 +28,9 @@ import Glibc
 /// `canopyd run` advised for a directory without its config, into a node without part of its
 /// attachment content.
 extension Agent {
-    func backup(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
-        let path = try request.string("path")
-        guard path.hasPrefix("/") else {
-            throw AdminFailure(.invalidArgument, "\"path\" must be absolute: the agent's working directory is not the client's")
-        }
-        let withIdentity = try request.bool("with_identity")
+    func backup(_ command: Admin.Backup, _ reply: @escaping TypedAdminRoute<Admin.Backup>.Reply) throws(AdminFailure) {
+        let path = command.path
+        let withIdentity = command.withIdentity ?? false
         let target = DataDirectory(path: path)
         try Self.prepareBackupDirectory(path)
         do {
@@ -58,7 +55,7 @@ extension Agent {
 
     private static func backUp(
         _ stores: [(key: DatabaseName, value: DocumentStore)], from source: DataDirectory, to target: DataDirectory,
-        withIdentity: Bool, _ reply: @escaping AdminReply
+        withIdentity: Bool, _ reply: @escaping TypedAdminRoute<Admin.Backup>.Reply
     ) {
         let path = target.path
         do {
@@ -95,11 +92,9 @@ extension Agent {
                         + "`canopyctl check` lists the content damaged on this node")
             }
             try Self.finish(target, databases: stores.map { target.databasePath($0.key) }, withIdentity: withIdentity)
-            reply(.success([
-                "path": .string(path), "bytes": .int(Int64(bytes)), "documents": .int(Int64(documents)),
-                "databases": .int(Int64(stores.count)), "with_identity": .bool(withIdentity),
-                "attachments": .int(Int64(attachmentFiles)), "attachment_bytes": .int(attachmentBytes),
-            ]))
+            reply(.success(Admin.Backup.Reply(
+                path: path, bytes: Int64(bytes), documents: Int64(documents), databases: Int64(stores.count), withIdentity: withIdentity,
+                attachments: Int64(attachmentFiles), attachmentBytes: attachmentBytes)))
         } catch let failure as AdminFailure {
             reply(.failure(failure))
         } catch {
@@ -152,8 +147,8 @@ extension Agent {
 /// they take space, but no revision names them, so the data is sound.
 extension Agent {
     /// `check {attachments?}`: `attachments` false leaves the attachment content unread.
-    func check(_ request: AdminRequest, _ reply: @escaping AdminReply) throws(AdminFailure) {
-        let attachments = try request.bool("attachments", default: true)
+    func check(_ command: Admin.Check, _ reply: @escaping TypedAdminRoute<Admin.Check>.Reply) {
+        let attachments = command.attachments ?? true
         storeQueue.async { [self] in
             let stores = databases.sorted
             DispatchQueue.global().async { Self.check(stores, attachments: attachments, reply) }
@@ -161,12 +156,12 @@ extension Agent {
     }
 
     private static func check(
-        _ stores: [(key: DatabaseName, value: DocumentStore)], attachments checksContent: Bool, _ reply: @escaping AdminReply
+        _ stores: [(key: DatabaseName, value: DocumentStore)], attachments checksContent: Bool, _ reply: @escaping TypedAdminRoute<Admin.Check>.Reply
     ) {
         let started = DispatchTime.now().uptimeNanoseconds
         do throws(StoreError) {
             var problems: [String] = []
-            var damaged: [JSONValue] = []
+            var damaged: [Admin.DamageRow] = []
             var documents = 0
             var named = Set<AttachmentDigest>()
             for (name, store) in stores {
@@ -178,7 +173,7 @@ extension Agent {
                     let revision = damage.revision.map { " revision \($0)" } ?? ""
                     problems.append(prefix + "document \"\(damage.documentID)\"\(revision): \(damage.reason)")
                 }
-                if case .array(let found) = Self.damageRows(rows.damaged, database: name) { damaged += found }
+                damaged += Self.damageRows(rows.damaged, database: name)
                 if rows.truncated { problems.append(prefix + "more damaged documents than the first 100 listed") }
                 if rows.strayRevisionRows > 0 {
                     problems.append(prefix + "\(rows.strayRevisionRows) revision rows belong to no document row (a document's row was lost)")
@@ -203,15 +198,12 @@ extension Agent {
             // Files of uploads that never finished, which no upload of this agent writes: what an
             // agent killed during an upload left (the next start removes them).
             let leftovers = (stores.first?.value.attachments.leftoverIncoming() ?? []).map { file in
-                JSONValue.string("attachments/\(file.name): \(file.bytes) bytes of an unfinished upload; removed when the agent next starts")
+                "attachments/\(file.name): \(file.bytes) bytes of an unfinished upload; removed when the agent next starts"
             }
             let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-            reply(.success([
-                "sound": .bool(problems.isEmpty), "problems": .array(problems.map(JSONValue.string)), "leftovers": .array(leftovers),
-                "documents": .int(Int64(documents)), "damaged": .array(damaged),
-                "seconds": .double((seconds * 1000).rounded() / 1000),
-                "attachments": .int(Int64(verified)), "attachment_bytes": .int(bytes),
-            ]))
+            reply(.success(Admin.Check.Reply(
+                sound: problems.isEmpty, problems: problems, leftovers: leftovers, documents: Int64(documents), damaged: damaged,
+                seconds: (seconds * 1000).rounded() / 1000, attachments: Int64(verified), attachmentBytes: bytes)))
         } catch {
             reply(.failure(AdminFailure(.failed, "the check could not run: \(error)")))
         }

@@ -43,15 +43,9 @@ extension Agent: AdminRequestHandler {
         }
         if let route = Self.routes[request.command] { return route.runLine(self, request, client, reply) }
         switch request.command {
-        case "import", "export", "bulk_docs":
-            storeQueue.async { reply(self.documentCommand(request)) }
         case "attach":
             // An upload: the line's bytes are stored already (`request.uploaded`).
             storeQueue.async { reply(self.storeResult { try self.attach(request) }.flatMap { AdminResponseLine.members(of: $0) }) }
-        case "sync": onQueue(reply) { try self.sync(request, client: client, reply) }
-        case "backup": onQueue(reply) { try self.backup(request, reply) }
-        case "check": do { try check(request, reply) } catch { reply(.failure(error)) }
-        case "events": onQueue(reply) { try self.events.subscribe(request, client: client, reply) }
         case "resolver.register": onQueue(reply) { try self.resolvers.register(request, client: client, reply: reply) }
         case "resolver.answer": onQueue(reply) { try self.resolvers.answer(request, client: client, reply: reply) }
         default:
@@ -93,6 +87,24 @@ extension Agent: AdminRequestHandler {
         },
         AdminRoute(Admin.Resolve.self, on: .store) { agent, command, _, reply in reply(agent.storeResult { try agent.resolve(command) }) },
         AdminRoute(Admin.Changes.self, on: .store) { agent, command, _, reply in reply(agent.storeResult { try agent.changes(command) }) },
+        AdminRoute(Admin.ImportDocuments.self, on: .store) { agent, command, _, reply in
+            reply(agent.storeResult { try agent.importDocuments(command) })
+        },
+        AdminRoute(Admin.BulkDocuments.self, on: .store) { agent, command, _, reply in
+            reply(agent.storeResult { try agent.bulkDocuments(command) })
+        },
+        AdminRoute(Admin.ExportDocuments.self, on: .store) { agent, command, _, reply in
+            reply(agent.storeResult { try agent.exportDocuments(command) })
+        },
+        AdminRoute(Admin.Backup.self, on: .agent) { agent, command, _, reply in try agent.backup(command, reply) },
+        AdminRoute(Admin.Check.self, on: .caller) { agent, command, _, reply in agent.check(command, reply) },
+        AdminRoute(Admin.Sync.self, on: .agent) { agent, command, caller, reply in try agent.sync(command, caller: caller, reply) },
+        AdminRoute(Admin.Subscribe.self, on: .agent) { agent, command, caller, reply in
+            guard case .client(let client) = caller else {
+                throw AdminFailure(.invalidRequest, "events streams to a client of the admin socket")
+            }
+            agent.events.subscribe(command, client: client, reply)
+        },
         AdminRoute(Admin.Detach.self, on: .store) { agent, command, _, reply in reply(agent.storeResult { try agent.detach(command) }) },
         AdminRoute(Admin.Compact.self, on: .store) { agent, command, _, reply in
             reply(agent.storeResult { try agent.compact(command) })

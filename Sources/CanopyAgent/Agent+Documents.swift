@@ -7,20 +7,6 @@ import Dispatch
 /// Document commands, run on `storeQueue` (the store serialises itself too; the queue keeps a
 /// slow store call from holding up the agent's own queue).
 extension Agent {
-    /// Runs `import`, `export` or `bulk_docs` and maps store errors to admin error codes.
-    func documentCommand(_ request: AdminRequest) -> Result<[String: JSONValue], AdminFailure> {
-        dispatchPrecondition(condition: .onQueue(storeQueue))
-        return storeResult {
-            let database = try database(for: request)
-            switch request.command {
-            case "import": return try importDocuments(request, database)
-            case "export": return try exportDocuments(request, database.store)
-            case "bulk_docs": return try bulkDocuments(request, database)
-            default: preconditionFailure("not a document command: \(request.command)")
-            }
-        }
-    }
-
     /// The admin error code for a store error: stale revisions are `conflict` (canopyctl exit 3),
     /// unknown documents `not_found` (exit 4), bad input `invalid_argument`.
     static func failure(for error: StoreError) -> AdminFailure {

@@ -20,29 +20,28 @@ extension Agent {
     ///
     /// A client that goes away while it waits (`--timeout`, Ctrl-C) ends the wait at once: the
     /// sync's hold on the peer's replicators goes with it (the replication itself goes on).
-    func sync(_ request: AdminRequest, client: AdminClient, _ reply: @escaping AdminReply) throws(AdminFailure) {
+    func sync(_ command: Admin.Sync, caller: AdminCaller, _ reply: @escaping TypedAdminRoute<Admin.Sync>.Reply) throws(AdminFailure) {
         dispatchPrecondition(condition: .onQueue(queue))
-        let rawID = try request.string("node_id")
-        guard let nodeID = AgentIdentity.normalizeNodeID(rawID), config.peer(nodeID) != nil else {
-            throw AdminFailure(.notFound, "\"\(rawID.prefix(80))\" is not a configured peer")
+        guard let nodeID = AgentIdentity.normalizeNodeID(command.nodeID), config.peer(nodeID) != nil else {
+            throw AdminFailure(.notFound, "\"\(command.nodeID.prefix(80))\" is not a configured peer")
         }
         guard !config.shares(with: nodeID).isEmpty else {
             throw AdminFailure(.notFound, "no database is shared with \(nodeID): nothing to sync (`canopyctl share DB \(nodeID) --access …`)")
         }
-        let wait = try request.bool("wait")
+        let wait = command.wait ?? false
         let once = ReplyOnce(reply)
         // Without `wait` the reply says it started, before the sync can finish and answer first.
-        if !wait { once.reply(.success(["node_id": .string(nodeID), "started": .bool(true)])) }
+        if !wait { once.reply(.success(.started(.init(nodeID: nodeID)))) }
         let cancellation = runSync(nodeID) { result in
             switch result {
             case .success(let done):
-                once.reply(.success(Self.syncResult(nodeID, done)))
+                once.reply(.success(.finished(Self.syncOutcome(nodeID, done))))
             case .failure(let failure):
                 let code: AdminErrorCode = failure.code == "unavailable" ? .unavailable : .failed
                 once.reply(.failure(AdminFailure(code, failure.message)))
             }
         }
-        if wait { client.onClose { cancellation.cancel() } }
+        if wait, case .client(let client) = caller { client.onClose { cancellation.cancel() } }
     }
 
     /// A one-shot replication with a configured peer, as the `sync` command with `wait` runs it
@@ -99,14 +98,13 @@ extension Agent {
     @discardableResult
     private func runSync(_ nodeID: String, _ completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void) -> SyncCancellation {
         let progress: @Sendable (ReplicationProgress) -> Void = { [weak events] progress in
-            events?.emit("sync.progress", [
-                "node_id": .string(nodeID), "completed": .int(Int64(progress.completed)), "total": .int(Int64(progress.total)),
-            ])
+            let data = Admin.SyncProgress(nodeID: nodeID, completed: Int64(progress.completed), total: Int64(progress.total))
+            events?.emit("sync.progress", encoding: data)
         }
         return replication.sync(peer: nodeID, progress: progress) { [weak events] result in
             switch result {
             case .success(let done):
-                events?.emit("sync.finished", Self.syncResult(nodeID, done))
+                events?.emit("sync.finished", encoding: Self.syncOutcome(nodeID, done))
             case .failure(let failure):
                 events?.emit("sync.failed", ["node_id": .string(nodeID), "code": .string(failure.code), "message": .string(failure.message)])
             }
@@ -115,20 +113,12 @@ extension Agent {
     }
 
     /// A finished sync as the `sync` reply and the `sync.finished` event carry it.
-    private static func syncResult(_ nodeID: String, _ done: SyncOutcome) -> [String: JSONValue] {
-        [
-            "node_id": .string(nodeID), "completed": .int(Int64(done.completed)), "rejected": .int(done.rejected),
-            "received": .int(done.received), "sent": .int(done.sent),
-            "last_rejection": done.lastRejection.map(JSONValue.string) ?? .null,
-            "refused_by_peer": .int(done.refusedByPeer),
-            "last_refused_by_peer": done.lastRefusedByPeer.map(JSONValue.string) ?? .null,
-            "not_shared_by_peer": .array(done.notSharedByPeer.keys.sorted().map { name in
-                .object(["db": .string(name.text), "reason": .string(done.notSharedByPeer[name]!)])
-            }),
-            "peer_takes_part": .array(done.peerTakesPart.keys.sorted().map { name in
-                .object(["db": .string(name.text), "peer_takes": .string(done.peerTakesPart[name]!.summary)])
-            }),
-        ]
+    private static func syncOutcome(_ nodeID: String, _ done: SyncOutcome) -> Admin.SyncOutcome {
+        Admin.SyncOutcome(
+            nodeID: nodeID, completed: Int64(done.completed), rejected: done.rejected, lastRejection: done.lastRejection,
+            received: done.received, sent: done.sent, refusedByPeer: done.refusedByPeer, lastRefusedByPeer: done.lastRefusedByPeer,
+            notSharedByPeer: done.notSharedByPeer.keys.sorted().map { .init(db: $0.text, reason: done.notSharedByPeer[$0]!) },
+            peerTakesPart: done.peerTakesPart.keys.sorted().map { .init(db: $0.text, peerTakes: done.peerTakesPart[$0]!.summary) })
     }
 }
 
@@ -156,14 +146,13 @@ private final class StartedSync: Sendable {
 
 /// Passes on only the first of several replies (a `sync` without `wait` answers "started", and
 /// its completion must not answer again).
-final class ReplyOnce: @unchecked Sendable {
-    private let lock = NSLock()
-    private var pending: AdminReply?
+final class ReplyOnce<Value: Sendable>: Sendable {
+    private let pending: Mutex<(@Sendable (Result<Value, AdminFailure>) -> Void)?>
 
-    init(_ reply: @escaping AdminReply) { pending = reply }
+    init(_ reply: @escaping @Sendable (Result<Value, AdminFailure>) -> Void) { pending = Mutex(reply) }
 
-    func reply(_ result: Result<[String: JSONValue], AdminFailure>) {
-        let reply: AdminReply? = lock.withLock {
+    func reply(_ result: Result<Value, AdminFailure>) {
+        let reply = pending.withLock { pending in
             defer { pending = nil }
             return pending
         }

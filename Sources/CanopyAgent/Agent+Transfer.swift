@@ -24,22 +24,16 @@ extension Agent {
         return .object(members)
     }
 
-    /// `import`: `{"docs": [...], "couchdb": bool, "conflicts": "keep" | "settle"}`, a `_bulk_docs`
-    /// body with `new_edits: false`. All revisions go in one store transaction: on any bad
-    /// revision nothing is written. Revisions are inserted as if received from a peer; the
-    /// conflicts they leave are settled by the node's policy, or kept as they came (the default
-    /// with `couchdb`, as CouchDB's replicator keeps them: `ImportConflicts`).
-    func importDocuments(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
+    /// `import` (`Admin.ImportDocuments`): a `_bulk_docs` body with `new_edits: false`. All
+    /// revisions go in one store transaction: on any bad revision nothing is written. Revisions
+    /// are inserted as if received from a peer; the conflicts they leave are settled by the
+    /// node's policy, or kept as they came (the default with `couchdb`, as CouchDB's replicator
+    /// keeps them: `ImportConflicts`).
+    func importDocuments(_ command: Admin.ImportDocuments) throws -> Admin.ImportDocuments.Reply {
         dispatchPrecondition(condition: .onQueue(storeQueue))
-        guard case .array(let docs)? = request.arguments["docs"] else {
-            throw AdminFailure(.invalidArgument, "\"import\" needs \"docs\": an array of CouchDB documents")
-        }
-        guard docs.count <= AgentLimits.importDocumentsMax else {
-            throw AdminFailure(.invalidArgument, "\(docs.count) documents exceed the limit of \(AgentLimits.importDocumentsMax) per request")
-        }
-        if let newEdits = request.arguments["new_edits"], newEdits != .bool(false) {
-            throw AdminFailure(.invalidArgument, "only \"new_edits\": false is supported (revisions are imported as they are)")
-        }
+        let database = try database(named: command.db)
+        let docs = command.docs ?? []
+        try Self.checkBatchSize(docs)
         // A `_local/` document never replicates (`DocumentMembers`); imported, it would.
         if let index = docs.firstIndex(where: { doc in
             if case .string(let id)? = doc.objectValue?["_id"] { return DocumentMembers.isLocal(id) }
@@ -48,42 +42,46 @@ extension Agent {
             throw AdminFailure(
                 .invalidArgument, "entry \(index) is a _local/ document, which is not imported: local documents never replicate; write it with put")
         }
-        let couchDB = try request.bool("couchdb")
-        let conflicts = try request.choice("conflicts", ImportConflicts.self, default: couchDB ? .keep : .settle)
+        let couchDB = command.couchdb ?? false
+        let conflicts = command.conflicts ?? (couchDB ? .keep : .settle)
         let results = try database.store.importCouchDocuments(docs, couchDB: couchDB, conflicts: conflicts)
         events.emit(documentEvents: results.flatMap { DocumentEvent.conflictEvents(for: $0, arrivedBy: "import") }, peer: "", database: database.name)
         let added = results.reduce(0) { $0 + $1.added.count }
         events.emit("import.finished", [
             "documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added)), "db": .string(database.name.text),
         ])
-        return ["documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added))]
+        return Admin.ImportDocuments.Reply(documents: Int64(results.count), revisionsAdded: Int64(added))
     }
 
-    /// `bulk_docs`: CouchDB's `_bulk_docs` with `new_edits` true (the default): each entry is a
-    /// new revision of its `_id` — replacing `_rev` when given, deleting with `_deleted: true` —
-    /// written in one transaction, each on its own: a stale one gets `{"id", "error": "conflict",
-    /// "reason"}` in `results` and the others are written (`{"id", "rev"}`). With `new_edits:
-    /// false` it is `import`. Invalid entries fail the request before anything is written,
-    /// naming the entry's index.
-    func bulkDocuments(_ request: AdminRequest, _ database: OpenDatabase) throws -> [String: JSONValue] {
-        dispatchPrecondition(condition: .onQueue(storeQueue))
-        if let newEdits = request.arguments["new_edits"] {
-            guard case .bool(let flag) = newEdits else { throw AdminFailure(.invalidArgument, "\"new_edits\" must be true or false") }
-            if !flag { return try importDocuments(request, database) }
-        }
-        guard case .array(let docs)? = request.arguments["docs"] else {
-            throw AdminFailure(.invalidArgument, "\"bulk_docs\" needs \"docs\": an array of documents with _id")
-        }
+    /// At most `AgentLimits.importDocumentsMax` documents a request.
+    private static func checkBatchSize(_ docs: [JSONValue]) throws(AdminFailure) {
         guard docs.count <= AgentLimits.importDocumentsMax else {
             throw AdminFailure(.invalidArgument, "\(docs.count) documents exceed the limit of \(AgentLimits.importDocumentsMax) per request")
         }
+    }
+
+    /// `bulk_docs` (`Admin.BulkDocuments`): CouchDB's `_bulk_docs` with `new_edits` true (the
+    /// default): each entry is a new revision of its `_id` — replacing `_rev` when given,
+    /// deleting with `_deleted: true` — written in one transaction, each on its own: a stale one
+    /// gets `{"id", "error": "conflict", "reason"}` in `results` and the others are written
+    /// (`{"id", "rev"}`). With `new_edits: false` it is `import`. Invalid entries fail the
+    /// request before anything is written, naming the entry's index.
+    func bulkDocuments(_ command: Admin.BulkDocuments) throws -> Admin.BulkDocuments.Reply {
+        dispatchPrecondition(condition: .onQueue(storeQueue))
+        if let asImport = command.asImport {
+            try asImport.validate()
+            return .imported(try importDocuments(asImport))
+        }
+        let database = try database(named: command.db)
+        let docs = command.docs ?? []
+        try Self.checkBatchSize(docs)
         var writes: [LocalWrite] = []
         writes.reserveCapacity(docs.count)
         for (index, doc) in docs.enumerated() {
             writes.append(try Self.bulkWrite(doc, index: index))
         }
         let results = try database.store.putBulk(writes)
-        var rows: [JSONValue] = []
+        var rows: [Admin.BulkDocuments.Reply.Row] = []
         rows.reserveCapacity(results.count)
         var changed: [AgentEvent.Content] = []
         changed.reserveCapacity(results.count)
@@ -91,20 +89,17 @@ extension Agent {
         for (write, result) in zip(writes, results) {
             switch result {
             case .written(let revision):
-                rows.append(.object(["id": .string(write.documentID), "rev": .string(revision.description)]))
+                rows.append(.init(id: write.documentID, rev: revision))
                 changed.append(.localChange(documentID: write.documentID, revision: revision, deleted: write.body == nil, database: database.name))
             case .conflict(let current):
                 conflicts += 1
-                rows.append(.object([
-                    "id": .string(write.documentID), "error": .string("conflict"),
-                    "reason": .string(
-                        "\(write.replacing.map { "\($0)" } ?? "no _rev") is not the current revision ("
-                            + (current.map { "\($0)" } ?? "the document does not exist") + ")"),
-                ]))
+                let reason = "\(write.replacing.map { "\($0)" } ?? "no _rev") is not the current revision ("
+                    + (current.map { "\($0)" } ?? "the document does not exist") + ")"
+                rows.append(.init(id: write.documentID, error: "conflict", reason: reason))
             }
         }
         events.emit(batch: changed)
-        return ["results": .array(rows), "written": .int(Int64(results.count) - conflicts), "conflicts": .int(conflicts)]
+        return .written(.init(results: rows, written: Int64(results.count) - conflicts, conflicts: conflicts))
     }
 
     /// One `bulk_docs` entry as a local write: `_id` (required), `_rev` (the revision replaced),
@@ -130,21 +125,23 @@ extension Agent {
         return LocalWrite(documentID: id, body: deleted ? nil : checked.body, replacing: checked.replacing)
     }
 
-    /// `export`: one page of documents in change order, every leaf (closed ones included) with its
-    /// stored history. A page holds at most `limit` documents and, past its first leaf, at most
-    /// `AgentLimits.exportPageBytesMax` bytes: a heavily edited document (hundreds of leaves, each
-    /// with its body) is split across pages by leaf, so no reply outgrows what a client can be
-    /// sent. `last_seq` is the sequence of the last document exported whole (the next `since`);
-    /// when the page ends inside a document, `next_leaf` says how many of that document's leaves
-    /// were sent (the next request passes it as `skip_leaves`). `done` is true on the last page.
-    /// With `attachments: true`, each attachment's content is inline (base64 `data`), as CouchDB
-    /// exports with `attachments=true`.
-    func exportDocuments(_ request: AdminRequest, _ store: DocumentStore) throws -> [String: JSONValue] {
+    /// `export` (`Admin.ExportDocuments`): one page of documents in change order, every leaf
+    /// (closed ones included) with its stored history. A page holds at most `limit` documents
+    /// and, past its first leaf, at most `AgentLimits.exportPageBytesMax` bytes: a heavily edited
+    /// document (hundreds of leaves, each with its body) is split across pages by leaf, so no
+    /// reply outgrows what a client can be sent. `last_seq` is the sequence of the last document
+    /// exported whole (the next `since`); when the page ends inside a document, `next_leaf` says
+    /// how many of that document's leaves were sent (the next request passes it as
+    /// `skip_leaves`). `done` is true on the last page. With `attachments: true`, each
+    /// attachment's content is inline (base64 `data`), as CouchDB exports with
+    /// `attachments=true`.
+    func exportDocuments(_ command: Admin.ExportDocuments) throws -> Admin.ExportDocuments.Reply {
         dispatchPrecondition(condition: .onQueue(storeQueue))
-        let since = try request.optionalInt("since", in: 0...Int64.max) ?? 0
-        let limit = try request.optionalInt("limit", in: 1...Int64(AgentLimits.changesLimitMax)) ?? Int64(AgentLimits.changesDefaultLimit)
-        var skip = Int(try request.optionalInt("skip_leaves", in: 0...Int64(Int32.max)) ?? 0)
-        let inline = try request.bool("attachments")
+        let store = try database(named: command.db).store
+        let since = command.since ?? 0
+        let limit = command.limit ?? Int64(AgentLimits.changesDefaultLimit)
+        var skip = Int(command.skipLeaves ?? 0)
+        let inline = command.attachments ?? false
         let page = try store.changesPage(since: since, limit: Int(limit))
         var docs: [JSONValue] = []
         var bytes = 0
@@ -158,11 +155,9 @@ extension Agent {
                 let size = CanonicalJSON.encode(exported).count + 1
                 if !docs.isEmpty && bytes + size > AgentLimits.exportPageBytesMax {
                     // Full: the rest of this document (from `index`) goes on the next page.
-                    var result: [String: JSONValue] = [
-                        "docs": .array(docs), "last_seq": .int(lastWhole), "done": .bool(false), "damaged": Self.damageRows(damaged),
-                    ]
-                    if index > 0 { result["next_leaf"] = .int(Int64(index)) }
-                    return result
+                    return Admin.ExportDocuments.Reply(
+                        docs: docs, lastSeq: lastWhole, done: false, nextLeaf: index > 0 ? Int64(index) : nil,
+                        damaged: Self.damageRows(damaged))
                 }
                 docs.append(exported)
                 bytes += size
@@ -172,10 +167,8 @@ extension Agent {
         }
         // Damaged rows the page passed over (reported by the store) count as exported; the reply
         // names them.
-        return [
-            "docs": .array(docs), "last_seq": .int(page.lastSequence ?? lastWhole), "done": .bool(page.reachedEnd),
-            "damaged": Self.damageRows(damaged),
-        ]
+        return Admin.ExportDocuments.Reply(
+            docs: docs, lastSeq: page.lastSequence ?? lastWhole, done: page.reachedEnd, damaged: Self.damageRows(damaged))
     }
 
     /// One leaf with its history, or nil when its body was compacted away or it is damaged
@@ -205,13 +198,8 @@ extension Agent {
         }
     }
 
-    /// `damaged` rows of a reply: `{doc, rev?, reason}` each, with `db` when `database` is given.
-    static func damageRows(_ damaged: [StoredDamage], database: DatabaseName? = nil) -> JSONValue {
-        .array(damaged.map { damage in
-            var row: [String: JSONValue] = ["doc": .string(damage.documentID), "reason": .string(damage.reason)]
-            if let database { row["db"] = .string(database.text) }
-            if let rev = damage.revision { row["rev"] = .string(rev.description) }
-            return .object(row)
-        })
+    /// `damaged` rows of a reply, with `db` when `database` is given.
+    static func damageRows(_ damaged: [StoredDamage], database: DatabaseName? = nil) -> [Admin.DamageRow] {
+        damaged.map { Admin.DamageRow(db: database?.text, doc: $0.documentID, rev: $0.revision, reason: $0.reason) }
     }
 }

@@ -24,6 +24,12 @@ final class EventHub: @unchecked Sendable {
     }
 
     /// Records an event and streams it to subscribers. Callable from any queue.
+    /// Records an event whose data is `data`'s members (every event type's data encodes as an
+    /// object).
+    func emit(_ type: String, encoding data: some Encodable) {
+        emit(type, (try? JSONValueEncoder().encodeMembers(data)) ?? [:])
+    }
+
     func emit(_ type: String, _ data: [String: JSONValue]) {
         emit(batch: [.fields(type: type, data: data)])
     }
@@ -70,20 +76,20 @@ final class EventHub: @unchecked Sendable {
     private func publish(_ event: AgentEvent) {
         dispatchPrecondition(condition: .onQueue(queue))
         // Encoded once for every subscriber; the clients share the bytes.
-        let line = AdminResponseLine.line(JSONValue.object(["event": event.json]))
+        let line = AdminResponseLine.line(event.line)
         for client in subscribers.values { client.sendLine(encoded: line) }
     }
 
     /// `events`: replies with the sequence to expect, then streams every event after `since`
     /// (the ones still held first). `missed` counts events dropped from the ring before they
     /// could be sent.
-    func subscribe(_ request: AdminRequest, client: AdminClient, _ reply: @escaping AdminReply) throws(AdminFailure) {
+    func subscribe(_ command: Admin.Subscribe, client: AdminClient, _ reply: @escaping TypedAdminRoute<Admin.Subscribe>.Reply) {
         dispatchPrecondition(condition: .onQueue(queue))
-        let since = UInt64(try request.optionalInt("since", in: 0...Int64.max) ?? Int64(ring.lastSequence))
+        let since = command.since.map(UInt64.init) ?? ring.lastSequence
         let (backlog, missed) = ring.events(after: since)
         client.staysOpenAfterInput()
-        reply(.success(["last_seq": .int(Int64(ring.lastSequence)), "missed": .int(Int64(missed))]))
-        for event in backlog { client.sendLine(.object(["event": event.json])) }
+        reply(.success(Admin.Subscribe.Reply(lastSeq: Int64(ring.lastSequence), missed: Int64(missed))))
+        for event in backlog { client.sendLine(event.line) }
         let key = ObjectIdentifier(client)
         subscribers[key] = client
         client.onClose { [weak self] in

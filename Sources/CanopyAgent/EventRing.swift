@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 import CanopyReplication
 import DequeModule
@@ -99,10 +100,11 @@ public struct AgentEvent: Sendable, Equatable {
     /// Details.
     public var data: [String: JSONValue] { content.data }
 
-    /// The JSON form sent on the socket.
-    public var json: JSONValue {
-        .object(["seq": .int(Int64(sequence)), "type": .string(type), "time": .double(time), "data": .object(data)])
-    }
+    /// The event as the socket sends it.
+    public var admin: Admin.Event { Admin.Event(seq: Int64(sequence), type: type, time: time, data: .object(data)) }
+
+    /// The event's line on a subscribed connection.
+    public var line: JSONValue { Admin.EventLine(event: admin).json }
 
     public static func == (left: AgentEvent, right: AgentEvent) -> Bool {
         left.sequence == right.sequence && left.time == right.time && left.type == right.type && left.data == right.data

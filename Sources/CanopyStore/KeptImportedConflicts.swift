@@ -2,7 +2,7 @@ import CanopyCore
 
 /// What an import of revisions as they are (`importBulkDocs`, `importCouchDocuments`) does with
 /// the conflicts among the revisions it brings. The raw values are the admin `import` command's.
-public enum ImportConflicts: String, Sendable, Equatable, CaseIterable {
+public enum ImportConflicts: String, Codable, Sendable, Equatable, CaseIterable {
     /// The store's conflict policy settles them as it settles a peer's revisions: under
     /// `.automatic` a deletion beside a live leaf wins, the other leaves are closed.
     case settle

@@ -62,10 +62,10 @@ struct EventRingTests {
         #expect(events[1].data == ["node_id": .string("NODE"), "doc": .string("doc-2"), "reason": .string("bad hash"), "db": .string("notes")])
         #expect(events[0] == AgentEvent(sequence: 1, type: "document.changed", time: 7, data: events[0].data))
         #expect(events[0] != AgentEvent(sequence: 1, type: "document.rejected", time: 7, data: events[0].data))
-        #expect(events[1].json == .object([
+        #expect(events[1].line == .object(["event": .object([
             "seq": .int(2), "type": .string("document.rejected"), "time": .double(8),
             "data": .object(["node_id": .string("NODE"), "doc": .string("doc-2"), "reason": .string("bad hash"), "db": .string("notes")]),
-        ]))
+        ])]))
     }
 
     @Test("every document event kind is named as the admin protocol lists it, and a pulled deletion says so")

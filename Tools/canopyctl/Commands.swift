@@ -289,15 +289,13 @@ struct Backup: ParsableCommand {
 
     func run() throws {
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
-        let result = try connection.call("backup", ["path": .string(absolute), "with_identity": .bool(withIdentity)])
-        if connection.json { return printJSON(.object(result)) }
-        func megabytes(_ key: String) -> String {
-            let bytes: Int64 = { if case .int(let bytes)? = result[key] { return bytes } else { return 0 } }()
-            return String(format: "%.1f", Double(bytes) / 1_048_576) + " MiB"
-        }
-        let files: Int64 = { if case .int(let count)? = result["attachments"] { return count } else { return 0 } }()
-        let content = files == 0 ? "" : " and \(files) attachment file\(files == 1 ? "" : "s") (\(megabytes("attachment_bytes")))"
-        print("backed up \(text(result["documents"])) documents\(content) to \(text(result["path"])) (database \(megabytes("bytes"))"
+        let answer = try connection.call(Admin.Backup(path: absolute, withIdentity: withIdentity))
+        if connection.json { return printJSON(.object(answer.members)) }
+        let reply = answer.reply
+        func megabytes(_ bytes: Int64) -> String { String(format: "%.1f", Double(bytes) / 1_048_576) + " MiB" }
+        let files = reply.attachments
+        let content = files == 0 ? "" : " and \(files) attachment file\(files == 1 ? "" : "s") (\(megabytes(reply.attachmentBytes)))"
+        print("backed up \(reply.documents) documents\(content) to \(reply.path) (database \(megabytes(reply.bytes))"
             + (withIdentity ? ", with identity.key)" : "; without identity.key)"))
     }
 }
@@ -310,25 +308,25 @@ struct Check: ParsableCommand {
     var skipAttachments = false
 
     func run() throws {
-        let result = try connection.call("check", ["attachments": .bool(!skipAttachments)])
-        if connection.json { printJSON(.object(result)) }
-        if !connection.json, case .array(let leftovers)? = result["leftovers"] {
-            for leftover in leftovers { print("leftover: \(text(leftover))") }
+        let answer = try connection.call(Admin.Check(attachments: !skipAttachments))
+        let reply = answer.reply
+        if connection.json { printJSON(.object(answer.members)) }
+        if !connection.json {
+            for leftover in reply.leftovers { print("leftover: \(leftover)") }
         }
-        guard result["sound"] == .bool(true) else {
-            if !connection.json, case .array(let problems)? = result["problems"] {
-                for problem in problems { print(text(problem)) }
+        guard reply.sound else {
+            if !connection.json {
+                for problem in reply.problems { print(problem) }
             }
             throw CtlFailure(
                 status: .error,
                 message: "the node's data is damaged; restore it from a backup (canopyctl backup) or move it aside and let the node resync from its peers")
         }
-        let files: Int64 = { if case .int(let count)? = result["attachments"] { return count } else { return 0 } }()
-        let bytes: Int64 = { if case .int(let count)? = result["attachment_bytes"] { return count } else { return 0 } }()
-        let content = files == 0 ? "" : ", \(files) attachment file\(files == 1 ? "" : "s") (\(String(format: "%.1f", Double(bytes) / 1_048_576)) MiB) verified"
-        let rows: Int64 = { if case .int(let count)? = result["documents"] { return count } else { return 0 } }()
+        let files = reply.attachments
+        let content = files == 0 ? "" : ", \(files) attachment file\(files == 1 ? "" : "s") (\(String(format: "%.1f", Double(reply.attachmentBytes) / 1_048_576)) MiB) verified"
+        let rows = reply.documents
         if !connection.json {
-            print("the database is sound (integrity check, \(rows) document row\(rows == 1 ? "" : "s") checked against their revisions\(content), \(text(result["seconds"])) s)")
+            print("the database is sound (integrity check, \(rows) document row\(rows == 1 ? "" : "s") checked against their revisions\(content), \(text(.double(reply.seconds))) s)")
         }
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import Foundation
@@ -31,8 +32,8 @@ struct Sync: ParsableCommand {
 
     func run() throws {
         guard wait else {
-            let result = try connection.call("sync", ["node_id": .string(nodeID), "wait": .bool(false)])
-            return connection.json ? printJSON(.object(result)) : print("sync started with \(text(result["node_id"]))")
+            let answer = try connection.call(Admin.Sync(nodeID: nodeID, wait: false))
+            return connection.json ? printJSON(.object(answer.members)) : print("sync started with \(Self.nodeID(of: answer.reply))")
         }
         let peer = try peerRow()
         printError("waiting for \(describe(peer)) to be caught up in both directions"
@@ -42,7 +43,7 @@ struct Sync: ParsableCommand {
         if showProgress {
             // A second connection streams progress events while the first waits for the answer.
             let events = try connection.connect()
-            _ = try connection.call(events, "events", [:])
+            _ = try connection.call(events, Admin.Subscribe())
             let target = nodeID
             let json = connection.json
             Thread.detachNewThread { ProgressBar.follow(events, nodeID: target, json: json) }
@@ -53,26 +54,29 @@ struct Sync: ParsableCommand {
         } catch {
             throw CtlFailure(status: .unreachable, message: "agent not reachable: \(error) (is canopyd running?)")
         }
-        let result: [String: JSONValue]
+        let answer: AdminAnswer<Admin.Sync>
         do {
-            result = try connection.call(client, "sync", ["node_id": .string(nodeID), "wait": .bool(true)])
+            answer = try connection.call(client, Admin.Sync(nodeID: nodeID, wait: true))
         } catch let failure as CtlFailure where failure.timedOut {
             if showProgress && !connection.json { FileHandle.standardError.write(Data("\n".utf8)) }
             let now = (try? peerRow()).map(describe) ?? "the peer"
             throw CtlFailure(status: .error, message: "sync with \(nodeID) did not finish within \(Self.seconds(timeout ?? 0)): \(now)")
         }
+        guard case .finished(let result) = answer.reply else {
+            throw CtlFailure(status: .error, message: "the agent answered sync --wait before the sync finished")
+        }
         if showProgress && !connection.json { FileHandle.standardError.write(Data("\n".utf8)) }
-        if connection.json { printJSON(.object(result)) } else {
+        if connection.json { printJSON(.object(answer.members)) } else {
             print(Self.summary(result))
         }
         var refusals: [String] = []
-        if case .int(let rejected)? = result["rejected"], rejected > 0 {
-            refusals.append("\(rejected) document\(rejected == 1 ? "" : "s") from \(text(result["node_id"])) refused during this sync"
-                + " (last: \(text(result["last_rejection"])))")
+        if result.rejected > 0 {
+            refusals.append("\(result.rejected) document\(result.rejected == 1 ? "" : "s") from \(result.nodeID) refused during this sync"
+                + " (last: \(result.lastRejection ?? "-"))")
         }
-        if case .int(let refused)? = result["refused_by_peer"], refused > 0 {
-            refusals.append("\(refused) document\(refused == 1 ? "" : "s") pushed to \(text(result["node_id"])) refused by it"
-                + " (last: \(text(result["last_refused_by_peer"])))")
+        if result.refusedByPeer > 0 {
+            refusals.append("\(result.refusedByPeer) document\(result.refusedByPeer == 1 ? "" : "s") pushed to \(result.nodeID) refused by it"
+                + " (last: \(result.lastRefusedByPeer ?? "-"))")
         }
         if !refusals.isEmpty {
             throw CtlFailure(status: .error, message: refusals.joined(separator: "; ") + "; `canopyctl peers` shows the counts")
@@ -81,13 +85,20 @@ struct Sync: ParsableCommand {
         if !oneWay.isEmpty { throw CtlFailure(status: .error, message: oneWay.joined(separator: "\n")) }
     }
 
+    /// The peer a sync reply names.
+    static func nodeID(of reply: Admin.Sync.Reply) -> String {
+        switch reply {
+        case .started(let started): started.nodeID
+        case .finished(let outcome): outcome.nodeID
+        }
+    }
+
     /// What the sync moved, for people: "synced with NODE: 3 documents received, 1 sent (12
     /// changes checked)", or that both sides were caught up already (continuous replication
     /// moves documents as they are written, before any sync asks).
-    static func summary(_ result: [String: JSONValue]) -> String {
-        let count: (String) -> Int64 = { key in if case .int(let value)? = result[key] { value } else { 0 } }
-        let (received, sent, checked) = (count("received"), count("sent"), count("completed"))
-        let head = "synced with \(text(result["node_id"])): "
+    static func summary(_ result: Admin.SyncOutcome) -> String {
+        let (received, sent, checked) = (result.received, result.sent, result.completed)
+        let head = "synced with \(result.nodeID): "
         guard received > 0 || sent > 0 else {
             return head + "both directions were caught up; nothing to send or receive"
                 + " (\(checked) change\(checked == 1 ? "" : "s") checked)"
@@ -98,40 +109,30 @@ struct Sync: ParsableCommand {
 
     /// The databases that did not replicate both ways as this node shares them, one line each:
     /// the peer does not share them back, or takes none or part of this node's writes to them.
-    static func oneWay(_ result: [String: JSONValue]) -> [String] {
-        let peer = text(result["node_id"])
-        var lines: [String] = []
-        if case .array(let rows)? = result["not_shared_by_peer"] {
-            for row in rows.compactMap(\.objectValue) {
-                lines.append("\(peer) does not share \(text(row["db"])) with this node, so nothing of it was synced (it said: \(text(row["reason"])))")
-            }
+    static func oneWay(_ result: Admin.SyncOutcome) -> [String] {
+        let peer = result.nodeID
+        var lines = result.notSharedByPeer.map { row in
+            "\(peer) does not share \(row.db) with this node, so nothing of it was synced (it said: \(row.reason))"
         }
-        if case .array(let rows)? = result["peer_takes_part"] {
-            for row in rows.compactMap(\.objectValue) {
-                lines.append(databaseNotice(peer: peer, database: text(row["db"]), unshared: false, takes: { if case .string(let takes)? = row["peer_takes"] { takes } else { nil } }()) ?? "")
-            }
-        }
+        lines += result.peerTakesPart.compactMap { databaseNotice(peer: peer, database: $0.db, unshared: false, takes: $0.peerTakes) }
         return lines.filter { !$0.isEmpty }
     }
 
     /// The configured peer's row from `peers` (a usage error when it is not configured).
-    private func peerRow() throws -> [String: JSONValue] {
-        let peers = try connection.call("peers")
+    private func peerRow() throws -> Admin.PeerStatus {
         let wanted = AgentIdentity.normalizeNodeID(nodeID) ?? nodeID
-        guard case .array(let rows)? = peers["peers"],
-            let row = rows.compactMap(\.objectValue).first(where: { $0["node_id"] == .string(wanted) })
-        else {
+        guard let row = try connection.call(Admin.Peers()).reply.peers.first(where: { $0.nodeID == wanted }) else {
             throw CtlFailure(status: .notFound, message: "\(nodeID) is not a configured peer (see `canopyctl peers`)")
         }
         return row
     }
 
     /// "NODE at ADDRESS (offline: last error)" for people.
-    private func describe(_ peer: [String: JSONValue]) -> String {
-        var line = text(peer["node_id"])
-        if case .string(let address)? = peer["address"] { line += " at \(address)" } else { line += " (it connects to this node)" }
-        line += ", \(text(peer["state"]))"
-        if case .string(let error)? = peer["last_error"] { line += " (last error: \(error))" }
+    private func describe(_ peer: Admin.PeerStatus) -> String {
+        var line = peer.nodeID
+        if let address = peer.address { line += " at \(address)" } else { line += " (it connects to this node)" }
+        line += ", \(peer.state.rawValue)"
+        if let error = peer.lastError { line += " (last error: \(error))" }
         return line
     }
 
@@ -146,13 +147,19 @@ struct Sync: ParsableCommand {
 /// read as it goes), so the line counts the changes checked so far and says how many are known
 /// to be waiting, never a bar whose end moves.
 enum ProgressBar {
+    /// The event a line of a subscribed connection carries, or nil for a line of another kind.
+    static func event(in line: [String: JSONValue]) -> Admin.Event? {
+        guard line["event"] != nil else { return nil }
+        return try? JSONValueDecoder().decode(Admin.EventLine.self, from: .object(line)).event
+    }
+
     static func follow(_ client: AdminSocketClient, nodeID: String, json: Bool) {
+        let wanted = AgentIdentity.normalizeNodeID(nodeID) ?? nodeID
         while let line = try? client.readObject() {
-            guard case .object(let event)? = line["event"], event["type"] == .string("sync.progress"),
-                case .object(let data)? = event["data"],
-                data["node_id"] == .string(AgentIdentity.normalizeNodeID(nodeID) ?? nodeID),
-                case .int(let completed)? = data["completed"], case .int(let total)? = data["total"]
+            guard let event = Self.event(in: line), event.type == "sync.progress",
+                let progress = try? JSONValueDecoder().decode(Admin.SyncProgress.self, from: event.data), progress.nodeID == wanted
             else { continue }
+            let (completed, total) = (progress.completed, progress.total)
             if json {
                 let progress: JSONValue = .object(["progress": .object(["checked": .int(completed), "known": .int(total)])])
                 FileHandle.standardError.write(Data(CanonicalJSON.encode(progress) + [UInt8(ascii: "\n")]))
@@ -177,19 +184,18 @@ struct Events: ParsableCommand {
 
     func run() throws {
         let client = try connection.connect()
-        let result = try connection.call(client, "events", since.map { ["since": .int($0)] } ?? [:])
-        if case .int(let missed)? = result["missed"], missed > 0 {
+        let missed = try connection.call(client, Admin.Subscribe(since: since)).reply.missed
+        if missed > 0 {
             printError("\(missed) events after \(since ?? 0) are no longer held by the agent")
         }
         while true {
             let line: [String: JSONValue]
             do { line = try client.readObject() } catch { return }
-            guard case .object(let event)? = line["event"] else { continue }
+            guard let event = ProgressBar.event(in: line) else { continue }
             if connection.json {
-                printJSON(.object(event))
+                printJSON(event.json)
             } else {
-                let data = event["data"].map { CanonicalJSON.encode($0) }.map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-                print("\(text(event["seq"])) \(text(event["type"])) \(data)")
+                print("\(event.seq) \(event.type) \(String(decoding: CanonicalJSON.encode(event.data), as: UTF8.self))")
             }
             fflush(nil)
         }

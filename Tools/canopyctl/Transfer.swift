@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import CanopyStore
@@ -133,17 +134,13 @@ struct BatchLoader {
 
     /// Sends the batch as one request, first collecting the answer to the previous one.
     private mutating func send() throws {
-        var line = Array(#"{"cmd":"#.utf8) + Array((newEdits ? #""bulk_docs""# : #""import""#).utf8)
-        line += Array(#","couchdb":"#.utf8) + Array((couchdb ? "true" : "false").utf8)
-        if let importConflicts { line += Array(#","conflicts":"#.utf8) + CanonicalJSON.encode(.string(importConflicts.rawValue)) }
-        line += Array(#","new_edits":"#.utf8) + Array((newEdits ? "true" : "false").utf8)
-        line += Array(#","db":"#.utf8) + CanonicalJSON.encode(.string(database))
-        line += Array(#","id":"#.utf8) + Array(String(nextID).utf8) + Array(#","docs":["#.utf8)
-        for (index, element) in batch.enumerated() {
-            if index > 0 { line.append(UInt8(ascii: ",")) }
-            line += element
+        var command = Admin.BulkDocuments(db: database, docs: [])
+        command.newEdits = newEdits
+        if !newEdits {
+            command.couchdb = couchdb
+            command.conflicts = importConflicts
         }
-        line += Array("]}".utf8)
+        let line = AdminRequestLine.encode(command, id: nextID, encodedDocs: batch)
         do { try client.sendLine(line) } catch { throw CtlFailure(status: .error, message: "\(error)") }
         try collect()
         inFlight = (nextID, sent, batch.count)
@@ -163,26 +160,26 @@ struct BatchLoader {
             // An answer without an id is to a request the agent could not read at all: never
             // one to wait past (it is this one's, the only request in flight).
         } while response["id"] != .int(pending.id) && !(response["id"] == nil || response["id"] == .null)
-        guard response["ok"] == .bool(true) else {
-            let error = response["error"]?.objectValue
-            let message = error?["message"].map(text) ?? "the agent refused the batch"
+        let reply: Admin.BulkDocuments.Reply
+        switch AdminResponseLine.reply(to: Admin.BulkDocuments.self, from: response) {
+        case .success(let answer): reply = answer
+        case .failure(let failure):
             throw CtlFailure(
                 status: .error,
-                message: "entries \(pending.first)–\(pending.first + pending.count - 1) were not written: \(message)"
+                message: "entries \(pending.first)–\(pending.first + pending.count - 1) were not written: \(failure.message)"
                     + (pending.first > 0 ? " (the \(pending.first) entries before them are written)" : ""),
                 errorObject: response["error"])
         }
-        if newEdits {
-            if case .int(let count)? = response["written"] { written += count }
-            if case .array(let results)? = response["results"] {
-                for case .object(let row) in results where row["error"] != nil {
-                    conflictCount += 1
-                    if conflicts.count < 20 { conflicts.append("\(text(row["id"])): \(text(row["reason"]))") }
-                }
+        switch reply {
+        case .written(let written):
+            self.written += written.written
+            for row in written.results where row.error != nil {
+                conflictCount += 1
+                if conflicts.count < 20 { conflicts.append("\(row.id): \(row.reason ?? "")") }
             }
-        } else {
-            if case .int(let count)? = response["documents"] { documents += count }
-            if case .int(let count)? = response["revisions_added"] { revisionsAdded += count }
+        case .imported(let imported):
+            documents += imported.documents
+            revisionsAdded += imported.revisionsAdded
         }
     }
 
@@ -248,10 +245,7 @@ struct Export: ParsableCommand {
     func run() throws {
         let client = try connection.connect()
         // The database's update sequence is the progress total.
-        var total: JSONValue?
-        if case .array(let rows)? = (try? connection.call(client, "db.list", [:]))?["databases"] {
-            total = rows.first { $0.objectValue?["db"] == .string(database.db) }?.objectValue?["update_seq"]
-        }
+        let total = (try? connection.call(client, Admin.ListDatabases()))?.reply.databases.first { $0.db == database.db }?.counts.updateSeq
         let terminal = isatty(2) == 1
         let output = FileHandle.standardOutput
         output.write(Data(#"{"new_edits":false,"docs":["#.utf8))
@@ -259,30 +253,26 @@ struct Export: ParsableCommand {
         var skip: Int64 = 0
         var count = 0
         var lastProgress = 0.0
-        var damaged: [[String: JSONValue]] = []
+        var damaged: [Admin.DamageRow] = []
         while true {
-            var arguments: [String: JSONValue] = ["since": .int(since), "limit": .int(1000)]
-            if skip > 0 { arguments["skip_leaves"] = .int(skip) }
-            if attachments { arguments["attachments"] = .bool(true) }
-            let page = try connection.call(client, "export", database.adding(to: arguments))
-            if case .array(let items)? = page["docs"] {
-                var bytes: [UInt8] = []
-                for item in items {
-                    if count > 0 { bytes.append(UInt8(ascii: ",")) }
-                    bytes += CanonicalJSON.encode(item)
-                    count += 1
-                }
-                output.write(Data(bytes))
+            let command = Admin.ExportDocuments(db: database.db, since: since, limit: 1000, skipLeaves: skip > 0 ? skip : nil, attachments: attachments)
+            let page = try connection.call(client, command).reply
+            var bytes: [UInt8] = []
+            for item in page.docs {
+                if count > 0 { bytes.append(UInt8(ascii: ",")) }
+                bytes += CanonicalJSON.encode(item)
+                count += 1
             }
-            if case .array(let rows)? = page["damaged"] { damaged += rows.compactMap(\.objectValue) }
-            if case .int(let last)? = page["last_seq"] { since = last }
-            if case .int(let next)? = page["next_leaf"] { skip = next } else { skip = 0 }
+            output.write(Data(bytes))
+            damaged += page.damaged
+            since = page.lastSeq
+            skip = page.nextLeaf ?? 0
             let now = Date().timeIntervalSince1970
             if terminal, now - lastProgress >= 1 {
                 lastProgress = now
-                FileHandle.standardError.write(Data("\rexported \(count) revisions (sequence \(since) of \(text(total)))".utf8))
+                FileHandle.standardError.write(Data("\rexported \(count) revisions (sequence \(since) of \(total.map(String.init) ?? "-"))".utf8))
             }
-            if page["done"] != .bool(false) { break }
+            if page.done { break }
         }
         output.write(Data("]}\n".utf8))
         if terminal { FileHandle.standardError.write(Data("\rexported \(count) revisions\n".utf8)) }
@@ -290,8 +280,8 @@ struct Export: ParsableCommand {
             // The body written holds everything else; the damaged documents are named, and the
             // exit status says the export is not whole.
             for row in damaged {
-                let revision = row["rev"].map { " revision \(text($0))" } ?? ""
-                FileHandle.standardError.write(Data("damaged, not exported: \"\(text(row["doc"]))\"\(revision): \(text(row["reason"]))\n".utf8))
+                let revision = row.rev.map { " revision \($0)" } ?? ""
+                FileHandle.standardError.write(Data("damaged, not exported: \"\(row.doc)\"\(revision): \(row.reason)\n".utf8))
             }
             throw CtlFailure(
                 status: .error,
