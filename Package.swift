@@ -158,6 +158,10 @@ let package = Package(
         .executableTarget(
             name: "canopy-crashtest", dependencies: ["CanopyCore", "CanopyStore"], path: "Tools/canopy-crashtest"),
 
+        // What the tests that start programs share: `ChildProcess`, which starts them without
+        // Foundation's `Process.run()` (see its documentation).
+        .target(name: "CanopyTestSupport", path: "Tests/CanopyTestSupport"),
+
         .testTarget(name: "CanopyCoreTests", dependencies: ["CanopyCore"]),
         .testTarget(name: "CanopyAdminTests", dependencies: ["CanopyAdmin", "CanopyCore"]),
         // The embedding API as an application sees it: `import Canopy` and nothing else.
@@ -167,17 +171,17 @@ let package = Package(
         .testTarget(
             name: "CanopyStoreTests",
             // canopy-crashtest is a dependency so that it is built before the tests spawn it.
-            dependencies: ["CanopyStore", "CanopyCore", "CSQLite", "canopy-crashtest"]),
+            dependencies: ["CanopyStore", "CanopyCore", "CSQLite", "canopy-crashtest", "CanopyTestSupport"]),
         .testTarget(
             name: "CanopyReplicationTests",
             dependencies: ["CanopyReplication", "CanopyStore", "CanopyCore", "CanopyWire", "CanopySimulation"]),
         .testTarget(
             name: "CanopyAgentTests",
-            dependencies: ["CanopyAdmin", "CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyWire", "CanopyReplication"]),
+            dependencies: ["CanopyAdmin", "CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyWire", "CanopyReplication", "CanopyTestSupport"]),
         // Black-box tests: run the built canopyd/canopyctl binaries as child processes.
         .testTarget(
             name: "CanopyEndToEndTests",
-            dependencies: ["Canopy", "CanopyAdmin", "CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyStore", "canopyd", "canopyctl"],
+            dependencies: ["Canopy", "CanopyAdmin", "CanopyAgent", "CanopyCore", "CanopyCrypto", "CanopyStore", "CanopyTestSupport", "canopyd", "canopyctl"],
             exclude: ["Fixtures"]),
         .testTarget(
             name: "CanopySimulationTests",

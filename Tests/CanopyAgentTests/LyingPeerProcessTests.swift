@@ -1,3 +1,4 @@
+import CanopyTestSupport
 import CanopyCore
 import CanopyCrypto
 import CanopyReplication
@@ -31,7 +32,7 @@ struct LyingPeerProcessTests {
 
     /// Runs `tool` with `arguments` to completion; its exit status and standard output.
     static func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: binaries + "/" + tool)
         process.arguments = arguments
         let out = Pipe()
@@ -78,7 +79,7 @@ struct LyingPeerProcessTests {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let data = root + "/data"
         #expect(try Self.run("canopyd", ["init", "--data-dir", data, "--listen", "127.0.0.1:0"]).status == 0)
-        let agent = Process()
+        let agent = ChildProcess()
         agent.executableURL = URL(fileURLWithPath: Self.binaries + "/canopyd")
         agent.arguments = ["run", "--data-dir", data]
         let logPath = root + "/canopyd.log"
@@ -139,8 +140,8 @@ struct LyingPeerProcessTests {
     }
 
     /// A `canopyd run` process on `data`, logging to `log`, its admin socket answering.
-    static func startAgent(_ data: String, log: String) throws -> Process {
-        let agent = Process()
+    static func startAgent(_ data: String, log: String) throws -> ChildProcess {
+        let agent = ChildProcess()
         agent.executableURL = URL(fileURLWithPath: binaries + "/canopyd")
         agent.arguments = ["run", "--data-dir", data]
         if !FileManager.default.fileExists(atPath: log) { FileManager.default.createFile(atPath: log, contents: nil) }
@@ -158,7 +159,7 @@ struct LyingPeerProcessTests {
 
     /// Stops the agent with `canopyctl shutdown` (its log emptied into the database file), then
     /// lists the local documents of `default` whose ids start with `prefix`.
-    static func stopAndListLocal(_ data: String, _ agent: Process, prefix: String) throws -> [String] {
+    static func stopAndListLocal(_ data: String, _ agent: ChildProcess, prefix: String) throws -> [String] {
         #expect(try run("canopyctl", ["--data-dir", data, "shutdown"]).status == 0)
         agent.waitUntilExit()
         return try DocumentStore(path: data + "/canopy.sqlite").localIDs(withPrefix: prefix)

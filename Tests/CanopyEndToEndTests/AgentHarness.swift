@@ -1,3 +1,4 @@
+import CanopyTestSupport
 import CanopyAgent
 import CanopyCore
 import CanopyCrypto
@@ -44,7 +45,7 @@ let waitLimitSeconds = 30.0
 
 /// Runs a binary to completion (bounded by `waitLimitSeconds`) and captures its output.
 func run(_ path: String, _ arguments: [String], stdin: String? = nil, in directory: String? = nil) throws -> CommandResult {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
     if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
@@ -66,7 +67,7 @@ func run(_ path: String, _ arguments: [String], stdin: String? = nil, in directo
 }
 
 /// Waits for a process to exit, failing after `waitLimitSeconds` (and killing it then).
-func waitForExit(_ process: Process) throws {
+func waitForExit(_ process: ChildProcess) throws {
     try poll("process \(process.processIdentifier) to exit") { !process.isRunning }
 }
 
@@ -102,7 +103,7 @@ final class TemporaryDirectory {
 /// One `canopyd run` child process on a fresh, initialised data directory.
 final class AgentProcess {
     let temporary = TemporaryDirectory()
-    private(set) var process = Process()
+    private(set) var process = ChildProcess()
     let nodeID: String
     var dataDir: String { temporary.path + "/data" }
     var socketPath: String { dataDir + "/admin.sock" }
@@ -137,7 +138,7 @@ final class AgentProcess {
     /// Starts the agent again on the same directory after its process has exited.
     func restart(extraArguments: [String] = []) throws {
         let environment = process.environment
-        process = Process()
+        process = ChildProcess()
         process.environment = environment
         try start(extraArguments: extraArguments)
     }

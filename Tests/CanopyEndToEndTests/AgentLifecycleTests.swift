@@ -1,3 +1,4 @@
+import CanopyTestSupport
 import CanopyAgent
 import CanopyCore
 import Foundation
@@ -96,8 +97,8 @@ struct AgentLifecycleTests {
 
     /// `canopyd run` on `agent`'s data directory, started apart from the harness, once its admin
     /// socket answers as `agent`'s node.
-    static func runUntilServing(_ agent: AgentProcess) throws -> Process {
-        let process = Process()
+    static func runUntilServing(_ agent: AgentProcess) throws -> ChildProcess {
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: Binaries.canopyd)
         process.arguments = ["run", "--data-dir", agent.dataDir]
         process.standardError = FileHandle.nullDevice

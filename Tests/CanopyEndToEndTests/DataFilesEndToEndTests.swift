@@ -1,3 +1,4 @@
+import CanopyTestSupport
 import CanopyAgent
 import CanopyCore
 import CanopyStore
@@ -89,7 +90,7 @@ struct DataFilesEndToEndTests {
         #expect(try agent.ctl(["attach", "big", "blob", "--file", file]).status == 0)
 
         let backup = agent.temporary.path + "/backup"
-        let backingUp = Process()
+        let backingUp = ChildProcess()
         backingUp.executableURL = URL(fileURLWithPath: Binaries.canopyctl)
         backingUp.arguments = ["--data-dir", agent.dataDir, "backup", backup]
         backingUp.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
@@ -155,7 +156,7 @@ struct DataFilesEndToEndTests {
         let address = try a.listenAddress()
         _ = try a.ctl(["shutdown"])
         try waitForExit(a.process)
-        let restored = Process()
+        let restored = ChildProcess()
         restored.executableURL = URL(fileURLWithPath: Binaries.canopyd)
         restored.arguments = ["run", "--data-dir", backup, "--listen", address]
         restored.standardError = FileHandle(forWritingAtPath: "/dev/null")
@@ -200,7 +201,7 @@ struct DataFilesEndToEndTests {
         // The backup restores as a node that serves both files.
         _ = try agent.ctl(["shutdown"])
         try waitForExit(agent.process)
-        let restored = Process()
+        let restored = ChildProcess()
         restored.executableURL = URL(fileURLWithPath: Binaries.canopyd)
         restored.arguments = ["run", "--data-dir", backup, "--listen", "127.0.0.1:0"]
         restored.standardError = FileHandle(forWritingAtPath: "/dev/null")

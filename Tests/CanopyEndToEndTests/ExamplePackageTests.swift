@@ -1,3 +1,4 @@
+import CanopyTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -39,7 +40,7 @@ struct ExamplePackageTests {
 
     /// Runs `path` to completion (the test's time limit bounds it) and captures its output.
     static func run(_ path: String, _ arguments: [String]) throws -> CommandResult {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
         let out = Pipe()

@@ -1,3 +1,4 @@
+import CanopyTestSupport
 import CanopyAgent
 import Foundation
 import Testing
@@ -145,7 +146,7 @@ struct ReadmeExamplesTests {
     /// A process started by a background line, with what it has printed so far.
     final class Background: @unchecked Sendable {
         let place: String
-        let process = Process()
+        let process = ChildProcess()
         let isAgent: Bool
         private let lock = NSLock()
         private var output = Data()
@@ -251,7 +252,7 @@ struct ReadmeExamplesTests {
     }
 
     static func shell(_ line: String, environment: [String: String]) throws -> CommandResult {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", line]
         process.environment = environment

@@ -1,3 +1,4 @@
+import CanopyTestSupport
 import CanopyAgent
 import CanopyCore
 import Dispatch
@@ -18,8 +19,8 @@ struct ResolverClientEndToEndTests {
 
     /// `Tools/examples/resolver.py` registered on `agent` as `name` (with `arguments` after it), its
     /// stdout and stderr in the pipe returned.
-    static func pythonResolver(on agent: AgentProcess, name: String, arguments: [String] = []) throws -> (Process, Pipe) {
-        let python = Process()
+    static func pythonResolver(on agent: AgentProcess, name: String, arguments: [String] = []) throws -> (ChildProcess, Pipe) {
+        let python = ChildProcess()
         python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         python.arguments = ["python3", root.appendingPathComponent("Tools/examples/resolver.py").path, "--socket", agent.socketPath, "--name", name]
             + arguments

@@ -1,3 +1,4 @@
+import CanopyTestSupport
 import CanopyAgent
 import CanopyCore
 import Foundation
@@ -15,8 +16,8 @@ struct SyncDeliveryEndToEndTests {
     }
 
     /// Starts `canopyctl` with `arguments` against `agent`, its output thrown away.
-    static func launch(_ agent: AgentProcess, _ arguments: [String]) throws -> Process {
-        let process = Process()
+    static func launch(_ agent: AgentProcess, _ arguments: [String]) throws -> ChildProcess {
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: Binaries.canopyctl)
         process.arguments = ["--data-dir", agent.dataDir] + arguments
         process.standardOutput = FileHandle.nullDevice

@@ -1,3 +1,4 @@
+import CanopyTestSupport
 import CanopyCore
 import Foundation
 import Testing
@@ -17,7 +18,7 @@ struct TortureSliceTests {
     /// Runs the tool (bounded by `limit` seconds) and returns its exit status and parsed report.
     static func torture(_ arguments: [String], limit: Double = 120) throws -> (status: Int32, report: [String: JSONValue]) {
         #expect(FileManager.default.isExecutableFile(atPath: tool), "no \(tool): build with `swift build --build-tests`")
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: tool)
         process.arguments = arguments + ["--json", "--bin-dir", Binaries.directory]
         let out = Pipe()

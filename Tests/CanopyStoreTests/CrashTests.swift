@@ -1,3 +1,4 @@
+import CanopyTestSupport
 import CanopyCore
 import Foundation
 import Testing
@@ -52,7 +53,7 @@ struct CrashTests {
     /// Starts the child, reads `linesBeforeKill` lines, kills it with SIGKILL, and returns the
     /// batch numbers of every "committed N" line it printed before dying.
     static func runAndKill(_ executable: URL, path: String, tag: String, linesBeforeKill: Int) throws -> [Int] {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = executable
         process.arguments = [path, tag, "100000", String(batchSize)]
         let output = Pipe()
