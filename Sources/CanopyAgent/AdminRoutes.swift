@@ -7,6 +7,15 @@ import Dispatch
 enum AdminCaller: Sendable {
     case client(AdminClient)
     case application
+
+    /// The socket client of a command that streams to its connection or is bound to it
+    /// (`events`, the resolver commands); the application's process has none.
+    func socketClient<C: AdminCommand>(for command: C) throws(AdminFailure) -> AdminClient {
+        guard case .client(let client) = self else {
+            throw AdminFailure(.invalidRequest, "\(C.name) is bound to a connection of the admin socket")
+        }
+        return client
+    }
 }
 
 /// The queue a command's handler starts on: the agent's own state is read on `queue`, documents

@@ -46,8 +46,6 @@ extension Agent: AdminRequestHandler {
         case "attach":
             // An upload: the line's bytes are stored already (`request.uploaded`).
             storeQueue.async { reply(self.storeResult { try self.attach(request) }.flatMap { AdminResponseLine.members(of: $0) }) }
-        case "resolver.register": onQueue(reply) { try self.resolvers.register(request, client: client, reply: reply) }
-        case "resolver.answer": onQueue(reply) { try self.resolvers.answer(request, client: client, reply: reply) }
         default:
             reply(.failure(AdminFailure(
                 .unknownCommand, "unknown command \"\(request.command.prefix(80))\"; commands: \(Self.commandNames.joined(separator: ", "))")))
@@ -100,10 +98,13 @@ extension Agent: AdminRequestHandler {
         AdminRoute(Admin.Check.self, on: .caller) { agent, command, _, reply in agent.check(command, reply) },
         AdminRoute(Admin.Sync.self, on: .agent) { agent, command, caller, reply in try agent.sync(command, caller: caller, reply) },
         AdminRoute(Admin.Subscribe.self, on: .agent) { agent, command, caller, reply in
-            guard case .client(let client) = caller else {
-                throw AdminFailure(.invalidRequest, "events streams to a client of the admin socket")
-            }
-            agent.events.subscribe(command, client: client, reply)
+            agent.events.subscribe(command, client: try caller.socketClient(for: command), reply)
+        },
+        AdminRoute(Admin.RegisterResolver.self, on: .agent) { agent, command, caller, reply in
+            try agent.resolvers.register(command, client: caller.socketClient(for: command), reply: reply)
+        },
+        AdminRoute(Admin.AnswerResolver.self, on: .agent) { agent, command, caller, reply in
+            try agent.resolvers.answer(command, client: caller.socketClient(for: command), reply: reply)
         },
         AdminRoute(Admin.Detach.self, on: .store) { agent, command, _, reply in reply(agent.storeResult { try agent.detach(command) }) },
         AdminRoute(Admin.Compact.self, on: .store) { agent, command, _, reply in
@@ -128,18 +129,5 @@ extension Agent: AdminRequestHandler {
             if case .string(let value)? = request.arguments[key] { return "\(key)=\(value.prefix(80))" }
             return nil
         }.joined(separator: " ")
-    }
-
-    /// Runs `body` on `queue`; an `AdminFailure` it throws becomes the reply.
-    private func onQueue(_ reply: @escaping AdminReply, _ body: @escaping @Sendable () throws -> Void) {
-        queue.async {
-            do {
-                try body()
-            } catch let failure as AdminFailure {
-                reply(.failure(failure))
-            } catch {
-                reply(.failure(AdminFailure(.failed, "\(error)")))
-            }
-        }
     }
 }

@@ -192,13 +192,6 @@ extension Agent {
         return .merged(try DocumentMembers.resolutionBody(resolution.body ?? .null, documentID: documentID))
     }
 
-    /// The resolution a resolver answer's line carries.
-    static func decision(from request: AdminRequest, documentID: String?) throws(AdminFailure) -> ResolutionDecision {
-        let resolution = Admin.Resolution(
-            pick: try request.optionalRevision("pick"), body: request.arguments["body"], delete: try request.bool("delete"))
-        return try decision(from: resolution, documentID: documentID)
-    }
-
     func changes(_ command: Admin.Changes) throws -> Admin.Changes.Reply {
         let store = try database(named: command.db).store
         let since = command.since ?? 0

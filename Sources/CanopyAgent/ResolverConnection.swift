@@ -76,9 +76,7 @@ final class ResolverConnection: @unchecked Sendable {
             queue.async { [self] in
                 guard !closed else { return reply.resume(returning: .failure(failure ?? .closed)) }
                 connection.start(onRead: { [unowned self] in received($0) }, onClose: { [unowned self] in finished() })
-                var arguments: [String: JSONValue] = ["name": .string(name)]
-                if let prefix { arguments["prefix"] = .string(prefix) }
-                let id = send("resolver.register", arguments)
+                let id = send(Admin.RegisterResolver(name: name, prefix: prefix))
                 registration = (id, reply)
             }
         }
@@ -90,9 +88,7 @@ final class ResolverConnection: @unchecked Sendable {
     func answer(_ offer: ResolverOffer, _ decision: ResolutionDecision) {
         queue.async { [self] in
             guard !closed else { return unanswered(offer, ResolverClient.Failure.closed) }
-            var members = decision.answerMembers
-            members["ticket"] = .int(offer.ticket)
-            let id = send("resolver.answer", members)
+            let id = send(Admin.AnswerResolver(ticket: offer.ticket, resolution: decision.resolution))
             answers[id] = (offer.ticket, offer.documentID)
         }
     }
@@ -110,14 +106,11 @@ final class ResolverConnection: @unchecked Sendable {
         }
     }
 
-    private func send(_ command: String, _ arguments: [String: JSONValue]) -> Int64 {
+    private func send<C: AdminCommand>(_ command: C) -> Int64 {
         dispatchPrecondition(condition: .onQueue(queue))
         let id = nextID
         nextID += 1
-        var members = arguments
-        members["id"] = .int(id)
-        members["cmd"] = .string(command)
-        connection.send(AdminResponseLine.line(.object(members)))
+        connection.send(AdminRequestLine.encode(command, id: id) + [UInt8(ascii: "\n")])
         return id
     }
 
@@ -183,9 +176,9 @@ final class ResolverConnection: @unchecked Sendable {
                 "doc": "\(sent.document.prefix(80))", "code": "\(refusal.code.rawValue)", "message": "\(refusal.message)",
             ])
             outcomesContinuation.yield(.refused(ticket: sent.ticket, documentID: sent.document, refusal))
-        } else if case .string(let text)? = members["rev"], let revision = RevisionID(text) {
+        } else if case .success(let written) = AdminResponseLine.reply(to: Admin.AnswerResolver.self, from: members) {
             counts.answered += 1
-            outcomesContinuation.yield(.answered(ticket: sent.ticket, documentID: sent.document, revision: revision))
+            outcomesContinuation.yield(.answered(ticket: sent.ticket, documentID: sent.document, revision: written.rev))
         } else {
             violated("the agent answered request \(id) without a revision")
         }

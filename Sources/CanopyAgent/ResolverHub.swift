@@ -27,7 +27,7 @@ final class ResolverHub: @unchecked Sendable {
     /// Timeouts of the offers outstanding, by ticket.
     private var timeouts: [Int64: DispatchWorkItem] = [:]
     /// Replies owed to answers received, by ticket.
-    private var replies: [Int64: AdminReply] = [:]
+    private var replies: [Int64: TypedAdminRoute<Admin.AnswerResolver>.Reply] = [:]
     private var drained: [@Sendable () -> Void] = []
 
     init(agent: Agent) {
@@ -68,9 +68,7 @@ final class ResolverHub: @unchecked Sendable {
             let reply = replies.removeValue(forKey: ticket)
             switch result {
             case .success(let revision):
-                reply?(.success([
-                    "db": .string(document.database.text), "doc": .string(document.document), "rev": .string(revision.description),
-                ]))
+                reply?(.success(Admin.AnswerResolver.Reply(db: document.database.text, doc: document.document, rev: revision)))
             case .failure(let refusal): reply?(.failure(Self.failure(refusal)))
             }
         case .policyChanged:
@@ -155,21 +153,22 @@ final class ResolverHub: @unchecked Sendable {
     // MARK: Answers
 
     /// `resolver.answer {ticket, pick|body|delete}` from `client`.
-    func answer(_ request: AdminRequest, client: AdminClient, reply: @escaping AdminReply) throws(AdminFailure) {
+    func answer(
+        _ command: Admin.AnswerResolver, client: AdminClient, reply: @escaping TypedAdminRoute<Admin.AnswerResolver>.Reply
+    ) throws(AdminFailure) {
         dispatchPrecondition(condition: .onQueue(agent.queue))
         guard let name = offers.resolver(on: ObjectIdentifier(client)) else {
             throw AdminFailure(.invalidRequest, "this connection is not a registered resolver")
         }
-        guard let ticket = try request.optionalInt("ticket", in: 1...Int64.max) else {
-            throw AdminFailure(.invalidArgument, "\"resolver.answer\" needs \"ticket\": an integer")
-        }
+        // `validate` has checked that there is one.
+        let ticket = command.ticket ?? 0
         guard let document = offers.document(offeredAs: ticket, to: name) else {
             throw AdminFailure(
                 .notFound,
                 "ticket \(ticket) is unknown, void or expired: its conflict was settled meanwhile, or changed and is offered again with a new ticket, or it timed out and is offered again later")
         }
         let decision: ResolutionDecision
-        do { decision = try Agent.decision(from: request, documentID: document.document) } catch {
+        do { decision = try Agent.decision(from: command.resolution, documentID: document.document) } catch {
             handle { $0.answerRefused(ticket: ticket, reason: "resolver \(name)'s answer was refused: \(error.message)") }
             throw error
         }
@@ -243,10 +242,12 @@ final class ResolverHub: @unchecked Sendable {
     // MARK: Registration
 
     /// `resolver.register {name?, prefix?}`.
-    func register(_ request: AdminRequest, client: AdminClient, reply: @escaping AdminReply) throws(AdminFailure) {
+    func register(
+        _ command: Admin.RegisterResolver, client: AdminClient, reply: @escaping TypedAdminRoute<Admin.RegisterResolver>.Reply
+    ) throws(AdminFailure) {
         dispatchPrecondition(condition: .onQueue(agent.queue))
-        let name = try request.optionalString("name") ?? "default"
-        let prefix = try request.optionalString("prefix")
+        let name = command.name ?? "default"
+        let prefix = command.prefix
         let connection = ObjectIdentifier(client)
         offers.configuredRules = Self.rules(of: agent.config)
         let registered: (prefix: String?, actions: [Offers.Action])
@@ -262,7 +263,7 @@ final class ResolverHub: @unchecked Sendable {
                 self.clients.removeValue(forKey: connection)
             }
         }
-        reply(.success(["name": .string(name), "prefix": registered.prefix.map(JSONValue.string) ?? .null]))
+        reply(.success(Admin.RegisterResolver.Reply(name: name, prefix: registered.prefix)))
         handle { _ in registered.actions }
     }
 

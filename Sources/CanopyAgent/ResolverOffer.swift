@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 
 /// One conflict the agent offers a resolver client: the `{"resolve":{…}}` line of
@@ -96,13 +97,13 @@ extension ResolverOffer {
 }
 
 extension ResolutionDecision {
-    /// The members of a `resolver.answer` request that carry this decision: `pick`, `body` or
+    /// The resolution a `resolver.answer` request carries for this decision: `pick`, `body` or
     /// `delete` (§5).
-    var answerMembers: [String: JSONValue] {
+    var resolution: Admin.Resolution {
         switch self {
-        case .keep(let revision): ["pick": .string(revision.description)]
-        case .merged(let body): ["body": body]
-        case .delete: ["delete": .bool(true)]
+        case .keep(let revision): Admin.Resolution(pick: revision)
+        case .merged(let body): Admin.Resolution(body: body)
+        case .delete: Admin.Resolution(delete: true)
         }
     }
 }
