@@ -136,9 +136,23 @@ public struct AdminRequestLine: Sendable, Equatable {
 
     /// `command`'s request line with `id`, canonical JSON without its newline.
     public static func encode<C: AdminCommand>(_ command: C, id: Int64) -> [UInt8] {
-        var members = encodeArguments(command)
+        AdminRequestLine(id: id, command: C.name, arguments: encodeArguments(command)).encoded()
+    }
+
+    /// What a logged request names (`db=… doc=…`): the string arguments that say what it acts
+    /// on, each cut to 80 characters.
+    public var loggedTarget: String {
+        ["db", "name", "doc", "node_id", "path"].compactMap { key -> String? in
+            if case .string(let value)? = arguments[key] { return "\(key)=\(value.prefix(80))" }
+            return nil
+        }.joined(separator: " ")
+    }
+
+    /// The line as canonical JSON, without its newline.
+    public func encoded() -> [UInt8] {
+        var members = arguments
         members["id"] = .int(id)
-        members["cmd"] = .string(C.name)
+        members["cmd"] = .string(command)
         return CanonicalJSON.encode(.object(members))
     }
 
@@ -209,6 +223,51 @@ public enum AdminResponseLine {
         } catch {
             return .failure(AdminFailure(.failed, "the agent's reply to \(C.name) does not fit this client: \(error)"))
         }
+    }
+}
+
+/// The line that tells a client to send an upload's bytes, `{"upload":{"id":N,"length":L}}`
+/// (Protocol/admin-v1.md §2): sent as soon as the upload's line was read and accepted.
+public struct AdminUploadGrant: Codable, Sendable, Equatable {
+    /// The upload request's id.
+    public var id: Int64
+    /// The bytes the client sends now.
+    public var length: Int64
+
+    /// Creates a grant.
+    public init(id: Int64, length: Int64) {
+        self.id = id
+        self.length = length
+    }
+
+    /// Reads a line's object as a grant; nil when it is another kind of line.
+    public init?(line members: [String: JSONValue]) {
+        guard case .object(let upload)? = members["upload"], case .int(let id)? = upload["id"], case .int(let length)? = upload["length"] else {
+            return nil
+        }
+        self.init(id: id, length: length)
+    }
+
+    /// The line, with its newline.
+    public var line: [UInt8] {
+        AdminResponseLine.line(.object(["upload": .object(["id": .int(id), "length": .int(length)])]))
+    }
+}
+
+extension AdminResponseLine {
+    /// The `id` a response object answers: nil for a line that is not a response (an event, an
+    /// offer, an upload grant) and for the `busy` refusal, whose id is null.
+    public static func responseID(of members: [String: JSONValue]) -> Int64? {
+        guard members["ok"] != nil, case .int(let id)? = members["id"] else { return nil }
+        return id
+    }
+
+    /// True for a success (`"ok":true`).
+    public static func isSuccess(_ members: [String: JSONValue]) -> Bool { members["ok"] == .bool(true) }
+
+    /// True for the `busy` line an agent at its client limit sends before closing (`id` null).
+    public static func isBusy(_ members: [String: JSONValue]) -> Bool {
+        members["id"] == .null && members["error"]?.objectValue?["code"] == .string(AdminErrorCode.busy.rawValue)
     }
 }
 

@@ -244,7 +244,7 @@ extension Admin {
 // MARK: Attachments
 
 extension Admin {
-    /// `attach {db?, doc, name, content_type?, rev?}` and `length` bytes (an upload,
+    /// `attach {db?, doc, name, length, content_type?, rev?}` and `length` bytes (an upload,
     /// Protocol/admin-v1.md §2): a revision of `doc` replacing `rev` (nil: a new document) with
     /// the attachment added or replaced.
     public struct Attach: AdminCommand {
@@ -252,16 +252,23 @@ extension Admin {
         public var db: String?
         public var doc: String
         public var name: String
+        /// The number of bytes that follow the line.
+        public var length: Int64
         /// Default `application/octet-stream`.
         public var contentType: String?
         public var rev: RevisionID?
 
-        public init(db: String? = nil, doc: String, name: String, contentType: String? = nil, rev: RevisionID? = nil) {
+        public init(db: String? = nil, doc: String, name: String, length: Int64, contentType: String? = nil, rev: RevisionID? = nil) {
             self.db = db
             self.doc = doc
             self.name = name
+            self.length = length
             self.contentType = contentType
             self.rev = rev
+        }
+
+        public func validate() throws(AdminFailure) {
+            guard length >= 0 else { throw AdminFailure(.invalidArgument, "\"length\" must be from 0 to \(Int64.max)") }
         }
 
         public struct Reply: Codable, Sendable, Equatable {

@@ -76,7 +76,7 @@ final class AdminClient: @unchecked Sendable {
     }
 
     /// Commands whose line is followed by bytes (`length` of them, once the agent said `upload`).
-    static let uploadCommands: Set<String> = ["attach"]
+    static let uploadCommands: Set<String> = [Admin.Attach.name]
     /// Commands whose response line is followed by bytes (`length` of them).
     static let downloadCommands: Set<String> = ["attachment"]
     /// An upload's header is at most this long; a longer line is never taken for one, so only
@@ -372,22 +372,19 @@ final class AdminClient: @unchecked Sendable {
     /// flight) and the next `length` bytes are its content; refused, its failure is its response
     /// in its turn and the client sends no bytes (Protocol/admin-v1.md §2).
     private func beginUpload(_ request: AdminRequest, _ handler: any AdminRequestHandler) {
-        let length: Int64
+        let command: Admin.Attach
         do throws(AdminFailure) {
-            guard let announced = try request.optionalInt("length", in: 0...Int64.max) else {
-                throw AdminFailure(.invalidArgument, "\"\(request.command)\" needs \"length\": the number of bytes that follow")
-            }
-            length = announced
+            command = try request.decode(Admin.Attach.self)
         } catch {
             return lines.append(.decoded(.failure(AdminDecodeFailure(id: request.id, failure: error))))
         }
-        switch handler.beginUpload(request, length: length) {
+        switch handler.beginUpload(command) {
         case .failure(let failure):
             lines.append(.decoded(.failure(AdminDecodeFailure(id: request.id, failure: failure))))
         case .success(let sink):
-            connection.send(AdminResponseLine.line(.object(["upload": .object(["id": .int(request.id), "length": .int(length)])])))
-            upload = Upload(request: request, sink: sink, remaining: length)
-            if length == 0 { finishUpload() }
+            connection.send(AdminUploadGrant(id: request.id, length: command.length).line)
+            upload = Upload(request: request, sink: sink, remaining: command.length)
+            if command.length == 0 { finishUpload() }
         }
     }
 

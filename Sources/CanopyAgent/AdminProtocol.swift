@@ -48,91 +48,11 @@ package struct AdminRequest: Sendable, Equatable {
         AdminRequestLine.decode(line).map { AdminRequest(id: $0.id, command: $0.command, arguments: $0.arguments) }
     }
 
+    /// The line as it was read.
+    package var line: AdminRequestLine { AdminRequestLine(id: id, command: command, arguments: arguments) }
+
     /// The arguments as the command `C`, checked; `invalid_argument` names what is wrong.
     func decode<C: AdminCommand>(_ type: C.Type) throws(AdminFailure) -> C {
-        try AdminRequestLine(id: id, command: command, arguments: arguments).command(as: C.self)
-    }
-
-    // MARK: Typed arguments. Each throws `invalidArgument` naming the argument and the type wanted.
-
-    /// A required string argument.
-    public func string(_ name: String) throws(AdminFailure) -> String {
-        guard let value = try optionalString(name) else { throw missing(name, "a string") }
-        return value
-    }
-
-    /// An optional string argument (absent or null → nil).
-    public func optionalString(_ name: String) throws(AdminFailure) -> String? {
-        switch arguments[name] {
-        case nil, .null?: return nil
-        case .string(let text)?: return text
-        default: throw wrongType(name, "a string")
-        }
-    }
-
-    /// An optional integer argument within `range`.
-    public func optionalInt(_ name: String, in range: ClosedRange<Int64>) throws(AdminFailure) -> Int64? {
-        switch arguments[name] {
-        case nil, .null?: return nil
-        case .int(let number)?:
-            guard range.contains(number) else {
-                throw AdminFailure(.invalidArgument, "\"\(name)\" must be from \(range.lowerBound) to \(range.upperBound)")
-            }
-            return number
-        default: throw wrongType(name, "an integer")
-        }
-    }
-
-    /// An optional boolean argument (absent → `defaultValue`).
-    public func bool(_ name: String, default defaultValue: Bool = false) throws(AdminFailure) -> Bool {
-        switch arguments[name] {
-        case nil, .null?: return defaultValue
-        case .bool(let flag)?: return flag
-        default: throw wrongType(name, "true or false")
-        }
-    }
-
-    /// A required JSON object argument (a document body).
-    public func object(_ name: String) throws(AdminFailure) -> JSONValue {
-        switch arguments[name] {
-        case nil, .null?: throw missing(name, "a JSON object")
-        case .object(let members)?: return .object(members)
-        default: throw wrongType(name, "a JSON object")
-        }
-    }
-
-    /// An optional revision id argument.
-    public func optionalRevision(_ name: String) throws(AdminFailure) -> RevisionID? {
-        guard let text = try optionalString(name) else { return nil }
-        guard let revision = RevisionID(text) else {
-            throw AdminFailure(.invalidArgument, "\"\(name)\" is not a revision id (N-<32 hex>): \"\(text.prefix(80))\"")
-        }
-        return revision
-    }
-
-    /// A required revision id argument.
-    public func revision(_ name: String) throws(AdminFailure) -> RevisionID {
-        guard let revision = try optionalRevision(name) else { throw missing(name, "a revision id") }
-        return revision
-    }
-
-    /// A required argument that must be one of an enum's raw values.
-    public func choice<T: RawRepresentable & CaseIterable>(_ name: String, _ type: T.Type, default defaultValue: T? = nil) throws(AdminFailure) -> T where T.RawValue == String {
-        guard let text = try optionalString(name) else {
-            if let defaultValue { return defaultValue }
-            throw missing(name, "one of " + T.allCases.map(\.rawValue).joined(separator: ", "))
-        }
-        guard let value = T(rawValue: text) else {
-            throw AdminFailure(.invalidArgument, "\"\(name)\" must be one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")
-        }
-        return value
-    }
-
-    private func missing(_ name: String, _ type: String) -> AdminFailure {
-        AdminFailure(.invalidArgument, "\"\(command)\" needs \"\(name)\": \(type)")
-    }
-
-    private func wrongType(_ name: String, _ type: String) -> AdminFailure {
-        AdminFailure(.invalidArgument, "\"\(name)\" must be \(type)")
+        try line.command(as: C.self)
     }
 }

@@ -5,16 +5,25 @@ import Dispatch
 /// Who sent a command: a client of the admin socket, or the application the agent runs in
 /// (`Agent.perform`), which has no connection to stream on or to watch close.
 enum AdminCaller: Sendable {
-    case client(AdminClient)
+    /// A client of the socket, with what its upload stored when the command is one (`attach`).
+    case client(AdminClient, uploaded: UploadedContent?)
     case application
 
     /// The socket client of a command that streams to its connection or is bound to it
     /// (`events`, the resolver commands); the application's process has none.
     func socketClient<C: AdminCommand>(for command: C) throws(AdminFailure) -> AdminClient {
-        guard case .client(let client) = self else {
+        guard case .client(let client, _) = self else {
             throw AdminFailure(.invalidRequest, "\(C.name) is bound to a connection of the admin socket")
         }
         return client
+    }
+
+    /// What the upload of `command` stored: its bytes follow the request line on the socket.
+    func uploaded<C: AdminCommand>(for command: C) throws(AdminFailure) -> UploadedContent {
+        guard case .client(_, let uploaded?) = self else {
+            throw AdminFailure(.invalidArgument, "\(C.name) is an upload: its line is followed by its bytes (Protocol/admin-v1.md §2)")
+        }
+        return uploaded
     }
 }
 
@@ -78,7 +87,7 @@ struct AdminRoute: Sendable {
             } catch {
                 return reply(.failure(error))
             }
-            route.start(agent, command, caller: .client(client)) { result in
+            route.start(agent, command, caller: .client(client, uploaded: request.uploaded)) { result in
                 reply(result.flatMap { AdminResponseLine.members(of: $0) })
             }
         }

@@ -15,12 +15,12 @@ protocol AdminRequestHandler: AnyObject, Sendable {
     /// streaming commands (`events`, `resolver`) keep sending after the reply.
     func handle(_ request: AdminRequest, client: AdminClient, reply: @escaping @Sendable (Result<[String: JSONValue], AdminFailure>) -> Void)
 
-    /// Starts an upload (a request whose command is in `AdminClient.uploadCommands`): called on
-    /// the client's queue as soon as its line is read, before any of its bytes. Returns where the
-    /// bytes go, or why the upload is refused (the client then sends none); `length` is the line's
-    /// announced byte count, already checked. Once every byte has arrived, the request goes to
-    /// `handle` in its turn, with `uploaded` set.
-    func beginUpload(_ request: AdminRequest, length: Int64) -> Result<any AdminUploadSink, AdminFailure>
+    /// Starts an upload (`attach`, the one command in `AdminClient.uploadCommands`): called on
+    /// the client's queue as soon as its line is read and decoded, before any of its bytes.
+    /// Returns where the `command.length` bytes go, or why the upload is refused (the client then
+    /// sends none). Once every byte has arrived, the request goes to `handle` in its turn, with
+    /// `uploaded` set.
+    func beginUpload(_ command: Admin.Attach) -> Result<any AdminUploadSink, AdminFailure>
 
     /// Handles a request whose response carries a body (a command in
     /// `AdminClient.downloadCommands`): calls `reply` exactly once, from any queue, with the

@@ -81,18 +81,15 @@ public final class AdminSocketClient: @unchecked Sendable {
     public func request(_ command: String, _ arguments: [String: JSONValue] = [:]) throws(ClientError) -> [String: JSONValue] {
         let id = nextID
         nextID += 1
-        var members = arguments
-        members["id"] = .int(id)
-        members["cmd"] = .string(command)
         do {
-            try sendLine(CanonicalJSON.encode(.object(members)))
+            try sendLine(AdminRequestLine(id: id, command: command, arguments: arguments).encoded())
         } catch {
             if let busy = try? readObject(), Self.isBusy(busy) { return busy }
             throw error
         }
         while true {
             let response = try readObject()
-            if response["id"] == .int(id) || Self.isBusy(response) { return response }
+            if AdminResponseLine.responseID(of: response) == id || Self.isBusy(response) { return response }
         }
     }
 
@@ -100,6 +97,15 @@ public final class AdminSocketClient: @unchecked Sendable {
     /// an agent at its client limit included).
     public func call<C: AdminCommand>(_ command: C) throws(ClientError) -> Result<AdminAnswer<C>, AdminFailure> {
         AdminAnswer<C>.read(try request(C.name, AdminRequestLine.encodeArguments(command)))
+    }
+
+    /// `upload` of `attach`, typed: its `length` bytes come from `read`.
+    public func upload(
+        _ command: Admin.Attach, from read: (UnsafeMutableRawBufferPointer) -> Int
+    ) throws(ClientError) -> Result<AdminAnswer<Admin.Attach>, AdminFailure> {
+        var arguments = AdminRequestLine.encodeArguments(command)
+        arguments["length"] = nil
+        return AdminAnswer.read(try upload(Admin.Attach.name, arguments, length: command.length, from: read))
     }
 
     /// Sends an upload request (`attach`, Protocol/admin-v1.md §2): its line with `length`, then,
@@ -113,14 +119,12 @@ public final class AdminSocketClient: @unchecked Sendable {
         let id = nextID
         nextID += 1
         var members = arguments
-        members["id"] = .int(id)
-        members["cmd"] = .string(command)
         members["length"] = .int(length)
-        try sendLine(CanonicalJSON.encode(.object(members)))
+        try sendLine(AdminRequestLine(id: id, command: command, arguments: members).encoded())
         while true {
             let line = try readObject()
-            if line["id"] == .int(id) || Self.isBusy(line) { return line }
-            if line["upload"]?.objectValue?["id"] == .int(id) { break }
+            if AdminResponseLine.responseID(of: line) == id || Self.isBusy(line) { return line }
+            if AdminUploadGrant(line: line)?.id == id { break }
         }
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
         var remaining = length
@@ -138,8 +142,15 @@ public final class AdminSocketClient: @unchecked Sendable {
         }
         while true {
             let response = try readObject()
-            if response["id"] == .int(id) { return response }
+            if AdminResponseLine.responseID(of: response) == id { return response }
         }
+    }
+
+    /// `download` of `attachment`, typed: the content goes to `write` when the answer is a success.
+    public func download(
+        _ command: Admin.GetAttachment, to write: (ArraySlice<UInt8>) throws -> Void
+    ) throws -> Result<AdminAnswer<Admin.GetAttachment>, AdminFailure> {
+        AdminAnswer.read(try download(Admin.GetAttachment.name, AdminRequestLine.encodeArguments(command), to: write))
     }
 
     /// Sends a download request (`attachment`) and returns its response; when it succeeded, the
@@ -150,9 +161,13 @@ public final class AdminSocketClient: @unchecked Sendable {
         _ command: String, _ arguments: [String: JSONValue], to write: (ArraySlice<UInt8>) throws -> Void
     ) throws -> [String: JSONValue] {
         let response = try request(command, arguments)
-        guard response["ok"] == .bool(true) else { return response }
-        guard case .int(var remaining)? = response["length"], remaining >= 0 else {
-            throw ClientError.badResponse("a download response without its length")
+        var remaining: Int64
+        switch AdminResponseLine.reply(to: Admin.GetAttachment.self, from: response) {
+        case .success(let header) where header.length >= 0: remaining = header.length
+        case .success: throw ClientError.badResponse("a download response with a negative length")
+        case .failure(let failure) where failure.code == .failed && AdminResponseLine.isSuccess(response):
+            throw ClientError.badResponse("a download response without its content's description: \(failure.message)")
+        case .failure: return response
         }
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
         while remaining > 0 {
@@ -177,9 +192,7 @@ public final class AdminSocketClient: @unchecked Sendable {
     }
 
     /// True for the `busy` line an agent at its client limit sends before closing.
-    public static func isBusy(_ response: [String: JSONValue]) -> Bool {
-        response["id"] == .null && response["error"]?.objectValue?["code"] == .string(AdminErrorCode.busy.rawValue)
-    }
+    public static func isBusy(_ response: [String: JSONValue]) -> Bool { AdminResponseLine.isBusy(response) }
 
     /// Sends raw bytes followed by a newline (tests use it to send malformed requests).
     public func sendLine(_ bytes: [UInt8]) throws(ClientError) {

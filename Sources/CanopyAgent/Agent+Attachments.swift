@@ -15,13 +15,13 @@ extension Agent {
     /// Checks an `attach` line before its bytes: the arguments, the database, the size limit, and
     /// the revision it replaces (so a stale one is refused before the content is sent). Runs on
     /// the client's queue; the store checks run on `storeQueue`.
-    func beginUpload(_ request: AdminRequest, length: Int64) -> Result<any AdminUploadSink, AdminFailure> {
+    func beginUpload(_ command: Admin.Attach) -> Result<any AdminUploadSink, AdminFailure> {
         do {
-            let target = try AttachTarget(request.decode(Admin.Attach.self))
+            let target = try AttachTarget(command)
             let upload = try storeQueue.sync { () throws -> AttachmentUpload in
                 let database = try database(named: target.command.db)
                 try target.checkReplaceable(in: database.store)
-                return try database.store.attachments.beginUpload(length: length, from: "attachment \"\(target.name.prefix(80))\"")
+                return try database.store.attachments.beginUpload(length: command.length, from: "attachment \"\(target.name.prefix(80))\"")
             }
             return .success(UploadSink(upload))
         } catch let failure as AdminFailure {
@@ -35,11 +35,8 @@ extension Agent {
 
     /// `attach`, once its content is stored: a new revision of the document with the attachment
     /// added or replaced. Runs on `storeQueue`.
-    func attach(_ request: AdminRequest) throws -> Admin.Attach.Reply {
-        let target = try AttachTarget(request.decode(Admin.Attach.self))
-        guard let uploaded = request.uploaded else {
-            throw AdminFailure(.invalidArgument, "attach is an upload: its line is followed by its bytes (Protocol/admin-v1.md §2)")
-        }
+    func attach(_ command: Admin.Attach, uploaded: UploadedContent) throws -> Admin.Attach.Reply {
+        let target = try AttachTarget(command)
         let database = try database(named: target.command.db)
         let contentType = target.command.contentType ?? Self.defaultContentType
         let metadata = AttachmentMetadata(

@@ -39,17 +39,13 @@ extension Agent: AdminRequestHandler {
     func handle(_ request: AdminRequest, client: AdminClient, reply: @escaping AdminReply) {
         if Self.mutatingCommands.contains(request.command) {
             let level: Logger.Level = Self.operatorCommands.contains(request.command) ? .info : .debug
-            logger.log(level: level, "admin \(request.command) \(Self.logTarget(of: request))")
+            logger.log(level: level, "admin \(request.command) \(request.line.loggedTarget)")
         }
-        if let route = Self.routes[request.command] { return route.runLine(self, request, client, reply) }
-        switch request.command {
-        case "attach":
-            // An upload: the line's bytes are stored already (`request.uploaded`).
-            storeQueue.async { reply(self.storeResult { try self.attach(request) }.flatMap { AdminResponseLine.members(of: $0) }) }
-        default:
-            reply(.failure(AdminFailure(
+        guard let route = Self.routes[request.command] else {
+            return reply(.failure(AdminFailure(
                 .unknownCommand, "unknown command \"\(request.command.prefix(80))\"; commands: \(Self.commandNames.joined(separator: ", "))")))
         }
+        route.runLine(self, request, client, reply)
     }
 
     /// The commands that run through typed routes (`AdminRoutes`), by name.
@@ -106,6 +102,11 @@ extension Agent: AdminRequestHandler {
         AdminRoute(Admin.AnswerResolver.self, on: .agent) { agent, command, caller, reply in
             try agent.resolvers.answer(command, client: caller.socketClient(for: command), reply: reply)
         },
+        AdminRoute(Admin.Attach.self, on: .store) { agent, command, caller, reply in
+            // An upload: its bytes are stored already.
+            let uploaded = try caller.uploaded(for: command)
+            reply(agent.storeResult { try agent.attach(command, uploaded: uploaded) })
+        },
         AdminRoute(Admin.Detach.self, on: .store) { agent, command, _, reply in reply(agent.storeResult { try agent.detach(command) }) },
         AdminRoute(Admin.Compact.self, on: .store) { agent, command, _, reply in
             reply(agent.storeResult { try agent.compact(command) })
@@ -122,12 +123,4 @@ extension Agent: AdminRequestHandler {
             agent.shutdown {}
         },
     ].map { ($0.name, $0) })
-
-    /// What a logged request names (`db=… doc=…`), each value cut to 80 characters.
-    private static func logTarget(of request: AdminRequest) -> String {
-        ["db", "name", "doc", "node_id", "path"].compactMap { key -> String? in
-            if case .string(let value)? = request.arguments[key] { return "\(key)=\(value.prefix(80))" }
-            return nil
-        }.joined(separator: " ")
-    }
 }

@@ -90,11 +90,6 @@ extension Agent {
     /// The store of an open database, for an application running the agent in-process.
     package func store(of name: DatabaseName) -> DocumentStore? { databases[name] }
 
-    /// The database a document command names in `db` (default `default`). On `storeQueue`.
-    func database(for request: AdminRequest) throws(AdminFailure) -> OpenDatabase {
-        try database(named: request.optionalString("db"))
-    }
-
     /// The database `text` names (nil: `default`). On `storeQueue`.
     func database(named text: String?) throws(AdminFailure) -> OpenDatabase {
         dispatchPrecondition(condition: .onQueue(storeQueue))

@@ -41,7 +41,7 @@ extension Agent {
                 once.reply(.failure(AdminFailure(code, failure.message)))
             }
         }
-        if wait, case .client(let client) = caller { client.onClose { cancellation.cancel() } }
+        if wait, case .client(let client, _) = caller { client.onClose { cancellation.cancel() } }
     }
 
     /// A one-shot replication with a configured peer, as the `sync` command with `wait` runs it

@@ -18,9 +18,10 @@ struct AdminRequestTests {
     func decodesRequest() throws {
         let request = try decode(#"{"id":7,"cmd":"get","doc":"a","revs":true}"#).get()
         #expect(request == AdminRequest(id: 7, command: "get", arguments: ["doc": .string("a"), "revs": .bool(true)]))
-        #expect(try request.string("doc") == "a")
-        #expect(try request.bool("revs"))
-        #expect(try request.bool("conflicts") == false)
+        let get = try request.line.command(as: Admin.GetDocument.self)
+        #expect(get.doc == "a")
+        #expect(get.revs == true)
+        #expect(get.conflicts == nil)
     }
 
     @Test("malformed lines get the right error code and keep the id when there is one", arguments: [
@@ -38,15 +39,24 @@ struct AdminRequestTests {
         #expect(found?.id == id)
     }
 
-    @Test("missing and wrong-typed arguments are invalid_argument errors that name the argument")
-    func argumentErrors() throws {
-        let request = try decode(#"{"id":1,"cmd":"put","doc":3,"body":[],"since":-1,"rev":"nope","flag":"yes"}"#).get()
-        #expect(throws: AdminFailure(.invalidArgument, "\"doc\" must be a string")) { try request.string("doc") }
-        #expect(throws: AdminFailure(.invalidArgument, "\"body\" must be a JSON object")) { try request.object("body") }
-        #expect(throws: AdminFailure(.invalidArgument, "\"put\" needs \"missing\": a string")) { try request.string("missing") }
-        #expect(throws: AdminFailure.self) { try request.optionalInt("since", in: 0...10) }
-        #expect(throws: AdminFailure.self) { try request.optionalRevision("rev") }
-        #expect(throws: AdminFailure(.invalidArgument, "\"flag\" must be true or false")) { try request.bool("flag") }
+    @Test("missing and wrong-typed arguments are invalid_argument errors that name the argument", arguments: [
+        (#"{"id":1,"cmd":"put","doc":3,"body":{}}"#, "\"doc\" must be a string"),
+        (#"{"id":1,"cmd":"put","doc":"a","body":[]}"#, "\"body\" must be a JSON object"),
+        (#"{"id":1,"cmd":"put","body":{}}"#, "\"put\" needs \"doc\": a string"),
+        (#"{"id":1,"cmd":"put","doc":"a","body":{},"rev":"nope"}"#, "\"rev\" malformed revision id"),
+        (#"{"id":1,"cmd":"get","doc":"a","revs":"yes"}"#, "\"revs\" must be true or false"),
+        (#"{"id":1,"cmd":"attach","doc":"a","name":"n"}"#, "\"attach\" needs \"length\": an integer"),
+        (#"{"id":1,"cmd":"attach","doc":"a","name":"n","length":-1}"#, "\"length\" must be from 0"),
+    ])
+    func argumentErrors(text: String, message: String) throws {
+        let line = try decode(text).get().line
+        let failure: AdminFailure? = switch line.command {
+        case Admin.PutDocument.name: refusal { try line.command(as: Admin.PutDocument.self) }
+        case Admin.GetDocument.name: refusal { try line.command(as: Admin.GetDocument.self) }
+        default: refusal { try line.command(as: Admin.Attach.self) }
+        }
+        #expect(failure?.code == .invalidArgument)
+        #expect(failure?.message.hasPrefix(message) == true, "\(failure?.message ?? "no failure")")
     }
 
     @Test("responses are single canonical JSON lines with the id and ok flag")
@@ -55,5 +65,14 @@ struct AdminRequestTests {
         #expect(String(decoding: ok, as: UTF8.self) == #"{"id":3,"ok":true,"rev":"1-x"}"# + "\n")
         let error = AdminResponseLine.failure(id: nil, AdminFailure(.parseError, "bad"))
         #expect(String(decoding: error, as: UTF8.self) == #"{"error":{"code":"parse_error","message":"bad"},"id":null,"ok":false}"# + "\n")
+    }
+}
+
+private func refusal<C>(_ decode: () throws -> C) -> AdminFailure? {
+    do {
+        _ = try decode()
+        return nil
+    } catch {
+        return error as? AdminFailure
     }
 }

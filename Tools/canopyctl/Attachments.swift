@@ -36,17 +36,16 @@ struct Attach: ParsableCommand {
         guard fstat(input, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             throw CtlFailure(status: .error, message: "\(file) is not a regular file")
         }
-        let command = Admin.Attach(db: database.db, doc: id, name: name, contentType: type ?? Self.contentType(of: file), rev: rev)
+        let command = Admin.Attach(
+            db: database.db, doc: id, name: name, length: Int64(info.st_size), contentType: type ?? Self.contentType(of: file), rev: rev)
         let client = try connection.connect()
-        let response: [String: JSONValue]
+        let response: Result<AdminAnswer<Admin.Attach>, AdminFailure>
         do {
-            response = try client.upload(Admin.Attach.name, AdminRequestLine.encodeArguments(command), length: Int64(info.st_size)) { buffer in
-                read(input, buffer.baseAddress, buffer.count)
-            }
+            response = try client.upload(command) { buffer in read(input, buffer.baseAddress, buffer.count) }
         } catch {
             throw CtlFailure(status: .error, message: "\(error)", timedOut: error.isTimeout)
         }
-        let answer = try connection.answer(Admin.Attach.self, response)
+        let answer = try connection.answer(response)
         let reply = answer.reply
         connection.json
             ? printJSON(.object(answer.members))
@@ -98,9 +97,9 @@ struct AttachmentCommand: ParsableCommand {
         }
         let hash = Blake2bStream(outputBytes: AttachmentDigest.byteCount)
         let client = try connection.connect()
-        let response: [String: JSONValue]
+        let response: Result<AdminAnswer<Admin.GetAttachment>, AdminFailure>
         do {
-            response = try client.download(Admin.GetAttachment.name, AdminRequestLine.encodeArguments(command)) { part in
+            response = try client.download(command) { part in
                 hash.update(part)
                 try part.withUnsafeBytes { raw in
                     var offset = 0
@@ -120,7 +119,7 @@ struct AttachmentCommand: ParsableCommand {
             let detail = if case .closed = error { "the agent ended the transfer before the last byte (see its log)" } else { "\(error)" }
             throw CtlFailure(status: .error, message: "\(detail); \(output.map { "\($0) was not written" } ?? "stdout holds a partial attachment")", timedOut: error.isTimeout)
         }
-        let answer = try connection.answer(Admin.GetAttachment.self, response)
+        let answer = try connection.answer(response)
         guard AttachmentDigest(answer.reply.digest)?.bytes == hash.finish() else {
             throw CtlFailure(status: .error, message: "the bytes received do not match the attachment's digest \(answer.reply.digest); \(output.map { "\($0) was not written" } ?? "stdout holds damaged bytes")")
         }

@@ -64,12 +64,6 @@ struct ConnectionOptions: ParsableArguments {
         throw CtlFailure(status: .usage, message: "say where the agent is: --data-dir DIR or --socket PATH (or set CANOPY_DATA_DIR)")
     }
 
-    /// Connects, sends one request and returns the result members (without `id` and `ok`);
-    /// an error response becomes a `CtlFailure` with the matching exit status.
-    func call(_ command: String, _ arguments: [String: JSONValue] = [:]) throws -> [String: JSONValue] {
-        try call(connect(), command, arguments)
-    }
-
     func connect() throws -> AdminSocketClient {
         let path = try socketPath()
         do {
@@ -98,10 +92,10 @@ struct ConnectionOptions: ParsableArguments {
         }
     }
 
-    /// A response read as `C`'s answer (a command whose line was sent another way: an upload or
-    /// a download); the agent's error becomes the failure that ends the command.
-    func answer<C: AdminCommand>(_ type: C.Type, _ response: [String: JSONValue]) throws -> AdminAnswer<C> {
-        switch AdminAnswer<C>.read(response) {
+    /// The answer of a command whose line was sent another way (an upload or a download); the
+    /// agent's error becomes the failure that ends the command.
+    func answer<C: AdminCommand>(_ answer: Result<AdminAnswer<C>, AdminFailure>) throws -> AdminAnswer<C> {
+        switch answer {
         case .success(let answer): return answer
         case .failure(let failure): throw Self.failure(failure)
         }
@@ -117,31 +111,6 @@ struct ConnectionOptions: ParsableArguments {
         }
         let message = failure.code == .busy ? "agent busy, try again: \(failure.message)" : failure.message
         return CtlFailure(status: status, message: message, errorObject: try? JSONValueEncoder().encode(failure))
-    }
-
-    func call(_ client: AdminSocketClient, _ command: String, _ arguments: [String: JSONValue]) throws -> [String: JSONValue] {
-        let response: [String: JSONValue]
-        do {
-            response = try client.request(command, arguments)
-        } catch {
-            throw CtlFailure(status: .error, message: "\(error)", timedOut: error.isTimeout)
-        }
-        return try result(of: response)
-    }
-
-    /// A response's result members (without `id` and `ok`); an error response becomes a
-    /// `CtlFailure` with the matching exit status.
-    func result(of response: [String: JSONValue]) throws -> [String: JSONValue] {
-        var result = response
-        result["id"] = nil
-        result["ok"] = nil
-        guard response["ok"] == .bool(true) else {
-            guard case .object(let error)? = response["error"], let failure = try? JSONValueDecoder().decode(AdminFailure.self, from: .object(error)) else {
-                throw CtlFailure(status: .error, message: "malformed error response")
-            }
-            throw Self.failure(failure)
-        }
-        return result
     }
 }
 
