@@ -73,9 +73,7 @@ extension Agent {
         }
         try change(&attachments)
         let revision = try database.store.put(id: id, body: Attachments.body(body, with: attachments), replacing: rev)
-        events.emit("document.changed", [
-            "doc": .string(id), "rev": .string(revision.description), "origin": .string("local"), "db": .string(database.name.text),
-        ])
+        events.emit(.localChange(db: database.name.text, doc: id, rev: revision))
         return revision
     }
 

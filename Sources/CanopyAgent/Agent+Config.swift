@@ -17,13 +17,11 @@ extension Agent {
             do throws(AgentError) {
                 let restartRequired = applyConfig(try ConfigFile.read(options.directory.configPath, ownNodeID: identity.nodeID), rescanning: true)
                 logger.info("config reloaded: \(config.peers.count) peers")
-                events.emit("config.reloaded", [
-                    "peers": .int(Int64(config.peers.count)), "restart_required": .array(restartRequired.map(JSONValue.string)),
-                ])
+                events.emit(Admin.ConfigReloaded(peers: Int64(config.peers.count), restartRequired: restartRequired))
                 completion(.success(restartRequired))
             } catch {
                 logger.error("config reload failed, keeping the running config: \(error)")
-                events.emit("config.error", ["message": .string(error.description)])
+                events.emit(Admin.ConfigError(message: error.description))
                 completion(.failure(error))
             }
         }
@@ -175,12 +173,12 @@ extension Agent {
 
     /// Writes the edited config file atomically and applies it as a reload would. On `queue`.
     private func commitPeerEdit(_ text: String, command: String, nodeID: String) throws(AdminFailure) {
-        try commitConfigEdit(text, command: command, target: ["node_id": .string(nodeID)])
+        try commitConfigEdit(text, Admin.ConfigChanged(command: command, nodeID: nodeID))
     }
 
     /// Writes an edited config file atomically, applies it as a reload would, and emits
-    /// `config.changed` with `command` and `target` (what it changed). On `queue`.
-    func commitConfigEdit(_ text: String, command: String, target: [String: JSONValue]) throws(AdminFailure) {
+    /// `changed` (the command and what it changed). On `queue`.
+    func commitConfigEdit(_ text: String, _ changed: Admin.ConfigChanged) throws(AdminFailure) {
         dispatchPrecondition(condition: .onQueue(queue))
         let edited: ConfigFile
         do {
@@ -190,7 +188,7 @@ extension Agent {
             throw AdminFailure(.failed, "cannot update the config file: \(error)")
         }
         applyConfig(edited)
-        events.emit("config.changed", target.merging(["command": .string(command)]) { _, new in new })
+        events.emit(changed)
     }
 }
 

@@ -21,11 +21,7 @@ extension Agent {
                 .error, kind: "damaged document",
                 "\(options.directory.databasePath(database)): \(StoreError.damaged(damage).description); it is not sent to peers. Run `canopyctl check` and restore the data directory from a backup (Tools/canopyd/README.md, Backups)")
         }
-        var data: [String: JSONValue] = [
-            "doc": .string(damage.documentID), "reason": .string(damage.reason), "db": .string(database.text),
-        ]
-        if let revision = damage.revision { data["rev"] = .string(revision.description) }
-        events.emit("document.damaged", data)
+        events.emit(Admin.DocumentEvent(.damaged, db: database.text, doc: damage.documentID, rev: damage.revision, reason: damage.reason))
     }
 
     /// The last damage found since the agent started, as `status` shows it.

@@ -146,13 +146,13 @@ extension Agent {
                 // waits for a restart.
                 config.databases.append(database)
                 do throws(AdminFailure) {
-                    try commitConfigEdit(text, command: "db.create", target: ["db": .string(name.text)])
+                    try commitConfigEdit(text, Admin.ConfigChanged(command: Admin.CreateDatabase.name, db: name.text))
                 } catch {
                     config.databases.removeAll { $0.name == name }
                     storeQueue.async { [self] in databases[name] = nil }
                     return reply(.failure(error))
                 }
-                events.emit("db.created", ["db": .string(name.text)])
+                events.emit(Admin.DatabaseCreated(db: name.text))
                 reply(.success(Admin.CreateDatabase.Reply(db: name.text, revsLimit: Int64(database.revsLimit), conflicts: database.conflicts.description)))
             }
         }
@@ -175,7 +175,7 @@ extension Agent {
         let running = config.databases
         config.databases.removeAll { $0.name == name }
         do {
-            try commitConfigEdit(text, command: "db.delete", target: ["db": .string(name.text)])
+            try commitConfigEdit(text, Admin.ConfigChanged(command: Admin.DeleteDatabase.name, db: name.text))
         } catch {
             config.databases = running
             throw error
@@ -188,7 +188,7 @@ extension Agent {
             for path in directory.databaseFilePaths(name) { unlink(path) }
             queue.async { [self] in
                 resolvers.forget(database: name)
-                events.emit("db.deleted", ["db": .string(name.text), "documents": .int(Int64(documents))])
+                events.emit(Admin.DatabaseDeleted(db: name.text, documents: Int64(documents)))
                 reply(.success(Admin.DeleteDatabase.Reply(db: name.text, deleted: true)))
             }
         }
@@ -240,8 +240,8 @@ extension Agent {
         let share = ShareConfig(database: name, nodeID: nodeID, access: access, prefix: command.prefix)
         pendingShares.remove(ShareKey(name, nodeID))
         try commitConfigEdit(
-            ConfigEditor.settingShare(share, in: configFile.text, parsed: configFile.parsed), command: Admin.ShareDatabase.name,
-            target: ["db": .string(name.text), "node_id": .string(nodeID)])
+            ConfigEditor.settingShare(share, in: configFile.text, parsed: configFile.parsed),
+            Admin.ConfigChanged(command: Admin.ShareDatabase.name, nodeID: nodeID, db: name.text))
         return Admin.ShareDatabase.Reply(db: name.text, sharedWith: Self.shareRow(share))
     }
 
@@ -256,7 +256,7 @@ extension Agent {
         let text = name == .default
             ? ConfigEditor.settingShare(ShareConfig(database: name, nodeID: nodeID, access: .none), in: configFile.text, parsed: configFile.parsed)
             : ConfigEditor.removingShares(from: configFile.text, parsed: configFile.parsed) { $0 == ShareKey(name, nodeID) }
-        try commitConfigEdit(text, command: Admin.UnshareDatabase.name, target: ["db": .string(name.text), "node_id": .string(nodeID)])
+        try commitConfigEdit(text, Admin.ConfigChanged(command: Admin.UnshareDatabase.name, nodeID: nodeID, db: name.text))
         return Admin.DatabasePeerReply(db: name.text, nodeID: nodeID)
     }
 

@@ -36,9 +36,7 @@ extension Agent {
             guard case .conflict(_, let replacing?, _) = error, coveredByRule(id, members.body, store) else { throw error }
             return try branch(id, body: members.body, parent: replacing, database)
         }
-        events.emit("document.changed", [
-            "doc": .string(id), "rev": .string(revision.description), "origin": .string("local"), "db": .string(database.name.text),
-        ])
+        events.emit(.localChange(db: database.name.text, doc: id, rev: revision))
         return Admin.WriteReply(doc: id, rev: revision)
     }
 
@@ -64,11 +62,7 @@ extension Agent {
     /// the rule acted, and `branched: true` says the write met a newer revision.
     private func branch(_ id: String, body: JSONValue?, parent: RevisionID, _ database: OpenDatabase) throws -> Admin.WriteReply {
         let (revision, result) = try database.store.putBranch(id: id, body: body, parent: parent)
-        var changed: [String: JSONValue] = [
-            "doc": .string(id), "rev": .string(result.current.description), "origin": .string("local"), "db": .string(database.name.text),
-        ]
-        if result.currentIsDeleted { changed["deleted"] = .bool(true) }
-        events.emit("document.changed", changed)
+        events.emit(.localChange(db: database.name.text, doc: id, rev: result.current, deleted: result.currentIsDeleted))
         events.emit(documentEvents: DocumentEvent.conflictEvents(for: result), peer: "", database: database.name)
         return Admin.WriteReply(doc: id, rev: revision, current: result.current, branched: true)
     }
@@ -115,10 +109,7 @@ extension Agent {
             else { throw error }
             return try branch(id, body: nil, parent: replacing, database)
         }
-        events.emit("document.changed", [
-            "doc": .string(id), "rev": .string(revision.description), "deleted": .bool(true), "origin": .string("local"),
-            "db": .string(database.name.text),
-        ])
+        events.emit(.localChange(db: database.name.text, doc: id, rev: revision, deleted: true))
         return Admin.WriteReply(doc: id, rev: revision)
     }
 
@@ -154,9 +145,7 @@ extension Agent {
         let decision = try Self.decision(from: command.resolution, documentID: id)
         try checkApplicable(decision, to: id, in: database.store)
         let current = try database.store.resolveConflicts(id: id, resolver: ClosureResolver { _ in decision })
-        events.emit("conflict.resolved", [
-            "doc": .string(id), "rev": .string(current.description), "by": .string("manual"), "db": .string(database.name.text),
-        ])
+        events.emit(Admin.DocumentEvent(.conflictResolved, db: database.name.text, doc: id, rev: current, by: "manual"))
         // An offer outstanding for it is void now.
         queue.async { self.resolvers.forget(id, in: database.name) }
         return Admin.Resolve.Reply(doc: id, rev: current)

@@ -8,9 +8,7 @@ import Synchronization
 /// Replication wiring: what the engine reports goes to the event hub, which is its
 /// `ReplicationEventSink` (the agent builds the hub first, then the connection manager, then the
 /// controller with the hub as its sink: see `Agent.init`).
-extension EventHub: ReplicationEventSink {
-    func emit(type: String, data: [String: JSONValue]) { emit(type, data) }
-}
+extension EventHub: ReplicationEventSink {}
 
 /// What the agent asks of replication beyond its config (`applyConfig` hands that over):
 /// one-shot syncs.
@@ -99,14 +97,14 @@ extension Agent {
     private func runSync(_ nodeID: String, _ completion: @escaping @Sendable (Result<SyncOutcome, ReplicationFailure>) -> Void) -> SyncCancellation {
         let progress: @Sendable (ReplicationProgress) -> Void = { [weak events] progress in
             let data = Admin.SyncProgress(nodeID: nodeID, completed: Int64(progress.completed), total: Int64(progress.total))
-            events?.emit("sync.progress", encoding: data)
+            events?.emit(data)
         }
         return replication.sync(peer: nodeID, progress: progress) { [weak events] result in
             switch result {
             case .success(let done):
-                events?.emit("sync.finished", encoding: Self.syncOutcome(nodeID, done))
+                events?.emit(Self.syncOutcome(nodeID, done))
             case .failure(let failure):
-                events?.emit("sync.failed", ["node_id": .string(nodeID), "code": .string(failure.code), "message": .string(failure.message)])
+                events?.emit(Admin.SyncFailed(nodeID: nodeID, code: failure.code, message: failure.message))
             }
             completion(result)
         }

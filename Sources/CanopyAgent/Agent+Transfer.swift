@@ -47,9 +47,7 @@ extension Agent {
         let results = try database.store.importCouchDocuments(docs, couchDB: couchDB, conflicts: conflicts)
         events.emit(documentEvents: results.flatMap { DocumentEvent.conflictEvents(for: $0, arrivedBy: "import") }, peer: "", database: database.name)
         let added = results.reduce(0) { $0 + $1.added.count }
-        events.emit("import.finished", [
-            "documents": .int(Int64(results.count)), "revisions_added": .int(Int64(added)), "db": .string(database.name.text),
-        ])
+        events.emit(Admin.ImportFinished(db: database.name.text, documents: Int64(results.count), revisionsAdded: Int64(added)))
         return Admin.ImportDocuments.Reply(documents: Int64(results.count), revisionsAdded: Int64(added))
     }
 
@@ -90,7 +88,7 @@ extension Agent {
             switch result {
             case .written(let revision):
                 rows.append(.init(id: write.documentID, rev: revision))
-                changed.append(.localChange(documentID: write.documentID, revision: revision, deleted: write.body == nil, database: database.name))
+                changed.append(.agentDocument(.localChange(db: database.name.text, doc: write.documentID, rev: revision, deleted: write.body == nil)))
             case .conflict(let current):
                 conflicts += 1
                 let reason = "\(write.replacing.map { "\($0)" } ?? "no _rev") is not the current revision ("

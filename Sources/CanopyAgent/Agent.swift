@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 import CanopyReplication
 import CanopyStore
@@ -147,7 +148,7 @@ public final class Agent: @unchecked Sendable {
             manager: peers, logger: logger, sink: events,
             onOffer: { [logger = options.logger] nodeID, database in
                 switch pendingShares.record(ShareKey(database, nodeID), at: Agent.wallClock()) {
-                case .new: events.emit("share.pending", ["node_id": .string(nodeID), "db": .string(database.text)])
+                case .new: events.emit(Admin.SharePending(nodeID: nodeID, db: database.text))
                 case .again: break
                 case .dismissed: logger.debug("refused a request for a dismissed database offer", metadata: ["db": "\(database)", "peer": "\(nodeID)"])
                 }
@@ -188,9 +189,10 @@ public final class Agent: @unchecked Sendable {
             resolvers.scan()
             return bound.address
         }
-        server.start()
+        // Logged before the first client is served: a client that connects finds the line there.
         logger.info("canopyd \(identity.nodeID) listening on \(bound) (admin socket \(socketPath))")
-        events.emit("agent.started", ["node_id": .string(identity.nodeID), "listen": .string(bound.description)])
+        server.start()
+        events.emit(Admin.AgentStarted(nodeID: identity.nodeID, listen: bound.description))
         notifier.ready(status: "listening on \(bound)")
     }
 
@@ -205,7 +207,7 @@ public final class Agent: @unchecked Sendable {
             shutdownProgress.begun = true
             notifier.stopping()
             logger.info("shutting down")
-            events.emit("agent.stopping", [:])
+            events.emit(Admin.AgentStopping())
             let finished = DispatchGroup()
             finished.enter()
             replication.shutdown { finished.leave() }

@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 import CanopyCrypto
 import CanopyReplication
@@ -290,7 +291,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         guard let peer = peers[id], peer.connected != connected else { return }
         peers[id]?.connected = connected
         if connected {
-            sink?.emit(type: "peer.connected", data: ["node_id": .string(id)])
+            sink?.emit(batch: [.event(Admin.PeerConnected(nodeID: id))])
         } else {
             let text: String
             switch reason {
@@ -298,7 +299,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             case .peerClosed?: text = "the peer closed the connection"
             case .localClosed?, nil: text = "closed"
             }
-            sink?.emit(type: "peer.disconnected", data: ["node_id": .string(id), "reason": .string(text)])
+            sink?.emit(batch: [.event(Admin.PeerDisconnected(nodeID: id, reason: text))])
         }
     }
 

@@ -23,15 +23,15 @@ final class EventHub: @unchecked Sendable {
         self.queue = queue
     }
 
-    /// Records an event and streams it to subscribers. Callable from any queue.
-    /// Records an event whose data is `data`'s members (every event type's data encodes as an
-    /// object).
-    func emit(_ type: String, encoding data: some Encodable) {
-        emit(type, (try? JSONValueEncoder().encodeMembers(data)) ?? [:])
+    /// Records an event of `D`'s type whose data is `data`'s members, and streams it to
+    /// subscribers. Callable from any queue.
+    func emit<D: AdminEventData>(_ data: D) {
+        emit(batch: [.event(data)])
     }
 
-    func emit(_ type: String, _ data: [String: JSONValue]) {
-        emit(batch: [.fields(type: type, data: data)])
+    /// Records an event about one document the agent made itself. Callable from any queue.
+    func emit(_ document: Admin.DocumentEvent) {
+        emit(batch: [.agentDocument(document)])
     }
 
     /// Records events in order and streams them to subscribers, in one hop to the agent's queue.

@@ -11,68 +11,45 @@ import DequeModule
 public struct AgentEvent: Sendable, Equatable {
     /// What an event holds before it is rendered.
     public enum Content: Sendable {
-        /// An event built by the agent with its data already in JSON form.
+        /// An event's type and its data's members (`EventHub.emit(_:)` encodes typed data).
         case fields(type: String, data: [String: JSONValue])
         /// A replication document event concerning the peer `nodeID`, in `database`.
         case document(nodeID: String, event: DocumentEvent, database: DatabaseName = .default)
-        /// A document written through the admin socket (`document.changed`, origin `local`), kept
-        /// unrendered: a bulk write records one per document.
-        case localChange(documentID: String, revision: RevisionID, deleted: Bool, database: DatabaseName = .default)
+        /// An event about one document the agent made itself (a write through the admin socket,
+        /// a `resolve`, damage found), kept unrendered: a bulk write records one per document.
+        case agentDocument(Admin.DocumentEvent)
 
-        /// The kind: a replication document event is named as `Protocol/admin-v1.md` §5 lists
-        /// it (`document.changed` with origin `peer`, `conflict.resolved`, `resolution.failed`,
-        /// `document.rejected`, `push.refused`).
+        /// An event of `D`'s type whose data is `data`'s members (every event type's data
+        /// encodes as an object).
+        public static func event<D: AdminEventData>(_ data: D) -> Content {
+            .fields(type: D.eventType, data: (try? JSONValueEncoder().encodeMembers(data)) ?? [:])
+        }
+
+        /// The kind: a document event is named as `Protocol/admin-v1.md` §5 lists it
+        /// (`Admin.DocumentEvent.Kind`).
         public var type: String {
             switch self {
             case .fields(let type, _): type
-            case .document(_, let event, _): Self.documentEventTypes[event.kind]!
-            case .localChange: "document.changed"
+            case .document, .agentDocument: documentEvent!.kind.rawValue
             }
         }
 
         /// Details, rendered now for a document event.
         public var data: [String: JSONValue] {
             switch self {
-            case .fields(_, let data):
-                return data
-            case .localChange(let documentID, let revision, let deleted, let database):
-                var data: [String: JSONValue] = [
-                    "doc": .string(documentID), "rev": .string(revision.description), "origin": .string("local"),
-                    "db": .string(database.text),
-                ]
-                if deleted { data["deleted"] = .bool(true) }
-                return data
-            case .document(let nodeID, let event, let database):
-                var data: [String: JSONValue] = ["doc": .string(event.documentID), "db": .string(database.text)]
-                // An import's or a conflict scan's events come from no peer.
-                if !nodeID.isEmpty { data["node_id"] = .string(nodeID) }
-                if let revision = event.revision { data["rev"] = .string(revision.description) }
-                switch event.kind {
-                case .pulled:
-                    data["origin"] = .string("peer")
-                    if event.deleted { data["deleted"] = .bool(true) }
-                case .conflictDetected:
-                    data["leaves"] = .array((event.conflict?.leaves ?? []).map { .string($0.description) })
-                    data["rule"] = .string(event.conflict?.rule ?? "conflicts")
-                    data["strategy"] = .string(event.conflict?.strategy.description ?? "automatic")
-                case .conflictResolved:
-                    data["by"] = .string(event.detail ?? "automatic")
-                case .conflictAwaitingResolver:
-                    data["resolver"] = .string(event.detail ?? "")
-                case .resolutionFailed, .rejected, .refusedByPeer:
-                    data["reason"] = .string(event.detail ?? "")
-                case .pushed:
-                    if let detail = event.detail { data["detail"] = .string(detail) }
-                }
-                return data
+            case .fields(_, let data): data
+            case .document, .agentDocument: (try? JSONValueEncoder().encodeMembers(documentEvent!)) ?? [:]
             }
         }
 
-        /// The event type of each document event kind, fixed by the admin protocol.
-        private static let documentEventTypes: [DocumentEventKind: String] = [
-            .pulled: "document.changed", .pushed: "document.pushed", .conflictDetected: "conflict.detected",
-            .conflictResolved: "conflict.resolved", .conflictAwaitingResolver: "conflict.waiting", .resolutionFailed: "resolution.failed", .rejected: "document.rejected", .refusedByPeer: "push.refused",
-        ]
+        /// The data of a document event, typed; nil for another.
+        public var documentEvent: Admin.DocumentEvent? {
+            switch self {
+            case .fields: nil
+            case .document(let nodeID, let event, let database): Admin.DocumentEvent(event, nodeID: nodeID, database: database)
+            case .agentDocument(let event): event
+            }
+        }
     }
 
     /// Position in the agent's event sequence: 1, 2, 3, … with no gaps, for the process lifetime.

@@ -29,7 +29,7 @@ final class InboundPeers: PeerEventSink, @unchecked Sendable {
 
     func peerRefused(nodeID: String, address: String) {
         queue.async { [self] in pending.record(nodeID: nodeID, address: address, at: Agent.wallClock()) }
-        events.emit("peer.pending", ["node_id": .string(nodeID), "address": .string(address)])
+        events.emit(Admin.PeerPending(nodeID: nodeID, address: address))
     }
 
     func peerConnected(nodeID: String, transport: ChannelTransport) {

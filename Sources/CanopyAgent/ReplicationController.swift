@@ -146,28 +146,14 @@ public struct ReplicationFailure: Error, Sendable, Equatable {
 /// Where the replication engine reports what happens, so the agent can stream it to admin
 /// clients. Called from any queue; the agent serialises.
 public protocol ReplicationEventSink: AnyObject, Sendable {
-    /// Records an event (`type` like `sync.progress`, `document.pulled`, `peer.state`).
-    func emit(type: String, data: [String: JSONValue])
-
-    /// Records several events in order (a replication batch reports one per document, which the
-    /// sink should keep unrendered until someone reads them).
+    /// Records events in order (a replication batch reports one per document, which the sink
+    /// should keep unrendered until someone reads them).
     func emit(batch: [AgentEvent.Content])
 
     /// Records a replication batch's document events of `database` concerning the peer
     /// `nodeID`, in order, as the engine reported them (one array for the whole batch: the sink
     /// should keep it).
     func emit(documentEvents: [DocumentEvent], peer nodeID: String, database: DatabaseName)
-}
-
-extension ReplicationEventSink {
-    /// One by one, rendered at once, for sinks with nothing better to do.
-    public func emit(documentEvents: [DocumentEvent], peer nodeID: String, database: DatabaseName) {
-        emit(batch: documentEvents.map { .document(nodeID: nodeID, event: $0, database: database) })
-    }
-
-    public func emit(batch: [AgentEvent.Content]) {
-        for event in batch { emit(type: event.type, data: event.data) }
-    }
 }
 
 /// What the agent needs from replication. The agent owns sockets, config and the admin socket;

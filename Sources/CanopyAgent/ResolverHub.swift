@@ -63,7 +63,13 @@ final class ResolverHub: @unchecked Sendable {
         case .scheduleRetry(let ticket, let seconds):
             agent.queue.asyncAfter(deadline: .now() + .seconds(seconds)) { [weak self] in self?.handle { $0.retryDue(ticket: ticket) } }
         case .apply(let batch): apply(batch)
-        case .emit(let events): agent.events.emit(batch: events.map { .fields(type: $0.type, data: $0.data) })
+        case .emit(let events):
+            agent.events.emit(batch: events.map { event in
+                switch event {
+                case .document(let event, let database): .document(nodeID: "", event: event, database: database)
+                case .disconnected(let name): .event(Admin.ResolverDisconnected(name: name))
+                }
+            })
         case .reply(let ticket, let document, let result):
             let reply = replies.removeValue(forKey: ticket)
             switch result {

@@ -119,11 +119,13 @@ public struct DocumentEvent: Sendable, Equatable {
     public var deleted: Bool
     /// For the conflict kinds: the conflict as the write found it.
     public var conflict: DetectedConflict?
+    /// For `resolutionFailed`: the resolver client whose offer failed, when one did.
+    public var resolver: String?
 
     /// Creates an event.
     public init(
         kind: DocumentEventKind, documentID: String, revision: RevisionID? = nil, detail: String? = nil, deleted: Bool = false,
-        conflict: DetectedConflict? = nil
+        conflict: DetectedConflict? = nil, resolver: String? = nil
     ) {
         self.kind = kind
         self.documentID = documentID
@@ -131,6 +133,7 @@ public struct DocumentEvent: Sendable, Equatable {
         self.detail = detail
         self.deleted = deleted
         self.conflict = conflict
+        self.resolver = resolver
     }
 
     /// The conflict events of one written document, in order: `conflictDetected` when the write

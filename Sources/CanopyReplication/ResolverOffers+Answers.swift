@@ -54,7 +54,7 @@ extension ResolverOffers {
             waiting[sent.document]?.ticket = nil
             markFailed(sent.document, resolver: name, reason: "resolver \(name) disconnected before answering; conflict kept", &actions)
         }
-        actions.append(.emit([ResolverEvent(type: "resolver.disconnected", data: ["name": .string(name)])]))
+        actions.append(.emit([.disconnected(name: name)]))
         actions.append(.policyChanged)
         finishDrainIfIdle(&actions)
         return actions
@@ -117,10 +117,9 @@ extension ResolverOffers {
             switch result {
             case .success(let revision):
                 if current { waiting.removeValue(forKey: answer.document) }
-                resolved.append(ResolverEvent(type: "conflict.resolved", data: [
-                    "db": .string(answer.document.database.text), "doc": .string(answer.document.document),
-                    "rev": .string(revision.description), "by": .string(answer.resolver),
-                ]))
+                resolved.append(.document(
+                    DocumentEvent(kind: .conflictResolved, documentID: answer.document.document, revision: revision, detail: answer.resolver),
+                    database: answer.document.database))
             case .failure(let refusal):
                 // Reported either way; only the document's own offer fails (a newer one, for a
                 // change made meanwhile, still goes out).
@@ -189,10 +188,9 @@ extension ResolverOffers {
     /// was an earlier offer's).
     private mutating func markFailed(_ document: Key, resolver: String, reason: String, keep: Bool = false, _ actions: inout [Action]) {
         if !keep { waiting[document]?.failed = true }
-        actions.append(.emit([ResolverEvent(type: "resolution.failed", data: [
-            "db": .string(document.database.text), "doc": .string(document.document), "reason": .string(reason),
-            "resolver": .string(resolver),
-        ])]))
+        actions.append(.emit([.document(
+            DocumentEvent(kind: .resolutionFailed, documentID: document.document, detail: reason, resolver: resolver),
+            database: document.database)]))
     }
 
     // MARK: Draining

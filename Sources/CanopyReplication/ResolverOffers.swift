@@ -96,10 +96,20 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
         package let decision: ResolutionDecision
     }
 
-    /// An event the driver publishes: `type` and `data` as `Protocol/admin-v1.md` §5 lists them.
-    package struct ResolverEvent: Sendable, Equatable {
-        package let type: String
-        package let data: [String: JSONValue]
+    /// An event the driver publishes (`Protocol/admin-v1.md` §5).
+    package enum ResolverEvent: Sendable, Equatable {
+        /// A resolver's answer settled a conflict (`conflictResolved`, `detail` the resolver), or
+        /// its offer failed (`resolutionFailed`, `detail` the reason): an event about a document
+        /// of `database` that no peer caused.
+        case document(DocumentEvent, database: DatabaseName)
+        /// The resolver `name`'s connection ended (`resolver.disconnected`).
+        case disconnected(name: String)
+
+        /// The document the event concerns, if any.
+        package var documentID: String? {
+            if case .document(let event, _) = self { return event.documentID }
+            return nil
+        }
     }
 
     /// Why a registration or an answer was refused: an admin error code (`invalid_argument`,

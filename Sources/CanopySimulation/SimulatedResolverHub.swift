@@ -173,7 +173,12 @@ final class SimulatedResolverHub: @unchecked Sendable {
         case .apply(let batch):
             storeWork { self.apply(batch) }
         case .emit(let events):
-            for event in events { trace.record("n\(node) \(event.type) \(event.data["doc"].map { "\($0)" } ?? "")") }
+            for event in events {
+                switch event {
+                case .document(let event, _): trace.record("n\(node) \(event.kind) \(event.documentID)")
+                case .disconnected(let name): trace.record("n\(node) resolver \(name) disconnected")
+                }
+            }
         case .reply(let ticket, let document, let result):
             let connection = replyTo.removeValue(forKey: ticket).map { "c\($0)" } ?? "-"
             switch result {

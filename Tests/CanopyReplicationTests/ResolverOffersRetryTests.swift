@@ -14,8 +14,8 @@ struct ResolverOffersRetryTests {
     static func reasons(_ actions: [Offers.Action]) -> [String] {
         actions.flatMap { action -> [String] in
             guard case .emit(let events) = action else { return [] }
-            return events.filter { $0.type == "resolution.failed" }.compactMap { event in
-                if case .string(let reason)? = event.data["reason"] { return reason }
+            return events.compactMap { event in
+                if case .document(let document, _) = event, document.kind == .resolutionFailed { return document.detail }
                 return nil
             }
         }

@@ -74,8 +74,8 @@ struct ResolverOffersTests {
     static func failures(_ actions: [Offers.Action]) -> [String] {
         actions.flatMap { action -> [String] in
             guard case .emit(let events) = action else { return [] }
-            return events.filter { $0.type == "resolution.failed" }.compactMap { event in
-                if case .string(let document)? = event.data["doc"] { return document }
+            return events.compactMap { event in
+                if case .document(let document, _) = event, document.kind == .resolutionFailed { return document.documentID }
                 return nil
             }
         }
@@ -186,7 +186,7 @@ struct ResolverOffersTests {
         #expect(offers.disconnected(99).isEmpty)
         let closed = offers.disconnected(1)
         #expect(Self.failures(closed) == ["res-2", "res-1"])
-        #expect(closed.contains(.emit([.init(type: "resolver.disconnected", data: ["name": .string("sim")])])))
+        #expect(closed.contains(.emit([.disconnected(name: "sim")])))
         #expect(closed.last == .policyChanged)
         #expect(offers.resolver(on: 1) == nil)
         #expect(offers.registrationRows.isEmpty)
@@ -244,9 +244,8 @@ struct ResolverOffersTests {
         #expect(offers.answerReceived(ticket: 3, decision: .merged(.object([:]))) == [.cancelTimeout(ticket: 3)])
         let first = offers.answersApplied([.success(Self.revision(3, 1))])
         #expect(first.contains(.reply(ticket: 1, document: Self.key("res-1"), .success(Self.revision(3, 1)))))
-        #expect(first.contains(.emit([.init(type: "conflict.resolved", data: [
-            "db": .string("default"), "doc": .string("res-1"), "rev": .string(Self.revision(3, 1).description), "by": .string("sim"),
-        ])])))
+        #expect(first.contains(.emit([.document(
+            DocumentEvent(kind: .conflictResolved, documentID: "res-1", revision: Self.revision(3, 1), detail: "sim"), database: .default)])))
         guard case .apply(let next)? = first.last else { Issue.record("no second batch: \(first)"); return }
         #expect(next.map(\.ticket) == [2, 3])
         _ = offers.answersApplied([.success(Self.revision(3, 2)), .success(Self.revision(3, 3))])
