@@ -82,7 +82,7 @@ let package = Package(
         .target(
             name: "CanopySimulation",
             dependencies: [
-                "CanopyCore", "CanopyWire", "CanopyCrypto", "CanopyStore", "CanopyReplication",
+                "CanopyAdmin", "CanopyCore", "CanopyWire", "CanopyCrypto", "CanopyStore", "CanopyReplication",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ]),

@@ -70,18 +70,11 @@ extension NodeClient {
         } catch .agent(let code, _) where code == "not_found" {
             return nil
         }
-        guard let members = reply.doc.objectValue else { throw .unexpectedResponse("\"doc\" is not an object") }
-        if members["_deleted"] == .bool(true) { return nil }
-        var conflicts: [RevisionID] = []
-        if case .array(let values)? = members["_conflicts"] {
-            for case .string(let text) in values {
-                guard let revision = RevisionID(text) else { throw .unexpectedResponse("a conflict that is not a revision: \(text.prefix(80))") }
-                conflicts.append(revision)
-            }
-        }
-        return Document(
-            id: id, revision: try Self.revision(members, "_rev"), body: .object(members.filter { !$0.key.hasPrefix("_") }),
-            conflicts: conflicts)
+        guard reply.doc.objectValue != nil else { throw .unexpectedResponse("\"doc\" is not an object") }
+        if reply.deleted { return nil }
+        guard let conflicts = reply.conflicts else { throw .unexpectedResponse("a conflict of \"\(id.prefix(80))\" that is not a revision") }
+        guard let revision = reply.revision else { throw .unexpectedResponse("\"_rev\" of \"\(id.prefix(80))\" is not a revision") }
+        return Document(id: id, revision: revision, body: reply.body, conflicts: conflicts)
     }
 
     /// The current revision of `id` decoded as `type` (with `JSONDecoder`); nil when the document

@@ -116,12 +116,12 @@ extension NodeClient {
                     return continuation.finish(throwing: NodeClientError(error, path: path))
                 }
                 // Only event lines follow the reply; a line of another kind is skipped.
-                guard line["event"] != nil else { continue }
                 let event: Admin.Event
-                do {
-                    event = try JSONValueDecoder().decode(Admin.EventLine.self, from: .object(line)).event
+                do throws(AdminFailure) {
+                    guard case .event(let read) = try AdminLine.read(line) else { continue }
+                    event = read
                 } catch {
-                    return continuation.finish(throwing: NodeClientError.unexpectedResponse("an event line that does not read: \(error)"))
+                    return continuation.finish(throwing: NodeClientError.unexpectedResponse(error.message))
                 }
                 let sequence = event.seq
                 if case .dropped = continuation.yield(Event(sequence: sequence, type: event.type, time: event.time, data: event.data)) {

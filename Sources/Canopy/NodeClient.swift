@@ -87,28 +87,12 @@ public final class NodeClient: Sendable {
         } catch {
             return .failure(NodeClientError(error, path: path))
         }
-        if response["ok"] != .bool(true) {
-            guard case .object(let error)? = response["error"], let failure = try? JSONValueDecoder().decode(AdminFailure.self, from: .object(error))
-            else {
+        if !AdminResponseLine.isSuccess(response) {
+            guard let failure = AdminResponseLine.failure(in: response) else {
                 return .failure(.unexpectedResponse("\(C.name): a response that is neither ok nor an error"))
             }
             return .failure(.agent(code: failure.code.rawValue, message: failure.message))
         }
         return AdminResponseLine.reply(to: C.self, from: response).mapError { .unexpectedResponse($0.message) }
-    }
-}
-
-extension NodeClient {
-    /// The string member `name` of a response.
-    static func string(_ members: [String: JSONValue], _ name: String) throws(NodeClientError) -> String {
-        guard case .string(let value)? = members[name] else { throw .unexpectedResponse("no string \"\(name)\" in the response") }
-        return value
-    }
-
-    /// The revision member `name` of a response.
-    static func revision(_ members: [String: JSONValue], _ name: String) throws(NodeClientError) -> RevisionID {
-        let text = try string(members, name)
-        guard let revision = RevisionID(text) else { throw .unexpectedResponse("\"\(name)\" is not a revision: \(text.prefix(80))") }
-        return revision
     }
 }

@@ -208,9 +208,7 @@ public enum AdminResponseLine {
     /// members do not fit the reply is `failed`, naming the member (an agent of another version).
     public static func reply<C: AdminCommand>(to type: C.Type, from members: [String: JSONValue]) -> Result<C.Reply, AdminFailure> {
         if members["ok"] != .bool(true) {
-            guard case .object(let error)? = members["error"],
-                let failure = try? JSONValueDecoder().decode(AdminFailure.self, from: .object(error))
-            else {
+            guard let failure = failure(in: members) else {
                 return .failure(AdminFailure(.failed, "the agent answered \(C.name) with neither a result nor an error"))
             }
             return .failure(failure)
@@ -260,6 +258,12 @@ extension AdminResponseLine {
     public static func responseID(of members: [String: JSONValue]) -> Int64? {
         guard members["ok"] != nil, case .int(let id)? = members["id"] else { return nil }
         return id
+    }
+
+    /// The error of an error response (`"ok":false`); nil for a success or a malformed error.
+    public static func failure(in members: [String: JSONValue]) -> AdminFailure? {
+        guard members["ok"] == .bool(false), case .object(let error)? = members["error"] else { return nil }
+        return try? JSONValueDecoder().decode(AdminFailure.self, from: .object(error))
     }
 
     /// True for a success (`"ok":true`).

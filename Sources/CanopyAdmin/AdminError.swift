@@ -48,9 +48,15 @@ extension AdminFailure: Codable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        // A code this client does not know yet is `failed`, its message kept.
-        let code = AdminErrorCode(rawValue: try container.decode(String.self, forKey: .code)) ?? .failed
-        self.init(code, try container.decode(String.self, forKey: .message))
+        // A code this client does not know yet (a newer agent's) is `failed`, the code kept in
+        // the message.
+        let text = try container.decode(String.self, forKey: .code)
+        let message = try container.decode(String.self, forKey: .message)
+        guard let code = AdminErrorCode(rawValue: text) else {
+            self.init(.failed, "\(text): \(message)")
+            return
+        }
+        self.init(code, message)
     }
 
     public func encode(to encoder: any Encoder) throws {

@@ -74,6 +74,30 @@ extension Admin {
             public var doc: JSONValue
 
             public init(doc: JSONValue) { self.doc = doc }
+
+            /// Its revision (`_rev`); nil when the document has none that reads as one.
+            public var revision: RevisionID? {
+                guard case .string(let text)? = doc.objectValue?["_rev"] else { return nil }
+                return RevisionID(text)
+            }
+
+            /// True for a deletion (`_deleted`).
+            public var deleted: Bool { doc.objectValue?["_deleted"] == .bool(true) }
+
+            /// The other open leaves (`_conflicts`, asked for with `conflicts`); nil when one of
+            /// them does not read as a revision.
+            public var conflicts: [RevisionID]? {
+                guard case .array(let values)? = doc.objectValue?["_conflicts"] else { return [] }
+                var revisions: [RevisionID] = []
+                for value in values {
+                    guard case .string(let text) = value, let revision = RevisionID(text) else { return nil }
+                    revisions.append(revision)
+                }
+                return revisions
+            }
+
+            /// The body: every member but CouchDB's `_` members.
+            public var body: JSONValue { .object((doc.objectValue ?? [:]).filter { !$0.key.hasPrefix("_") }) }
         }
     }
 

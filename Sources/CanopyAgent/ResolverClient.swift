@@ -1,5 +1,6 @@
 import CanopyAdmin
 import CanopyCore
+import CanopyReplication
 import Logging
 
 /// An application's conflict resolver for a running agent: it registers with the agent's admin

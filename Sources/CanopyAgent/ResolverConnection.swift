@@ -1,5 +1,6 @@
 import CanopyAdmin
 import CanopyCore
+import CanopyReplication
 import Dispatch
 import Logging
 
@@ -138,18 +139,19 @@ final class ResolverConnection: @unchecked Sendable {
     /// One line from the agent: an offer, a response (to the registration or to an answer), or
     /// something this client does not use (an event), which is skipped as §3 allows.
     private func handle(_ line: [UInt8]) {
-        guard let value = try? JSONValue.parse(line), let members = value.objectValue else {
-            return violated("the agent sent a line that is not a JSON object: \(String(decoding: line.prefix(120), as: UTF8.self))")
+        let read: AdminLine
+        do throws(AdminFailure) {
+            read = try AdminLine.read(line)
+        } catch {
+            return violated(error.message)
         }
-        if let offer = members["resolve"] {
-            guard let parsed = ResolverOffer(offer: offer) else {
-                return violated("the agent sent an offer without the shape of admin-v1.md §5: \(String(decoding: line.prefix(200), as: UTF8.self))")
-            }
+        switch read {
+        case .offer(let offer):
             counts.offered += 1
-            offersContinuation.yield(parsed)
-        } else if case .int(let id)? = members["id"] {
+            offersContinuation.yield(offer)
+        case .response(let id, let members):
             responded(id, members)
-        } else if members["id"] == .null, let refusal = Self.failure(in: members) {
+        case .refusal(let refusal):
             // `busy` or `parse_error`: the agent could not tell which request it refers to.
             if let registration {
                 self.registration = nil
@@ -157,20 +159,22 @@ final class ResolverConnection: @unchecked Sendable {
                 return connection.close()
             }
             logger.warning("the agent refused a line", metadata: ["code": "\(refusal.code.rawValue)", "message": "\(refusal.message)"])
+        case .event, .upload, .other:
+            break
         }
     }
 
     private func responded(_ id: Int64, _ members: [String: JSONValue]) {
         if let registration, registration.id == id {
             self.registration = nil
-            if let refusal = Self.failure(in: members) {
+            if let refusal = AdminResponseLine.failure(in: members) {
                 registration.reply.resume(returning: .failure(.registrationRefused(refusal)))
                 return connection.close()
             }
             return registration.reply.resume(returning: .success(()))
         }
         guard let sent = answers.removeValue(forKey: id) else { return }
-        if let refusal = Self.failure(in: members) {
+        if let refusal = AdminResponseLine.failure(in: members) {
             counts.refused += 1
             logger.notice("the agent refused an answer; it keeps the conflict", metadata: [
                 "doc": "\(sent.document.prefix(80))", "code": "\(refusal.code.rawValue)", "message": "\(refusal.message)",
@@ -182,21 +186,6 @@ final class ResolverConnection: @unchecked Sendable {
         } else {
             violated("the agent answered request \(id) without a revision")
         }
-    }
-
-    /// The error of a response, or nil when it succeeded. An error code this client does not
-    /// know (a newer agent's) is reported as `failed`, its code kept in the message.
-    private static func failure(in members: [String: JSONValue]) -> AdminFailure? {
-        guard members["ok"] != .bool(true) else { return nil }
-        let error = members["error"]?.objectValue ?? [:]
-        let text = { (key: String) -> String in
-            if case .string(let value)? = error[key] { return value }
-            return ""
-        }
-        guard let code = AdminErrorCode(rawValue: text("code")) else {
-            return AdminFailure(.failed, "\(text("code")): \(text("message"))")
-        }
-        return AdminFailure(code, text("message"))
     }
 
     // MARK: Endings

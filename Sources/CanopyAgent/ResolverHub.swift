@@ -54,7 +54,7 @@ final class ResolverHub: @unchecked Sendable {
     private func execute(_ action: Offers.Action) {
         switch action {
         case .readConflicts(let name, let documents): read(documents, for: name)
-        case .send(let connection, let offer): clients[connection]?.sendLine(.object(["resolve": .object(offer)]))
+        case .send(let connection, let offer): clients[connection]?.sendLine(offer.line)
         case .scheduleTimeout(let ticket, let seconds):
             let timeout = DispatchWorkItem { [weak self] in self?.handle { $0.timeoutFired(ticket: ticket) } }
             timeouts[ticket] = timeout

@@ -22,7 +22,7 @@ public enum ConflictPolicy: Sendable {
 }
 
 /// A conflicted document as a resolver sees it.
-public struct Conflict: Sendable {
+public struct Conflict: Sendable, Equatable {
     /// The document.
     public let documentID: String
     /// The conflicting open leaves in canonical order (the current revision first), with bodies.

@@ -62,7 +62,7 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
         /// database), then call `conflictsRead`.
         case readConflicts(resolver: String, documents: [Key])
         /// Send `{"resolve": offer}` to the connection.
-        case send(Connection, offer: [String: JSONValue])
+        case send(Connection, offer: ResolverOffer)
         /// Call `timeoutFired(ticket)` after `seconds`, unless cancelled first.
         case scheduleTimeout(ticket: Int64, seconds: Int)
         /// The ticket's timeout is no longer needed.
@@ -354,26 +354,19 @@ package struct ResolverOffers<Connection: Hashable & Sendable>: Sendable {
         registrations[name]!.outstanding.insert(ticket)
         waiting[document]!.ticket = ticket
         actions.append(.send(
-            registrations[name]!.connection, offer: Self.offerFields(conflict, entry, ticket: ticket, resolver: name, database: document.database)))
+            registrations[name]!.connection, offer: Self.offer(conflict, entry, ticket: ticket, resolver: name, database: document.database)))
         actions.append(.scheduleTimeout(ticket: ticket, seconds: timeoutSeconds))
     }
 
     /// The offer as `Protocol/admin-v1.md` §5 specifies it: every open leaf (current first,
     /// deletions marked), the common ancestor's body, what this node had before, and who sent it.
-    static func offerFields(
-        _ conflict: Conflict, _ entry: Waiting, ticket: Int64, resolver: String, database: DatabaseName
-    ) -> [String: JSONValue] {
-        let leaves: [JSONValue] = conflict.leaves.map { leaf in
-            .object(["rev": .string(leaf.revision.description), "deleted": .bool(leaf.isDeleted), "body": leaf.body ?? .null])
-        }
-        return [
-            "ticket": .int(ticket), "resolver": .string(resolver), "db": .string(database.text), "doc": .string(conflict.documentID),
-            "rev": .string(conflict.leaves[0].revision.description), "leaves": .array(leaves),
-            "ancestor": conflict.commonAncestorBody ?? .null,
-            "local_rev": entry.previous.map { .string($0.description) } ?? .null,
-            "node_id": entry.peer.map { .string($0) } ?? .null,
-            "rule": entry.rule.map { .string($0) } ?? .null,
-        ]
+    static func offer(_ conflict: Conflict, _ entry: Waiting, ticket: Int64, resolver: String, database: DatabaseName) -> ResolverOffer {
+        ResolverOffer(
+            ticket: ticket, resolver: resolver,
+            conflict: Conflict(
+                documentID: conflict.documentID, leaves: conflict.leaves, commonAncestorBody: conflict.commonAncestorBody,
+                localRevision: entry.previous),
+            peer: entry.peer, rule: entry.rule, database: database.text)
     }
 
     // MARK: Status

@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 import CanopyReplication
 
@@ -130,9 +131,10 @@ final class SimulatedResolverClient: @unchecked Sendable {
     // MARK: Offers and answers
 
     /// An offer line from the node (`Protocol/admin-v1.md` §5).
-    func offered(connection id: Int, _ offer: [String: JSONValue]) {
+    func offered(connection id: Int, _ line: JSONValue) {
         fromNode { [self] in
-            guard connection == id, case .int(let ticket)? = offer["ticket"] else { return }
+            guard connection == id, let members = line.objectValue, case .offer(let offer)? = try? AdminLine.read(members) else { return }
+            let ticket = offer.ticket
             if !healed && random.chance(1, in: 6) {
                 counters.ignored += 1
                 return
@@ -149,29 +151,13 @@ final class SimulatedResolverClient: @unchecked Sendable {
 
     /// The client's decision: its style, or (before the heal, now and then) a pick that is not an
     /// open leaf.
-    private func decide(_ offer: [String: JSONValue]) -> ResolutionDecision {
-        let conflict = Self.conflict(offer)
+    private func decide(_ offer: ResolverOffer) -> ResolutionDecision {
         if !healed && random.chance(1, in: 6) {
             counters.wrong += 1
             return .keep(RevisionID(generation: 1, digestHigh: random.next(), digestLow: random.next()))
         }
-        guard let conflict else { return .delete }
-        if style == .merge, let merged = try? BuiltInResolver.mergeJSON.resolve(conflict) { return merged }
-        return .keep(conflict.leaves[0].revision)
-    }
-
-    /// The conflict an offer describes (nil when it does not have §5's shape).
-    static func conflict(_ offer: [String: JSONValue]) -> Conflict? {
-        guard case .string(let document)? = offer["doc"], case .array(let rows)? = offer["leaves"] else { return nil }
-        var leaves: [ConflictLeaf] = []
-        for row in rows {
-            guard let members = row.objectValue, case .string(let text)? = members["rev"], let revision = RevisionID(text) else { return nil }
-            let body = members["body"].flatMap { $0 == .null ? nil : $0 }
-            leaves.append(ConflictLeaf(revision: revision, kind: members["deleted"] == .bool(true) ? .deleted : .live, body: body))
-        }
-        guard !leaves.isEmpty else { return nil }
-        let ancestor = offer["ancestor"].flatMap { $0 == .null ? nil : $0 }
-        return Conflict(documentID: document, leaves: leaves, commonAncestorBody: ancestor, localRevision: nil)
+        if style == .merge, let merged = try? BuiltInResolver.mergeJSON.resolve(offer.conflict) { return merged }
+        return .keep(offer.conflict.leaves[0].revision)
     }
 
     // MARK: The socket

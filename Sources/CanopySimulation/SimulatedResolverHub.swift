@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyCore
 import CanopyReplication
 import CanopyStore
@@ -153,8 +154,9 @@ final class SimulatedResolverHub: @unchecked Sendable {
             }
         case .send(let connection, let offer):
             counters.offered += 1
-            trace.record("n\(node) offer \(offer["doc"].map { "\($0)" } ?? "-") t\(offer["ticket"].map { "\($0)" } ?? "-") c\(connection)")
-            client?.offered(connection: connection, offer)
+            trace.record("n\(node) offer \(offer.documentID) t\(offer.ticket) c\(connection)")
+            // The line the agent writes, as the client reads it.
+            client?.offered(connection: connection, offer.line)
         case .scheduleTimeout(let ticket, let seconds):
             timeouts[ticket] = scheduler.schedule(after: Double(seconds)) { [weak self] in
                 guard let self else { return }

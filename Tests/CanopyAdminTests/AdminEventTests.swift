@@ -52,3 +52,75 @@ struct AdminEventTests {
         #expect(waiting.document?.kind == .conflictWaiting)
     }
 }
+
+@Suite("Resolver offers on the admin socket")
+struct ResolverOfferCodingTests {
+    static let current = RevisionID("3-" + String(repeating: "c", count: 32))!
+    static let deleted = RevisionID("3-" + String(repeating: "d", count: 32))!
+    static let before = RevisionID("2-" + String(repeating: "e", count: 32))!
+
+    @Test("an offer is written with every member §5 lists, nulls included, and read back the same")
+    func roundTrip() throws {
+        let offer = ResolverOffer(
+            ticket: 7, resolver: "ui",
+            conflict: Conflict(
+                documentID: "a",
+                leaves: [
+                    ConflictLeaf(revision: Self.current, kind: .live, body: .object(["n": .int(1)])),
+                    ConflictLeaf(revision: Self.deleted, kind: .deleted, body: .object([:])),
+                ],
+                commonAncestorBody: nil, localRevision: Self.before),
+            peer: nil, rule: "notes", database: "notes")
+        guard case .object(let line) = offer.line, case .object(let members)? = line["resolve"] else {
+            Issue.record("not a resolve line: \(offer.line)")
+            return
+        }
+        #expect(members == [
+            "ticket": .int(7), "resolver": .string("ui"), "db": .string("notes"), "doc": .string("a"), "rev": .string(Self.current.description),
+            "leaves": .array([
+                .object(["rev": .string(Self.current.description), "deleted": .bool(false), "body": .object(["n": .int(1)])]),
+                .object(["rev": .string(Self.deleted.description), "deleted": .bool(true), "body": .object([:])]),
+            ]),
+            "ancestor": .null, "local_rev": .string(Self.before.description), "node_id": .null, "rule": .string("notes"),
+        ])
+        guard case .offer(let read) = try AdminLine.read(line) else {
+            Issue.record("the line was not read as an offer")
+            return
+        }
+        #expect(read == offer)
+    }
+
+    @Test("an offer without leaves, or with a leaf that names no revision, is refused by name")
+    func malformed() {
+        let noLeaves: [String: JSONValue] = ["resolve": .object(["ticket": .int(1), "resolver": .string("r"), "doc": .string("a"), "leaves": .array([])])]
+        #expect(throws: AdminFailure.self) { try AdminLine.read(noLeaves) }
+        let badLeaf: [String: JSONValue] = ["resolve": .object([
+            "ticket": .int(1), "resolver": .string("r"), "doc": .string("a"), "leaves": .array([.object(["rev": .string("x")])]),
+        ])]
+        #expect(throws: AdminFailure.self) { try AdminLine.read(badLeaf) }
+        // Without db, the default database's.
+        let bare: [String: JSONValue] = ["resolve": .object([
+            "ticket": .int(1), "resolver": .string("r"), "doc": .string("a"),
+            "leaves": .array([.object(["rev": .string(Self.current.description), "body": .null])]),
+        ])]
+        if case .offer(let offer)? = try? AdminLine.read(bare) {
+            #expect(offer.database == "default" && offer.conflict.leaves[0].body == nil && offer.conflict.leaves[0].kind == .live)
+        } else {
+            Issue.record("a minimal offer was not read")
+        }
+    }
+
+    @Test("responses, refusals, events and grants are told apart; an unknown kind is other")
+    func lineKinds() throws {
+        let response = try AdminLine.read(AdminResponseLine.success(id: 3, [:]).dropLast())
+        if case .response(let id, _) = response { #expect(id == 3) } else { Issue.record("\(response)") }
+        let busy = try AdminLine.read(AdminResponseLine.failure(id: nil, AdminFailure(.busy, "full")).dropLast())
+        if case .refusal(let failure) = busy { #expect(failure.code == .busy) } else { Issue.record("\(busy)") }
+        let grant = try AdminLine.read(AdminUploadGrant(id: 4, length: 10).line.dropLast())
+        if case .upload(let read) = grant { #expect(read == AdminUploadGrant(id: 4, length: 10)) } else { Issue.record("\(grant)") }
+        let event = Admin.EventLine(event: Admin.Event(seq: 1, type: "agent.stopping", time: 2.5, data: .object([:])))
+        if case .event(let read) = try AdminLine.read(event.json.objectValue!) { #expect(read.seq == 1) } else { Issue.record("no event") }
+        if case .other = try AdminLine.read(["hello": .int(1)]) {} else { Issue.record("an unknown line was not other") }
+        #expect(throws: AdminFailure.self) { try AdminLine.read(Array("[1]".utf8)) }
+    }
+}

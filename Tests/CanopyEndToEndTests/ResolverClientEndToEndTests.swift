@@ -1,6 +1,7 @@
 import CanopyTestSupport
 import CanopyAgent
 import CanopyCore
+import CanopyReplication
 import Dispatch
 import Foundation
 import Testing

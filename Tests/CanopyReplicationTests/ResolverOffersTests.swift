@@ -66,7 +66,7 @@ struct ResolverOffersTests {
 
     static func tickets(_ actions: [Offers.Action]) -> [Int64] {
         actions.compactMap { action in
-            if case .send(_, let offer) = action, case .int(let ticket)? = offer["ticket"] { return ticket }
+            if case .send(_, let offer) = action { return offer.ticket }
             return nil
         }
     }
@@ -90,12 +90,12 @@ struct ResolverOffersTests {
         let sent = Self.readAll(&offers, read)
         guard case .send(let connection, let offer)? = sent.first else { Issue.record("no offer: \(sent)"); return }
         #expect(connection == 1)
-        #expect(offer["ticket"] == .int(1) && offer["resolver"] == .string("sim") && offer["doc"] == .string("res-1"))
-        #expect(offer["rev"] == .string(Self.revision(2, 2).description))
-        #expect(offer["local_rev"] == .string(Self.revision(2, 1).description))
-        #expect(offer["node_id"] == .string("peer-a") && offer["rule"] == .string("to-sim"))
-        #expect(offer["ancestor"] == .object(["a": .int(0)]))
-        if case .array(let leaves)? = offer["leaves"] { #expect(leaves.count == 2) } else { Issue.record("no leaves") }
+        #expect(offer.ticket == 1 && offer.resolver == "sim" && offer.documentID == "res-1" && offer.database == "default")
+        #expect(offer.conflict.leaves.first?.revision == Self.revision(2, 2))
+        #expect(offer.conflict.localRevision == Self.revision(2, 1))
+        #expect(offer.peer == "peer-a" && offer.rule == "to-sim")
+        #expect(offer.conflict.commonAncestorBody == .object(["a": .int(0)]))
+        #expect(offer.conflict.leaves.count == 2)
         #expect(sent.dropFirst().first == .scheduleTimeout(ticket: 1, seconds: 10))
         #expect(offers.document(offeredAs: 1, to: "sim") == Self.key("res-1"))
     }
@@ -283,7 +283,7 @@ struct ResolverOffersTests {
         let read = offers.observe([Self.arrived("old-1")], peer: "peer-a", database: archive)
         #expect(read == [.readConflicts(resolver: "sim", documents: [Self.key("old-1", in: archive)])])
         guard case .send(_, let offer)? = Self.readAll(&offers, read).first else { Issue.record("no offer"); return }
-        #expect(offer["db"] == .string("archive") && offer["doc"] == .string("old-1"), "\(offer)")
+        #expect(offer.database == "archive" && offer.documentID == "old-1", "\(offer)")
         #expect(offers.waitingDocuments(in: archive) == ["old-1"] && offers.waitingDocuments(in: .default).isEmpty)
         // The same id settled in default leaves archive's offer standing.
         let elsewhere = DocumentEvent(kind: .conflictResolved, documentID: "old-1", revision: Self.revision(3, 1), detail: "x")

@@ -106,8 +106,8 @@ struct Get: ParsableCommand {
         let answer = try connection.call(Admin.GetDocument(db: database.db, doc: id, rev: rev, revs: revs, conflicts: conflicts))
         // As CouchDB answers 404 `deleted`: the current revision of a deleted document is not a
         // document to print. A deletion asked for by --rev is.
-        if rev == nil, case .object(let document) = answer.reply.doc, document["_deleted"] == .bool(true) {
-            let revision = text(document["_rev"])
+        if rev == nil, answer.reply.deleted {
+            let revision = answer.reply.revision?.description ?? "-"
             let message = "document \"\(id.prefix(80))\" is deleted (at revision \(revision); get --rev \(revision) prints the deletion)"
             throw CtlFailure(
                 status: .notFound, message: message,

@@ -149,16 +149,14 @@ struct Sync: ParsableCommand {
 enum ProgressBar {
     /// The event a line of a subscribed connection carries, or nil for a line of another kind.
     static func event(in line: [String: JSONValue]) -> Admin.Event? {
-        guard line["event"] != nil else { return nil }
-        return try? JSONValueDecoder().decode(Admin.EventLine.self, from: .object(line)).event
+        guard case .event(let event)? = try? AdminLine.read(line) else { return nil }
+        return event
     }
 
     static func follow(_ client: AdminSocketClient, nodeID: String, json: Bool) {
         let wanted = AgentIdentity.normalizeNodeID(nodeID) ?? nodeID
         while let line = try? client.readObject() {
-            guard let event = Self.event(in: line), event.type == "sync.progress",
-                let progress = try? JSONValueDecoder().decode(Admin.SyncProgress.self, from: event.data), progress.nodeID == wanted
-            else { continue }
+            guard let progress = Self.event(in: line)?.data(as: Admin.SyncProgress.self), progress.nodeID == wanted else { continue }
             let (completed, total) = (progress.completed, progress.total)
             if json {
                 let progress: JSONValue = .object(["progress": .object(["checked": .int(completed), "known": .int(total)])])

@@ -155,11 +155,16 @@ struct BatchLoader {
         guard let pending = inFlight else { return }
         inFlight = nil
         var response: [String: JSONValue]
-        repeat {
+        reading: while true {
             do { response = try client.readObject() } catch { throw CtlFailure(status: .error, message: "\(error)") }
+            switch try? AdminLine.read(response) {
+            case .response(let id, _)? where id == pending.id: break reading
             // An answer without an id is to a request the agent could not read at all: never
             // one to wait past (it is this one's, the only request in flight).
-        } while response["id"] != .int(pending.id) && !(response["id"] == nil || response["id"] == .null)
+            case .refusal?, .other?, nil: break reading
+            case .response?, .event?, .offer?, .upload?: continue
+            }
+        }
         let reply: Admin.BulkDocuments.Reply
         switch AdminResponseLine.reply(to: Admin.BulkDocuments.self, from: response) {
         case .success(let answer): reply = answer
@@ -168,7 +173,7 @@ struct BatchLoader {
                 status: .error,
                 message: "entries \(pending.first)–\(pending.first + pending.count - 1) were not written: \(failure.message)"
                     + (pending.first > 0 ? " (the \(pending.first) entries before them are written)" : ""),
-                errorObject: response["error"])
+                errorObject: try? JSONValueEncoder().encode(failure))
         }
         switch reply {
         case .written(let written):
