@@ -5,32 +5,11 @@ import Dispatch
 
 /// The agent's peers, syncing with one (`peers`, `sync`), and its event stream (`events`).
 extension NodeClient {
-    /// A configured peer as the agent's `peers` command lists it.
-    public struct Peer: Sendable, Equatable {
-        /// The peer's node id.
-        public var nodeID: String
-        /// Where the agent dials it (`HOST:PORT`); nil when it only accepts the peer's connections.
-        public var address: String?
-        /// Which way the default database replicates with it: `push`, `pull`, `both` or `none`.
-        public var direction: String
-        /// Whether a session with the peer is open now.
-        public var connected: Bool
-        /// The replication's state with it (`stopped`, `connecting`, `idle`, `busy`, `offline`,
-        /// `completed`, `failed`, …).
-        public var state: String
-        /// The last error of the replication with it; cleared when a new session starts.
-        public var lastError: String?
-
-        /// Creates a peer value.
-        public init(nodeID: String, address: String?, direction: String, connected: Bool, state: String, lastError: String?) {
-            self.nodeID = nodeID
-            self.address = address
-            self.direction = direction
-            self.connected = connected
-            self.state = state
-            self.lastError = lastError
-        }
-    }
+    /// A configured peer as the agent's `peers` and `status` commands list it: its address,
+    /// which way `default` replicates, whether a session is open, the replication's state and
+    /// what it has confirmed, refusals, and a row per database replicated with it (the
+    /// admin protocol's peer row, Protocol/admin-v1.md §6).
+    public typealias Peer = Admin.PeerStatus
 
     /// One line of the agent's event stream (Protocol/admin-v1.md §5).
     public struct Event: Sendable, Equatable {
@@ -54,11 +33,7 @@ extension NodeClient {
 
     /// The peers configured on the agent.
     public func peers() async throws(NodeClientError) -> [Peer] {
-        try await call(Admin.Peers()).peers.map { row in
-            Peer(
-                nodeID: row.nodeID, address: row.address, direction: row.direction, connected: row.connected, state: row.state.rawValue,
-                lastError: row.lastError)
-        }
+        try await call(Admin.Peers()).peers
     }
 
     /// Replicates once with the configured peer `peer` (every database shared with it) and

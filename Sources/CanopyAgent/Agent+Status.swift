@@ -65,30 +65,14 @@ extension Agent {
         replication.statuses { statuses in
             self.queue.async {
                 completion(zip(configured, directions).map { peer, direction in
-                    let status = statuses.first { $0.nodeID == peer.nodeID }
-                    return Self.peerRow(peer, direction: direction, status: status, connected: status?.connected == true)
+                    var row = statuses.first { $0.nodeID == peer.nodeID }
+                        ?? Admin.PeerStatus(nodeID: peer.nodeID, address: nil, direction: direction, mode: peer.mode, connected: false, state: .stopped)
+                    row.address = peer.address?.description
+                    row.direction = direction
+                    row.mode = peer.mode
+                    return row
                 })
             }
         }
-    }
-
-    static func peerRow(_ peer: PeerConfig, direction: String, status: PeerReplicationStatus?, connected: Bool) -> Admin.PeerStatus {
-        Admin.PeerStatus(
-            nodeID: peer.nodeID, address: peer.address?.description, direction: direction, mode: peer.mode, connected: connected,
-            state: status?.state ?? .stopped, lastPushedSeq: status?.lastPushedSequence, lastPulledSeq: status?.lastPulledSequence,
-            pending: status?.pendingCount,
-            progress: Admin.Progress(completed: Int64(status?.progress.completed ?? 0), total: Int64(status?.progress.total ?? 0)),
-            lastError: status?.lastError, rejected: status?.rejected ?? 0, lastRejection: status?.lastRejection,
-            refusedByPeer: status?.refusedByPeer ?? 0, lastRefusedByPeer: status?.lastRefusedByPeer,
-            protocolViolations: status?.protocolViolations ?? 0, lastProtocolViolation: status?.lastProtocolViolation,
-            databases: (status?.databases ?? []).map(databaseRow))
-    }
-
-    /// One database's replication with a peer, under the peer's row.
-    static func databaseRow(_ row: PeerDatabaseStatus) -> Admin.PeerDatabaseStatus {
-        Admin.PeerDatabaseStatus(
-            db: row.database.text, access: row.access.rawValue, prefix: row.prefix, state: row.state, lastPushedSeq: row.lastPushedSequence,
-            lastPulledSeq: row.lastPulledSequence, rejected: row.rejected, lastRejection: row.lastRejection, refusedByPeer: row.refusedByPeer,
-            lastRefusedByPeer: row.lastRefusedByPeer, lastError: row.lastError, peerTakes: row.peerIntake?.summary)
     }
 }

@@ -442,51 +442,46 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     }
 
     /// Every peer's row: the `default` database's replication (when the peer shares it), and a
-    /// row per database.
-    func statuses(_ completion: @escaping @Sendable ([PeerReplicationStatus]) -> Void) {
+    /// row per database. The members the config says (`address`, `direction`, `mode`) are the
+    /// agent's to fill in (`Agent.peerRows`).
+    func statuses(_ completion: @escaping @Sendable ([Admin.PeerStatus]) -> Void) {
         queue.async { [self] in
             completion(peers.keys.sorted().map { id in
                 let peer = peers[id]!
-                guard let shared = peer.databases[.default] else {
-                    var row = PeerReplicationStatus(nodeID: id, connected: peer.link.isConnected, state: .stopped)
-                    row.databases = Self.databaseRows(peer)
-                    row.protocolViolations = peer.protocolViolations
-                    row.lastProtocolViolation = peer.lastProtocolViolation
-                    return row
-                }
+                var row = Admin.PeerStatus(nodeID: id, address: nil, direction: "none", mode: .continuous, connected: peer.link.isConnected, state: .stopped)
+                row.databases = Self.databaseRows(peer)
+                row.protocolViolations = peer.protocolViolations
+                row.lastProtocolViolation = peer.lastProtocolViolation
+                guard let shared = peer.databases[.default] else { return row }
                 let status = shared.replicator.status
-                let pending = (try? shared.replicator.pendingDocumentIDs(limit: AgentLimits.pendingCountMax).count).map(Int64.init)
-                var row = PeerReplicationStatus(
-                    nodeID: id, connected: status.connected, state: status.state,
-                    lastPushedSequence: status.lastPushedSequence.map { Int64(clamping: $0) },
-                    lastPulledSequence: status.lastPulledSequence.map { Int64(clamping: $0) },
-                    pendingCount: pending, progress: Self.combined(status), lastError: status.lastError)
+                row.connected = status.connected
+                row.state = status.state
+                row.lastPushedSeq = status.lastPushedSequence.map { Int64(clamping: $0) }
+                row.lastPulledSeq = status.lastPulledSequence.map { Int64(clamping: $0) }
+                row.pending = (try? shared.replicator.pendingDocumentIDs(limit: AgentLimits.pendingCountMax).count).map(Int64.init)
+                let progress = Self.combined(status)
+                row.progress = Admin.Progress(completed: Int64(progress.completed), total: Int64(progress.total))
+                row.lastError = status.lastError
                 row.rejected = shared.rejected
                 row.lastRejection = shared.lastRejection
                 row.refusedByPeer = shared.refusedByPeer
                 row.lastRefusedByPeer = shared.lastRefusedByPeer
-                row.databases = Self.databaseRows(peer)
-                row.protocolViolations = peer.protocolViolations
-                row.lastProtocolViolation = peer.lastProtocolViolation
                 return row
             })
         }
     }
 
-    private static func databaseRows(_ peer: Peer) -> [PeerDatabaseStatus] {
+    private static func databaseRows(_ peer: Peer) -> [Admin.PeerDatabaseStatus] {
         peer.databases.keys.sorted().map { name in
             let shared = peer.databases[name]!
             let status = shared.replicator.status
-            var row = PeerDatabaseStatus(database: name, access: shared.share.access, prefix: shared.share.prefix, state: status.state)
-            row.lastPushedSequence = status.lastPushedSequence.map { Int64(clamping: $0) }
-            row.lastPulledSequence = status.lastPulledSequence.map { Int64(clamping: $0) }
-            row.rejected = shared.rejected
-            row.lastRejection = shared.lastRejection
-            row.refusedByPeer = shared.refusedByPeer
-            row.lastRefusedByPeer = shared.lastRefusedByPeer
-            row.lastError = status.lastError
-            row.peerIntake = shared.share.access.direction?.pushes == true ? status.peerIntake : nil
-            return row
+            return Admin.PeerDatabaseStatus(
+                db: name.text, access: shared.share.access.rawValue, prefix: shared.share.prefix, state: status.state,
+                lastPushedSeq: status.lastPushedSequence.map { Int64(clamping: $0) },
+                lastPulledSeq: status.lastPulledSequence.map { Int64(clamping: $0) }, rejected: shared.rejected,
+                lastRejection: shared.lastRejection, refusedByPeer: shared.refusedByPeer, lastRefusedByPeer: shared.lastRefusedByPeer,
+                lastError: status.lastError,
+                peerTakes: shared.share.access.direction?.pushes == true ? status.peerIntake?.summary : nil)
         }
     }
 

@@ -1,92 +1,8 @@
+import CanopyAdmin
 import CanopyCore
 import CanopyCrypto
 import CanopyReplication
 import CanopyWire
-
-/// Per-peer replication status as `status` and `peers` report it.
-public struct PeerReplicationStatus: Sendable, Equatable {
-    /// The peer's node id.
-    public var nodeID: String
-    /// True while an authenticated connection to the peer is open.
-    public var connected: Bool
-    /// The replicator's state.
-    public var state: ReplicatorState
-    /// The last local sequence the peer has acknowledged (push checkpoint), if any.
-    public var lastPushedSequence: Int64?
-    /// The last sequence of the peer's feed received (pull checkpoint), if any.
-    public var lastPulledSequence: Int64?
-    /// Local changes not yet pushed, if known.
-    public var pendingCount: Int64?
-    /// Progress of the current or last replication.
-    public var progress: ReplicationProgress
-    /// The last error, if the state is `error` or `offline`.
-    public var lastError: String?
-    /// Documents this peer sent that this node refused (since the agent started).
-    public var rejected: Int64 = 0
-    /// The last refusal: the document and the reason.
-    public var lastRejection: String?
-    /// Documents this node pushed that the peer refused (since the agent started).
-    public var refusedByPeer: Int64 = 0
-    /// The last of those: the document and the peer's reason.
-    public var lastRefusedByPeer: String?
-    /// Each database replicated with the peer (the fields above are the `default` database's).
-    public var databases: [PeerDatabaseStatus] = []
-    /// Connections and database sessions with the peer closed because it broke the protocol,
-    /// since the agent started, whichever database; and the last one: where it was found (the
-    /// connection, or a database) and what.
-    public var protocolViolations: Int64 = 0
-    public var lastProtocolViolation: String?
-
-    /// Creates a status.
-    public init(
-        nodeID: String, connected: Bool, state: ReplicatorState, lastPushedSequence: Int64? = nil,
-        lastPulledSequence: Int64? = nil, pendingCount: Int64? = nil,
-        progress: ReplicationProgress = ReplicationProgress(), lastError: String? = nil
-    ) {
-        self.nodeID = nodeID
-        self.connected = connected
-        self.state = state
-        self.lastPushedSequence = lastPushedSequence
-        self.lastPulledSequence = lastPulledSequence
-        self.pendingCount = pendingCount
-        self.progress = progress
-        self.lastError = lastError
-    }
-}
-
-/// One database's replication with a peer, as `peers` shows it under the peer's row.
-public struct PeerDatabaseStatus: Sendable, Equatable {
-    /// The database.
-    public var database: DatabaseName
-    /// What the peer may do to this node's copy (`read`, `write`, `read-write`).
-    public var access: ShareAccess
-    /// Only ids with this prefix, when set.
-    public var prefix: String?
-    /// The replicator's state for this database.
-    public var state: ReplicatorState
-    /// The sequences the peer confirmed and this node stored, as in the peer's row.
-    public var lastPushedSequence: Int64?
-    public var lastPulledSequence: Int64?
-    /// Documents refused from the peer in this database since the agent started, and the last.
-    public var rejected: Int64 = 0
-    public var lastRejection: String?
-    /// Documents of this database the peer refused since the agent started, and the last.
-    public var refusedByPeer: Int64 = 0
-    public var lastRefusedByPeer: String?
-    /// Why the last channel for this database ended badly (the peer refused it, say).
-    public var lastError: String?
-    /// What the peer takes of this node's changes to the database, when this node pushes it
-    /// (nil before the first connection's `hello`).
-    public var peerIntake: PeerIntake?
-
-    /// Creates a row.
-    public init(database: DatabaseName, access: ShareAccess, prefix: String?, state: ReplicatorState) {
-        self.database = database
-        self.access = access
-        self.prefix = prefix
-        self.state = state
-    }
-}
 
 /// What a completed `sync` did.
 public struct SyncOutcome: Sendable, Equatable {
@@ -164,7 +80,7 @@ public protocol ReplicationEventSink: AnyObject, Sendable {
 /// called on any queue.
 package protocol ReplicationController: AnyObject, Sendable {
     /// The status of every configured or connected peer, sorted by node id.
-    func statuses(_ completion: @escaping @Sendable ([PeerReplicationStatus]) -> Void)
+    func statuses(_ completion: @escaping @Sendable ([Admin.PeerStatus]) -> Void)
 
     /// Runs a one-shot replication with `peer` in its configured direction. `progress` is called as
     /// work completes; `completion` exactly once, when the replication has finished or failed,

@@ -199,6 +199,8 @@ struct NodeClientEndToEndTests {
         let peers = try await clientA.peers()
         let peer = try #require(peers.first { $0.nodeID == b.nodeID }, "\(peers)")
         #expect(peer.address != nil && peer.direction == "both" && peer.lastError == nil)
+        // The row `peers` and `status` send, typed: the replication's state and a row per database.
+        #expect(peer.state != .error && peer.databases.map(\.db) == ["default"], "\(peer)")
         let unknown = await #expect(throws: NodeClientError.self) { try await clientA.sync(peer: testNodeID(9)) }
         #expect(unknown?.code == "not_found")
     }
