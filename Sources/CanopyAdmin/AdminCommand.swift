@@ -20,6 +20,12 @@ public protocol AdminCommand: Codable, Sendable {
 
 extension AdminCommand {
     public func validate() throws(AdminFailure) {}
+
+    /// Refuses `value` of the argument `name` outside `range` (`invalid_argument`); nil passes.
+    public func check(_ name: String, _ value: Int64?, in range: ClosedRange<Int64>) throws(AdminFailure) {
+        guard let value, !range.contains(value) else { return }
+        throw AdminFailure(.invalidArgument, "\"\(name)\" must be from \(range.lowerBound) to \(range.upperBound)")
+    }
 }
 
 /// A reply that carries no members beyond `id` and `ok`.

@@ -62,9 +62,7 @@ extension Admin {
         }
 
         public func validate() throws(AdminFailure) {
-            if let revsLimit, !(2...100_000).contains(revsLimit) {
-                throw AdminFailure(.invalidArgument, "\"revs_limit\" must be from 2 to 100000")
-            }
+            try check("revs_limit", revsLimit, in: 2...100_000)
         }
 
         public struct Reply: Codable, Sendable, Equatable {

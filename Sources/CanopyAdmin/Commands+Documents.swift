@@ -223,10 +223,8 @@ extension Admin {
         }
 
         public func validate() throws(AdminFailure) {
-            if let since, since < 0 { throw AdminFailure(.invalidArgument, "\"since\" must be from 0 to \(Int64.max)") }
-            if let limit, !(1...Int64(StoreLimits.changesLimitMax)).contains(limit) {
-                throw AdminFailure(.invalidArgument, "\"limit\" must be from 1 to \(StoreLimits.changesLimitMax)")
-            }
+            try check("since", since, in: 0...Int64.max)
+            try check("limit", limit, in: 1...Int64(StoreLimits.changesLimitMax))
         }
 
         public struct Reply: Codable, Sendable, Equatable {
@@ -292,7 +290,7 @@ extension Admin {
         }
 
         public func validate() throws(AdminFailure) {
-            guard length >= 0 else { throw AdminFailure(.invalidArgument, "\"length\" must be from 0 to \(Int64.max)") }
+            try check("length", length, in: 0...Int64.max)
         }
 
         public struct Reply: Codable, Sendable, Equatable {

@@ -118,7 +118,7 @@ extension Admin {
         public init(since: Int64? = nil) { self.since = since }
 
         public func validate() throws(AdminFailure) {
-            if let since, since < 0 { throw AdminFailure(.invalidArgument, "\"since\" must be from 0 to \(Int64.max)") }
+            try check("since", since, in: 0...Int64.max)
         }
 
         public struct Reply: Codable, Sendable, Equatable {

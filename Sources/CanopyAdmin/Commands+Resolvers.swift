@@ -50,7 +50,7 @@ extension Admin {
 
         public func validate() throws(AdminFailure) {
             guard let ticket else { throw AdminFailure(.invalidArgument, "\"resolver.answer\" needs \"ticket\": an integer") }
-            guard ticket >= 1 else { throw AdminFailure(.invalidArgument, "\"ticket\" must be from 1 to \(Int64.max)") }
+            try check("ticket", ticket, in: 1...Int64.max)
         }
 
         /// The revision the answer wrote.

@@ -120,13 +120,15 @@ extension Admin {
 
             public init(from decoder: any Decoder) throws {
                 let container = try decoder.container(keyedBy: Key.self)
-                self = container.contains(.results) ? .written(try Written(from: decoder)) : .imported(try ImportDocuments.Reply(from: decoder))
+                let value = try decoder.singleValueContainer()
+                self = container.contains(.results) ? .written(try value.decode(Written.self)) : .imported(try value.decode(ImportDocuments.Reply.self))
             }
 
             public func encode(to encoder: any Encoder) throws {
+                var container = encoder.singleValueContainer()
                 switch self {
-                case .written(let written): try written.encode(to: encoder)
-                case .imported(let imported): try imported.encode(to: encoder)
+                case .written(let written): try container.encode(written)
+                case .imported(let imported): try container.encode(imported)
                 }
             }
         }
@@ -170,13 +172,9 @@ extension Admin {
         }
 
         public func validate() throws(AdminFailure) {
-            if let since, since < 0 { throw AdminFailure(.invalidArgument, "\"since\" must be from 0 to \(Int64.max)") }
-            if let limit, !(1...Int64(StoreLimits.changesLimitMax)).contains(limit) {
-                throw AdminFailure(.invalidArgument, "\"limit\" must be from 1 to \(StoreLimits.changesLimitMax)")
-            }
-            if let skipLeaves, !(0...Int64(Int32.max)).contains(skipLeaves) {
-                throw AdminFailure(.invalidArgument, "\"skip_leaves\" must be from 0 to \(Int32.max)")
-            }
+            try check("since", since, in: 0...Int64.max)
+            try check("limit", limit, in: 1...Int64(StoreLimits.changesLimitMax))
+            try check("skip_leaves", skipLeaves, in: 0...Int64(Int32.max))
         }
 
         public struct Reply: Codable, Sendable, Equatable {
