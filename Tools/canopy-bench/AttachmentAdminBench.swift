@@ -1,5 +1,6 @@
 import ArgumentParser
 import CSodium
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import CanopyCrypto
@@ -48,12 +49,12 @@ struct AttachmentAdminBench: ParsableCommand {
         let input = open(source, O_RDONLY)
         guard input >= 0 else { throw AttachmentStorageBench.SystemCallFailed(call: "open") }
         defer { close(input) }
-        var uploaded: [String: JSONValue] = [:]
+        var uploaded: Admin.Attach.Reply?
         let upload = try AttachmentStorageBench.time {
             uploaded = try BenchAgent.checked(
-                client.upload("attach", ["doc": .string("big"), "name": .string("content")], length: Int64(total)) { buffer in
+                client.upload(Admin.Attach(doc: "big", name: "content", length: Int64(total))) { buffer in
                     read(input, buffer.baseAddress, buffer.count)
-                }, "attach")
+                })
         }
         let afterUpload = try agent.peakResidentBytes()
 
@@ -62,16 +63,16 @@ struct AttachmentAdminBench: ParsableCommand {
         guard target >= 0 else { throw AttachmentStorageBench.SystemCallFailed(call: "open") }
         var received = 0
         let download = try AttachmentStorageBench.time {
-            _ = try BenchAgent.checked(client.download("attachment", ["doc": .string("big"), "name": .string("content")]) { part in
+            _ = try BenchAgent.checked(client.download(Admin.GetAttachment(doc: "big", name: "content")) { part in
                 let written = part.withUnsafeBytes { write(target, $0.baseAddress, $0.count) }
                 guard written == part.count else { throw AttachmentStorageBench.SystemCallFailed(call: "write") }
                 received += written
-            }, "attachment")
+            })
             guard fsync(target) == 0 else { throw AttachmentStorageBench.SystemCallFailed(call: "fsync") }
         }
         close(target)
         let afterDownload = try agent.peakResidentBytes()
-        guard received == total, case .string(let digest)? = uploaded["digest"],
+        guard received == total, let digest = uploaded?.digest,
             digest == AttachmentDigest.prefix + (try AttachmentStorageBench.readFile(output, hashing: true))
         else { throw ValidationError("the content downloaded is not the content uploaded") }
 

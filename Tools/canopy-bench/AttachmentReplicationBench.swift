@@ -1,5 +1,6 @@
 import ArgumentParser
 import CSodium
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import CanopyCrypto
@@ -105,10 +106,8 @@ struct AttachmentReplicationBench: ParsableCommand {
         try resumed.start()
         defer { resumed.stop() }
         try Self.allow(resumed, on: source)
-        let sentBefore = try source.peerBytes()?.sent ?? 0
-        try Self.checked(resumed.client().request("peer.add", [
-            "node_id": .string(source.nodeID), "address": .string(address), "direction": .string("pull"), "mode": .string("continuous"),
-        ]), "peer.add")
+        let sentBefore = try source.peerBytes().sent
+        try resumed.call(Admin.AddPeer(.init(nodeID: source.nodeID, address: address, direction: .pull, mode: .continuous)))
         let partial = resumed.dataDir + "/attachments/partial-" + large.hex
         try Self.waitUntil("half the content on the receiver's disk") { Self.size(of: partial) >= Int64(total / 2) }
         resumed.killHard()
@@ -116,10 +115,10 @@ struct AttachmentReplicationBench: ParsableCommand {
         try resumed.restart()
         try Self.waitUntil("the content complete after the restart") {
             (try? resumed.documentCount(resumed.client())) == 1
-                && (try? BenchAgent.checked(resumed.client().request("stats"), "stats")["awaiting_attachments"]) == .int(0)
+                && (try? resumed.call(Admin.Stats()))?.counts.awaitingAttachments == 0
         }
         try Self.expectContent(resumed, large, documents: 1)
-        let sent = (try source.peerBytes()?.sent ?? 0) - sentBefore
+        let sent = try source.peerBytes().sent - sentBefore
         figures.append(Figure(
             name: "bytes sent for a pull killed at \(kept * 100 / Int64(total))% and resumed", value: Double(sent) / Double(total) * 100,
             unit: "% of content", ceiling: 110, ceilingName: "target", note: String(format: "%.1f MiB kept across the kill", mib(Int(kept)))))
@@ -200,7 +199,7 @@ struct AttachmentReplicationBench: ParsableCommand {
         defer { sharing.stop() }
         try Self.allow(sharing, on: sharedSource)
         try sharing.pullOnce(from: sharedSource, address: try sharedSource.listenAddress(), on: try sharing.client())
-        let sharedSent = try sharedSource.peerBytes()?.sent ?? 0
+        let sharedSent = try sharedSource.peerBytes().sent
         let files = try FileManager.default.contentsOfDirectory(atPath: sharing.dataDir + "/attachments").filter { $0.count == 64 }
         guard files.count == 1, try sharing.documentCount(try sharing.client()) == shared else {
             throw ValidationError("the shared content is stored \(files.count) times")
@@ -283,12 +282,7 @@ struct AttachmentReplicationBench: ParsableCommand {
 
     /// Lets `target` pull from `source` (the source accepts it and pushes to it).
     static func allow(_ target: BenchAgent, on source: BenchAgent) throws {
-        try source.request("peer.add", ["node_id": .string(target.nodeID), "direction": .string("push"), "mode": .string("continuous")])
-    }
-
-    @discardableResult
-    static func checked(_ response: [String: JSONValue], _ command: String) throws -> [String: JSONValue] {
-        try BenchAgent.checked(response, command)
+        try source.call(Admin.AddPeer(.init(nodeID: target.nodeID, direction: .push, mode: .continuous)))
     }
 
     /// Polls `condition` every millisecond for up to ten minutes.

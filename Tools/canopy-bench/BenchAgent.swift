@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import CanopyStore
@@ -69,40 +70,35 @@ final class BenchAgent {
         try process.run()
         try waitUntil("\(name)'s admin socket") {
             guard process.isRunning else { throw ValidationError("canopyd \(name) exited; see \(logPath)") }
-            return (try? client().request("status")["ok"]) == .bool(true)
+            guard case .success? = try? client().call(Admin.Status()) else { return false }
+            return true
         }
     }
 
     /// A new admin connection.
     func client() throws -> AdminSocketClient { try AdminSocketClient(path: dataDir + "/admin.sock") }
 
-    /// Sends one request on a new connection and fails unless it succeeds.
+    /// Sends `command` on a new connection and returns its reply; fails unless it succeeds.
     @discardableResult
-    func request(_ command: String, _ arguments: [String: JSONValue] = [:]) throws -> [String: JSONValue] {
-        try Self.checked(try client().request(command, arguments), command)
+    func call<C: AdminCommand>(_ command: C) throws -> C.Reply {
+        try Self.checked(try client().call(command))
     }
 
     /// Makes this agent pull from `source` once (`peer.add` with `direction` pull, `mode` once)
     /// and waits until `sync --wait` says it is caught up, on `client` (one of this agent's).
     func pullOnce(from source: BenchAgent, address: String, on client: AdminSocketClient) throws {
-        try Self.checked(client.request("peer.add", [
-            "node_id": .string(source.nodeID), "address": .string(address), "direction": .string("pull"), "mode": .string("once"),
-        ]), "peer.add")
-        try Self.checked(client.request("sync", ["node_id": .string(source.nodeID), "wait": .bool(true)]), "sync")
+        try Self.checked(client.call(Admin.AddPeer(.init(nodeID: source.nodeID, address: address, direction: .pull, mode: .once))))
+        try Self.checked(client.call(Admin.Sync(nodeID: source.nodeID, wait: true)))
     }
 
     /// The listen address the agent bound (`status.listen`).
     func listenAddress() throws -> String {
-        guard case .string(let address)? = try request("status")["listen"] else { throw ValidationError("no listen address") }
-        return address
+        try call(Admin.Status()).listen
     }
 
     /// `stats.doc_count`.
     func documentCount(_ client: AdminSocketClient) throws -> Int {
-        guard case .int(let count)? = try Self.checked(client.request("stats"), "stats")["doc_count"] else {
-            throw ValidationError("stats without doc_count")
-        }
-        return Int(count)
+        Int(try Self.checked(client.call(Admin.Stats())).counts.docCount)
     }
 
     /// Peak resident set size so far (`VmHWM` from /proc/PID/status), in bytes.
@@ -114,13 +110,10 @@ final class BenchAgent {
         return kib * 1024
     }
 
-    /// Peer traffic counters from `stats` (bytes on the TCP connections, both ways), if exposed.
-    func peerBytes() throws -> (sent: Int, received: Int)? {
-        let stats = try request("stats")
-        guard case .int(let sent)? = stats["peer_bytes_sent"], case .int(let received)? = stats["peer_bytes_received"] else {
-            return nil
-        }
-        return (Int(sent), Int(received))
+    /// Peer traffic counters from `stats` (bytes on the TCP connections, both ways).
+    func peerBytes() throws -> (sent: Int, received: Int) {
+        let stats = try call(Admin.Stats())
+        return (Int(stats.peerBytesSent), Int(stats.peerBytesReceived))
     }
 
     /// Kills the agent with SIGKILL (no clean shutdown) and waits for it to exit.
@@ -140,7 +133,7 @@ final class BenchAgent {
     /// Asks the agent to shut down and waits for it to exit (killing it if it does not).
     func stop() {
         guard process.isRunning else { return }
-        _ = try? client().request("shutdown")
+        _ = try? client().call(Admin.Shutdown())
         try? waitUntil("\(name) to exit") { !process.isRunning }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
@@ -150,11 +143,13 @@ final class BenchAgent {
 
     deinit { stop() }
 
-    /// Throws unless `response` is `ok`.
+    /// The reply of `answer`; throws when it is the agent's error.
     @discardableResult
-    static func checked(_ response: [String: JSONValue], _ command: String) throws -> [String: JSONValue] {
-        guard response["ok"] == .bool(true) else { throw ValidationError("\(command) failed: \(response)") }
-        return response
+    static func checked<C: AdminCommand>(_ answer: Result<AdminAnswer<C>, AdminFailure>) throws -> C.Reply {
+        switch answer {
+        case .success(let answer): return answer.reply
+        case .failure(let failure): throw ValidationError("\(C.name) failed: \(failure)")
+        }
     }
 
     /// Polls `condition` every millisecond until it holds or `stopWaitSeconds` pass.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import CanopyStore
@@ -156,10 +157,9 @@ struct DatabasesBench: ParsableCommand {
         defer { for peer in peers { peer.stop() } }
         let client = try hub.client()
         try Self.wait("every database idle with every peer", limit: 300) {
-            guard case .array(let rows)? = try BenchAgent.checked(client.request("peers"), "peers")["peers"] else { return false }
+            let rows = try BenchAgent.checked(client.call(Admin.Peers())).peers
             return rows.count == idlePeers && rows.allSatisfy { row in
-                guard case .array(let databases)? = row.objectValue?["databases"] else { return false }
-                return databases.count == idleDatabases + 1 && databases.allSatisfy { $0.objectValue?["state"] == .string("idle") }
+                row.databases.count == idleDatabases + 1 && row.databases.allSatisfy { $0.state == .idle }
             }
         }
         let cpuStart = BenchClock.cpuSeconds(pid: hub.pid)
@@ -232,13 +232,14 @@ struct DatabasesBench: ParsableCommand {
     }
 
     static func has(_ client: AdminSocketClient, _ database: DatabaseName, _ id: String) throws -> Bool {
-        try client.request("get", ["doc": .string(id), "db": .string(database.text)])["ok"] == .bool(true)
+        guard case .success = try client.call(Admin.GetDocument(db: database.text, doc: id)) else { return false }
+        return true
     }
 
     /// Writes one document into `database` on A and returns the seconds until B has it.
     static func probe(_ writer: AdminSocketClient, _ reader: AdminSocketClient, _ database: DatabaseName, id: String) throws -> Double {
         let start = BenchClock.now()
-        try BenchAgent.checked(writer.request("put", ["doc": .string(id), "body": .object(["probe": .bool(true)]), "db": .string(database.text)]), "put")
+        try BenchAgent.checked(writer.call(Admin.PutDocument(db: database.text, doc: id, body: .object(["probe": .bool(true)]))))
         while try !has(reader, database, id) {
             guard BenchClock.now() - start < 60 else { throw ValidationError("\(id) never arrived") }
             usleep(200)

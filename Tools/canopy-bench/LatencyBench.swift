@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import Foundation
@@ -31,12 +32,12 @@ struct LatencyBench: ParsableCommand {
         try a.start()
         try b.start()
         defer { b.stop(); a.stop() }
-        try a.request("peer.add", ["node_id": .string(b.nodeID), "address": .string(try b.listenAddress())])
-        try b.request("peer.add", ["node_id": .string(a.nodeID), "address": .string(try a.listenAddress())])
+        try a.call(Admin.AddPeer(.init(nodeID: b.nodeID, address: try b.listenAddress())))
+        try b.call(Admin.AddPeer(.init(nodeID: a.nodeID, address: try a.listenAddress())))
 
         let writer = try a.client()
         let events = try b.client()
-        try BenchAgent.checked(events.request("events"), "events")
+        try BenchAgent.checked(events.call(Admin.Subscribe()))
         _ = try propagate("warm-up", writer: writer, events: events)  // waits for the connection too
         let cpuA = BenchClock.cpuSeconds(pid: a.pid)
         let cpuB = BenchClock.cpuSeconds(pid: b.pid)
@@ -49,7 +50,7 @@ struct LatencyBench: ParsableCommand {
         var roundTrips: [Double] = []
         for _ in 0..<samples {
             let start = BenchClock.now()
-            try BenchAgent.checked(probe.request("stats"), "stats")
+            try BenchAgent.checked(probe.call(Admin.Stats()))
             roundTrips.append(BenchClock.now() - start)
         }
         latencies.sort()
@@ -67,12 +68,11 @@ struct LatencyBench: ParsableCommand {
     /// Puts document `id` on A and returns the seconds until B's event stream names it.
     private func propagate(_ id: String, writer: AdminSocketClient, events: AdminSocketClient) throws -> Double {
         let start = BenchClock.now()
-        try BenchAgent.checked(writer.request("put", ["doc": .string(id), "body": .object(["sample": .string(id)])]), "put")
+        try BenchAgent.checked(writer.call(Admin.PutDocument(doc: id, body: .object(["sample": .string(id)]))))
         while true {
             guard BenchClock.now() - start < BenchAgent.stopWaitSeconds else { throw ValidationError("\(id) never reached B") }
-            let line = try events.readObject()
-            guard let event = line["event"]?.objectValue, case .string(let type)? = event["type"], type.hasPrefix("document."),
-                event["data"]?.objectValue?["doc"] == .string(id)
+            guard case .event(let event) = try AdminLine.read(try events.readLine()), event.type.hasPrefix("document."),
+                event.document?.doc == id
             else { continue }
             return BenchClock.now() - start
         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import CanopyStore
@@ -51,7 +52,7 @@ struct ReplicationScenario {
         for index in 0..<rounds {
             if let previous = receiver {
                 previous.stop()
-                try a.request("peer.remove", ["node_id": .string(previous.nodeID)])
+                try a.call(Admin.RemovePeer(nodeID: previous.nodeID))
                 try? FileManager.default.removeItem(atPath: previous.dataDir)
             }
             let ceiling = try StoreBenchPhases.rawCeiling(path: directory.path + "/raw.sqlite", bodies: bodies, batch: Self.loadBatch)
@@ -60,11 +61,11 @@ struct ReplicationScenario {
             receiver = b
             try b.setLimits(batchRevisions: options.batchRevisions, batchesInFlight: options.batchesInFlight)
             try b.start()
-            try a.request("peer.add", ["node_id": .string(b.nodeID), "direction": .string("push"), "mode": .string("continuous")])
+            try a.call(Admin.AddPeer(.init(nodeID: b.nodeID, direction: .push, mode: .continuous)))
             let before = try a.peerBytes()
             let pull = try timedPull(a: a, b: b, expecting: count)
             let after = try a.peerBytes()
-            let traffic = before.flatMap { before in after.map { ($0.sent - before.sent) + ($0.received - before.received) } }
+            let traffic = (after.sent - before.sent) + (after.received - before.received)
             results.append(Round(ceiling: ceiling, pull: pull, bodyBytes: bytes, wireBytes: traffic,
                                 peakResidentB: try b.peakResidentBytes()))
         }
@@ -84,20 +85,18 @@ struct ReplicationScenario {
                                 + results.map { String(format: "%.0f%%", 100 * $0.ratio) }.joined(separator: " / ")))
         figures.append(Figure(name: "initial replication throughput", value: Double(median.bodyBytes) / median.pull.wall / 1e6, unit: "MB/s",
                               note: "canonical body bytes"))
-        if let wire = median.wireBytes {
-            figures.append(Figure(name: "wire bytes per revision beyond its body", value: Double(wire - median.bodyBytes) / Double(count), unit: "B",
-                                  note: "both directions, TCP payload incl. handshake, framing, encryption"))
-        }
+        figures.append(Figure(name: "wire bytes per revision beyond its body", value: Double(median.wireBytes - median.bodyBytes) / Double(count), unit: "B",
+                              note: "both directions, TCP payload incl. handshake, framing, encryption"))
 
         let resync = try timedPull(a: a, b: b, expecting: count)
         figures.append(Figure(name: "no-op re-sync (new connection)", value: resync.wall * 1000, unit: "ms",
                               note: String(format: "CPU A %.1f ms, B %.1f ms", resync.cpuA * 1000, resync.cpuB * 1000)))
 
-        try b.request("peer.remove", ["node_id": .string(a.nodeID)])
+        try b.call(Admin.RemovePeer(nodeID: a.nodeID))
         let last = try changeDocuments(on: a)
         let changed = try timedPull(a: a, b: b, expecting: count, removeFirst: false)
-        let seen = try b.request("get", ["doc": .string(last.id)])["doc"]?.objectValue?["_rev"]
-        guard seen == .string(last.rev) else { throw ValidationError("B has \(String(describing: seen)) for \(last.id), not \(last.rev)") }
+        let seen = try b.call(Admin.GetDocument(doc: last.id)).revision
+        guard seen == last.rev else { throw ValidationError("B has \(seen?.description ?? "no revision") for \(last.id), not \(last.rev)") }
         figures.append(Figure(name: "\(Self.changes) changes (new connection)", value: changed.wall * 1000, unit: "ms",
                               note: String(format: "CPU A %.1f ms, B %.1f ms", changed.cpuA * 1000, changed.cpuB * 1000)))
 
@@ -112,7 +111,7 @@ struct ReplicationScenario {
         let ceiling: Double
         let pull: (wall: Double, cpuA: Double, cpuB: Double)
         let bodyBytes: Int
-        let wireBytes: Int?
+        let wireBytes: Int
         let peakResidentB: Int
         var ratio: Double { ceiling / pull.wall }
     }
@@ -152,17 +151,15 @@ struct ReplicationScenario {
         -> (wall: Double, cpuA: Double, cpuB: Double)
     {
         let client = try b.client()
-        if removeFirst, case .array(let peers)? = try BenchAgent.checked(client.request("peers"), "peers")["peers"], !peers.isEmpty {
-            try BenchAgent.checked(client.request("peer.remove", ["node_id": .string(a.nodeID)]), "peer.remove")
+        if removeFirst, !(try BenchAgent.checked(client.call(Admin.Peers())).peers.isEmpty) {
+            try BenchAgent.checked(client.call(Admin.RemovePeer(nodeID: a.nodeID)))
         }
         let address = try a.listenAddress()
         let cpuA = BenchClock.cpuSeconds(pid: a.pid)
         let cpuB = BenchClock.cpuSeconds(pid: b.pid)
         let start = BenchClock.now()
-        try BenchAgent.checked(client.request("peer.add", [
-            "node_id": .string(a.nodeID), "address": .string(address), "direction": .string("pull"), "mode": .string("once"),
-        ]), "peer.add")
-        try BenchAgent.checked(client.request("sync", ["node_id": .string(a.nodeID), "wait": .bool(true)]), "sync")
+        try BenchAgent.checked(client.call(Admin.AddPeer(.init(nodeID: a.nodeID, address: address, direction: .pull, mode: .once))))
+        try BenchAgent.checked(client.call(Admin.Sync(nodeID: a.nodeID, wait: true)))
         var wall = BenchClock.now() - start
         let cpu = (BenchClock.cpuSeconds(pid: a.pid) - cpuA, BenchClock.cpuSeconds(pid: b.pid) - cpuB)
         // Checked after the clock stops: `doc_count` is a count(*), O(documents), which would
@@ -178,19 +175,20 @@ struct ReplicationScenario {
 
     /// Edits `changes` documents spread over A's set through A's admin socket; returns the last
     /// one's id and new revision.
-    private func changeDocuments(on a: BenchAgent) throws -> (id: String, rev: String) {
+    private func changeDocuments(on a: BenchAgent) throws -> (id: String, rev: RevisionID) {
         let client = try a.client()
-        var last = ("", "")
+        var last: (id: String, rev: RevisionID)?
         for step in 0..<Self.changes {
             let id = StoreBenchData.documentID(step * max(1, count / Self.changes))
-            guard case .string(let rev)? = try BenchAgent.checked(client.request("get", ["doc": .string(id)]), "get")["doc"]?
-                .objectValue?["_rev"]
-            else { throw ValidationError("no _rev for \(id)") }
-            let response = try BenchAgent.checked(
-                client.request("put", ["doc": .string(id), "rev": .string(rev), "body": Self.body(step + count, bytes: bodyBytes)]), "put")
-            guard case .string(let newRev)? = response["rev"] else { throw ValidationError("put returned no rev") }
+            guard let rev = try BenchAgent.checked(client.call(Admin.GetDocument(doc: id))).revision else {
+                throw ValidationError("no _rev for \(id)")
+            }
+            let written = try BenchAgent.checked(
+                client.call(Admin.PutDocument(doc: id, body: Self.body(step + count, bytes: bodyBytes), rev: rev)))
+            guard let newRev = written.rev else { throw ValidationError("put returned no rev") }
             last = (id, newRev)
         }
+        guard let last else { throw ValidationError("no document changed") }
         return last
     }
 }

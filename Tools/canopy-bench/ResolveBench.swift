@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import CanopyStore
@@ -82,25 +83,27 @@ struct ResolveSetting {
     }
 
     /// The revision id `body` gets as a new document (generation 1), as every node computes it.
-    static func firstRevision(_ body: JSONValue) -> String {
-        RevisionHasher.revisionID(parent: nil, kind: .live, body: body).description
+    static func firstRevision(_ body: JSONValue) -> RevisionID {
+        RevisionHasher.revisionID(parent: nil, kind: .live, body: body)
     }
 
-    /// Sends `docs` to `command` (`import` or `bulk_docs`) in requests of `requestDocuments`
-    /// documents (`perDocument` entries each).
-    static func send(_ command: String, _ docs: [JSONValue], perDocument: Int = 1, to agent: BenchAgent) throws {
+    /// Sends `docs` in requests of `requestDocuments` documents (`perDocument` entries each), each
+    /// the `command` (`import` or `bulk_docs`) of its part.
+    static func send<C: AdminCommand>(
+        _ docs: [JSONValue], perDocument: Int = 1, to agent: BenchAgent, as command: ([JSONValue]) -> C
+    ) throws {
         let client = try agent.client()
         let step = requestDocuments * perDocument
         for start in stride(from: 0, to: docs.count, by: step) {
-            try BenchAgent.checked(client.request(command, ["docs": .array(Array(docs[start..<min(start + step, docs.count)]))]), command)
+            try BenchAgent.checked(client.call(command(Array(docs[start..<min(start + step, docs.count)]))))
         }
     }
 
     /// `body` as a CouchDB-shaped entry of document `id` (with `_rev` when given).
-    static func entry(_ id: String, _ body: JSONValue, rev: String?) -> JSONValue {
+    static func entry(_ id: String, _ body: JSONValue, rev: RevisionID?) -> JSONValue {
         var members = body.objectValue ?? [:]
         members["_id"] = .string(id)
-        if let rev { members["_rev"] = .string(rev) }
+        if let rev { members["_rev"] = .string(rev.description) }
         return .object(members)
     }
 }
@@ -125,7 +128,7 @@ final class BenchResolver: Sendable {
     init(_ agent: BenchAgent, name: String) throws {
         client = try agent.client()
         // The response comes before any offer (the agent replies, then offers).
-        try BenchAgent.checked(client.request("resolver.register", ["name": .string(name)]), "resolver.register")
+        try BenchAgent.checked(client.call(Admin.RegisterResolver(name: name)))
         Thread { [self] in serve() }.start()
     }
 
@@ -151,24 +154,35 @@ final class BenchResolver: Sendable {
         var nextID: Int64 = 1_000
         while let bytes = try? client.readLine() {
             let read = BenchClock.now()
-            guard case .object(let line)? = try? JSONValue.parse(bytes) else { continue }
-            if case .object(let offer)? = line["resolve"] {
+            let line: AdminLine
+            do {
+                line = try AdminLine.read(bytes)
+            } catch {
+                progress.withLock { $0.refused.append("an unreadable line: \(error.message)") }
+                continue
+            }
+            switch line {
+            case .offer(let offer):
                 progress.withLock {
                     if $0.firstOffer == nil { $0.firstOffer = read }
                     $0.offers += 1
                 }
-                guard case .array(let leaves)? = offer["leaves"], let rev = leaves.first?.objectValue?["rev"], let ticket = offer["ticket"] else {
-                    progress.withLock { $0.refused.append("an offer without leaves: \(line)") }
-                    continue
-                }
-                let answer: JSONValue = .object(["id": .int(nextID), "cmd": .string("resolver.answer"), "ticket": ticket, "pick": rev])
+                // An offer names at least one leaf (it does not read otherwise).
+                let answer = Admin.AnswerResolver(ticket: offer.ticket, resolution: Admin.Resolution(pick: offer.conflict.leaves[0].revision))
+                guard (try? client.sendLine(AdminRequestLine.encode(answer, id: nextID))) != nil else { return }
                 nextID += 1
-                guard (try? client.sendLine(CanonicalJSON.encode(answer))) != nil else { return }
-            } else if line["ok"] != nil {
+            case .response(_, let members):
                 progress.withLock {
-                    if line["ok"] == .bool(true) { $0.answered += 1 } else { $0.refused.append("\(line)") }
+                    if AdminResponseLine.isSuccess(members) { $0.answered += 1 } else { $0.refused.append("\(members)") }
                     $0.lastResponse = read
                 }
+            case .refusal(let failure):
+                progress.withLock {
+                    $0.refused.append("\(failure)")
+                    $0.lastResponse = read
+                }
+            case .event, .upload, .other:
+                continue
             }
         }
     }
@@ -193,20 +207,17 @@ struct ResolveLatency {
         let bases = (0..<total).map { ResolveSetting.body($0, side: "base") }
         let baseRevisions = bases.map(ResolveSetting.firstRevision)
         let imported = (0..<total).map { ResolveSetting.entry("c:\($0)", bases[$0], rev: baseRevisions[$0]) }
-        try ResolveSetting.send("import", imported, to: a)
-        try ResolveSetting.send("import", imported, to: b)
+        try ResolveSetting.send(imported, to: a) { Admin.ImportDocuments(docs: $0) }
+        try ResolveSetting.send(imported, to: b) { Admin.ImportDocuments(docs: $0) }
         let edits = (0..<total).map { ResolveSetting.entry("c:\($0)", ResolveSetting.body($0, side: "b"), rev: baseRevisions[$0]) }
-        try ResolveSetting.send("bulk_docs", edits, to: b)
+        try ResolveSetting.send(edits, to: b) { Admin.BulkDocuments(docs: $0) }
 
         let resolver = try BenchResolver(b, name: "bench")
         defer { resolver.stop() }
         let events = try b.client()
-        try BenchAgent.checked(events.request("events"), "events")
-        try a.request("peer.add", ["node_id": .string(b.nodeID), "direction": .string("push"), "mode": .string("continuous")])
-        try b.request("peer.add", [
-            "node_id": .string(a.nodeID), "address": .string(try a.listenAddress()), "direction": .string("pull"),
-            "mode": .string("continuous"),
-        ])
+        try BenchAgent.checked(events.call(Admin.Subscribe()))
+        try a.call(Admin.AddPeer(.init(nodeID: b.nodeID, direction: .push, mode: .continuous)))
+        try b.call(Admin.AddPeer(.init(nodeID: a.nodeID, address: try a.listenAddress(), direction: .pull, mode: .continuous)))
         let writer = try a.client()
         let probe = try b.client()
         var settled: [Double] = []
@@ -216,7 +227,7 @@ struct ResolveLatency {
         for index in 0..<total {
             let sample = try conflict(index, base: baseRevisions[index], writer: writer, events: events)
             let start = BenchClock.now()
-            try BenchAgent.checked(probe.request("stats"), "stats")
+            try BenchAgent.checked(probe.call(Admin.Stats()))
             guard index >= Self.warmUp else { continue }
             roundTrips.append(BenchClock.now() - start)
             settled.append(sample.settled)
@@ -238,28 +249,26 @@ struct ResolveLatency {
 
     /// Edits `c:INDEX` on A and reads B's events until B's resolver settled the conflict: the
     /// seconds from `conflict.detected` to `conflict.resolved`, and from the put on A.
-    private func conflict(_ index: Int, base: String, writer: AdminSocketClient, events: AdminSocketClient) throws
+    private func conflict(_ index: Int, base: RevisionID, writer: AdminSocketClient, events: AdminSocketClient) throws
         -> (settled: Double, endToEnd: Double)
     {
         let id = "c:\(index)"
         let start = BenchClock.now()
-        try BenchAgent.checked(writer.request("put", ["doc": .string(id), "rev": .string(base), "body": ResolveSetting.body(index, side: "a")]), "put")
+        try BenchAgent.checked(writer.call(Admin.PutDocument(doc: id, body: ResolveSetting.body(index, side: "a"), rev: base)))
         var detected: Double?
         while true {
             guard BenchClock.now() - start < BenchAgent.stopWaitSeconds else { throw ValidationError("\(id) was not settled on B") }
             let bytes = try events.readLine()
             let read = BenchClock.now()
-            guard let event = try JSONValue.parse(bytes).objectValue?["event"]?.objectValue, case .string(let type)? = event["type"],
-                let data = event["data"]?.objectValue, data["doc"] == .string(id)
-            else { continue }
-            switch type {
-            case "conflict.detected":
+            guard case .event(let event) = try AdminLine.read(bytes), let document = event.document, document.doc == id else { continue }
+            switch document.kind {
+            case .conflictDetected:
                 detected = read
-            case "conflict.resolved":
-                guard let detected, data["by"] == .string("bench") else { throw ValidationError("\(id) settled otherwise: \(data)") }
+            case .conflictResolved:
+                guard let detected, document.by == "bench" else { throw ValidationError("\(id) settled otherwise: \(event.data)") }
                 return (read - detected, read - start)
-            case "resolution.failed":
-                throw ValidationError("\(id): \(data)")
+            case .resolutionFailed:
+                throw ValidationError("\(id): \(event.data)")
             default:
                 continue
             }
@@ -286,11 +295,9 @@ struct ResolveThroughput {
                 return ResolveSetting.entry("c:\(index)", body, rev: ResolveSetting.firstRevision(body))
             }
         }
-        try ResolveSetting.send("import", leaves, perDocument: 2, to: agent)
-        let status = try agent.request("status")
-        guard status["conflicts_awaiting_resolver"] == .int(Int64(conflicts)) else {
-            throw ValidationError("\(String(describing: status["conflicts_awaiting_resolver"])) conflicts kept, not \(conflicts)")
-        }
+        try ResolveSetting.send(leaves, perDocument: 2, to: agent) { Admin.ImportDocuments(docs: $0) }
+        let kept = try agent.call(Admin.Status()).conflictsAwaitingResolver
+        guard kept == Int64(conflicts) else { throw ValidationError("\(kept) conflicts kept, not \(conflicts)") }
 
         let ceiling = try pipelinedPuts(agent)
         let cpuBefore = BenchClock.cpuSeconds(pid: agent.pid)
@@ -300,8 +307,8 @@ struct ResolveThroughput {
         let progress = try resolver.waitUntilAnswered(conflicts)
         let cpu = BenchClock.cpuSeconds(pid: agent.pid) - cpuBefore
         guard let first = progress.firstOffer, let last = progress.lastResponse else { throw ValidationError("no offers") }
-        let left = try agent.request("stats")["conflicted_count"]
-        guard left == .int(0) else { throw ValidationError("\(String(describing: left)) conflicts left after the resolver answered") }
+        let left = try agent.call(Admin.Stats()).counts.conflictedCount
+        guard left == 0 else { throw ValidationError("\(left) conflicts left after the resolver answered") }
         let ceilingRate = Double(conflicts) / ceiling.wall
         return [
             Figure(name: "pipelined puts on one connection (ceiling)", value: ceilingRate, unit: "docs/s",
@@ -318,16 +325,14 @@ struct ResolveThroughput {
     private func pipelinedPuts(_ agent: BenchAgent) throws -> (wall: Double, cpu: Double) {
         let client = try agent.client()
         let lines = (0..<conflicts).map { index in
-            CanonicalJSON.encode(.object([
-                "id": .int(Int64(index)), "cmd": .string("put"), "doc": .string("p:\(index)"), "body": ResolveSetting.body(index, side: "a"),
-            ]))
+            AdminRequestLine.encode(Admin.PutDocument(doc: "p:\(index)", body: ResolveSetting.body(index, side: "a")), id: Int64(index))
         }
         let cpuBefore = BenchClock.cpuSeconds(pid: agent.pid)
         let start = BenchClock.now()
         for line in lines { try client.sendLine(line) }
         for _ in 0..<conflicts {
             let response = try client.readObject()
-            guard response["ok"] == .bool(true) else { throw ValidationError("put failed: \(response)") }
+            guard AdminResponseLine.isSuccess(response) else { throw ValidationError("put failed: \(response)") }
         }
         return (BenchClock.now() - start, BenchClock.cpuSeconds(pid: agent.pid) - cpuBefore)
     }
@@ -446,8 +451,8 @@ struct ResolveReplication {
             b.stop()
             try? FileManager.default.removeItem(atPath: b.dataDir)
         }
-        try a.request("peer.add", ["node_id": .string(b.nodeID), "direction": .string("push"), "mode": .string("continuous")])
-        defer { _ = try? a.request("peer.remove", ["node_id": .string(b.nodeID)]) }
+        try a.call(Admin.AddPeer(.init(nodeID: b.nodeID, direction: .push, mode: .continuous)))
+        defer { _ = try? a.call(Admin.RemovePeer(nodeID: b.nodeID)) }
         let client = try b.client()
         let address = try a.listenAddress()
         let cpuB = BenchClock.cpuSeconds(pid: b.pid)
@@ -457,9 +462,9 @@ struct ResolveReplication {
         let pull = Pull(
             wall: BenchClock.now() - start, cpuB: BenchClock.cpuSeconds(pid: b.pid) - cpuB,
             cpuA: BenchClock.cpuSeconds(pid: a.pid) - cpuA)
-        let stats = try BenchAgent.checked(client.request("stats"), "stats")
-        guard stats["doc_count"] == .int(Int64(count)), stats["conflicted_count"] == .int(0) else {
-            throw ValidationError("\(setup.rawValue): B holds \(String(describing: stats["doc_count"])) documents, \(String(describing: stats["conflicted_count"])) conflicted")
+        let counts = try BenchAgent.checked(client.call(Admin.Stats())).counts
+        guard counts.docCount == Int64(count), counts.conflictedCount == 0 else {
+            throw ValidationError("\(setup.rawValue): B holds \(counts.docCount) documents, \(counts.conflictedCount) conflicted")
         }
         if setup.notes != nil { try checkRules(client, merged: setup == .merging) }
         return pull
@@ -469,7 +474,7 @@ struct ResolveReplication {
     private func checkRules(_ client: AdminSocketClient, merged: Bool) throws {
         for index in [0, 1] {
             let (id, _) = Self.document(index)
-            let body = try BenchAgent.checked(client.request("get", ["doc": .string(id)]), "get")["doc"]?.objectValue ?? [:]
+            let body = try BenchAgent.checked(client.call(Admin.GetDocument(doc: id))).doc.objectValue ?? [:]
             let owner: JSONValue = index == 0 ? .string("edited on B") : .string("user\(index % 1000)")
             let title: JSONValue = index == 0 && !merged ? .string("Document number 0") : .string("edited on A")
             guard body["title"] == title, body["owner"] == owner else {
