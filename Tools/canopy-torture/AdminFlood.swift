@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import Foundation
@@ -243,8 +244,7 @@ struct AdminFlood: Experiment {
             let docs = (start..<min(start + 1000, count)).map { index in
                 JSONValue.object(["_id": .string("\(padding)-\(index)"), "n": .int(Int64(index))])
             }
-            let response = try client.request("bulk_docs", ["docs": .array(docs)])
-            guard response["ok"] == .bool(true) else { throw ExperimentFailure("bulk_docs failed: \(response)") }
+            try agent.call(Admin.BulkDocuments(docs: docs), on: client)
         }
     }
 
@@ -272,8 +272,8 @@ struct AdminFlood: Experiment {
     static let pollReadHangUp: Int16 = 0x2000
 
     static func adminClients(_ agent: TortureAgent) -> Int {
-        guard case .int(let count)? = try? agent.client(timeout: 10).request("stats")["admin_clients"] else { return -1 }
-        return Int(count)
+        guard let stats = try? agent.call(Admin.Stats(), on: agent.client(timeout: 10)) else { return -1 }
+        return Int(stats.adminClients)
     }
 }
 
@@ -323,11 +323,11 @@ final class EventVolume: @unchecked Sendable {
     init(_ agent: TortureAgent, expected: Int) throws {
         self.expected = expected
         let client = try agent.client(timeout: 120)
-        guard try client.request("events")["ok"] == .bool(true) else { throw ExperimentFailure("events refused") }
-        let ending = Array(#""type":"document.changed"}}"#.utf8)
+        try agent.call(Admin.Subscribe(), on: client)
+        let changed = Admin.DocumentEvent.Kind.changed.rawValue
         Thread { [self] in
             while events.value < expected, let line = try? client.readLine() {
-                if line.count > ending.count, line.suffix(ending.count).elementsEqual(ending) {
+                if case .event(let event)? = try? AdminLine.read(line), event.type == changed {
                     events.add()
                     bytes.add(line.count + 1)
                 }

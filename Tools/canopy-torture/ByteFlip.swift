@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyCore
 import Foundation
 
@@ -111,19 +112,15 @@ struct ByteFlip: Experiment {
             ])
         }
         for start in stride(from: 0, to: docs.count, by: 1000) {
-            try agent.request("bulk_docs", ["docs": .array(Array(docs[start..<min(start + 1000, docs.count)]))])
+            try agent.call(Admin.BulkDocuments(docs: Array(docs[start..<min(start + 1000, docs.count)])))
         }
         let client = try agent.client()
         for index in stride(from: 0, to: documents, by: 5) {
             let doc = String(format: "doc-%06d", index)
-            guard case .string(let rev)? = try client.request("get", ["doc": .string(doc)])["doc"]?.objectValue?["_rev"] else {
-                continue
-            }
-            let response = try client.request(
-                "put",
-                ["doc": .string(doc), "rev": .string(rev), "body": .object(["n": .int(Int64(index)), "edited": .bool(true)])])
-            if index % 20 == 0, case .string(let edited)? = response["rev"] {
-                _ = try client.request("delete", ["doc": .string(doc), "rev": .string(edited)])
+            guard case .success(let got) = try client.call(Admin.GetDocument(doc: doc)), let rev = got.reply.revision else { continue }
+            let answer = try client.call(Admin.PutDocument(doc: doc, body: .object(["n": .int(Int64(index)), "edited": .bool(true)]), rev: rev))
+            if index % 20 == 0, case .success(let put) = answer, let edited = put.reply.rev {
+                _ = try client.call(Admin.DeleteDocument(doc: doc, rev: edited))
             }
         }
     }
@@ -161,7 +158,7 @@ struct ByteFlip: Experiment {
             return trial
         }
         try c.startServing()
-        try c.allow(copy, direction: "pull", mode: "once")
+        try c.allow(copy, direction: .pull, mode: .once)
         let sync = try c.ctl(["sync", copy.nodeID, "--wait", "--timeout", "60"], limit: 90)
         trial.crashed = !copy.isRunning
         let onC = try Documents.leaves(c).map(Documents.fingerprint)
@@ -201,8 +198,7 @@ struct ByteFlip: Experiment {
     /// The agent said its file is damaged: a damage count in `status`, an event about damage, or a
     /// log line saying so.
     private func reported(_ agent: TortureAgent) throws -> Bool {
-        let status = try agent.client(timeout: 30).request("status")
-        if case .int(let damaged)? = status["damaged"], damaged > 0 { return true }
+        if case .success(let status) = try agent.client(timeout: 30).call(Admin.Status()), status.reply.damaged > 0 { return true }
         return try Self.eventTypes(agent).contains { $0.contains("damage") || $0.contains("corrupt") }
             || Self.mentionsDamage(agent.log)
     }
@@ -215,15 +211,13 @@ struct ByteFlip: Experiment {
     /// The types of every event the agent still holds.
     static func eventTypes(_ agent: TortureAgent) throws -> [String] {
         let client = try agent.client(timeout: 10)
-        let response = try client.request("events", ["since": .int(0)])
-        guard case .int(let last)? = response["last_seq"] else { return [] }
+        guard case .success(let subscribed) = try client.call(Admin.Subscribe(since: 0)) else { return [] }
         var types: [String] = []
         var seq: Int64 = 0
-        while seq < last {
-            let line = try client.readObject()
-            guard let event = line["event"]?.objectValue, case .int(let number)? = event["seq"] else { continue }
-            seq = number
-            if case .string(let type)? = event["type"] { types.append(type) }
+        while seq < subscribed.reply.lastSeq {
+            guard case .event(let event) = try AdminLine.read(try client.readLine()) else { continue }
+            seq = event.seq
+            types.append(event.type)
         }
         return types
     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyCore
 import Foundation
 
@@ -142,10 +143,10 @@ struct DiskFull: Experiment {
     /// or a log line; nil when nowhere.
     static func failureShown(_ a: TortureAgent, peer b: TortureAgent) -> String? {
         if let row = try? a.peerRow(b.nodeID) {
-            if case .string(let error)? = row["last_error"], !error.isEmpty {
+            if let error = row.lastError, !error.isEmpty {
                 return "peer table last_error: \(error.prefix(160))"
             }
-            if row["state"] == .string("error") { return "peer table state error" }
+            if row.state == .error { return "peer table state error" }
         }
         let lines = a.log.split(separator: "\n").filter {
             let lower = $0.lowercased()
@@ -164,12 +165,11 @@ struct DiskFull: Experiment {
                     "_id": .string(String(format: "%@-%06d", prefix, index)), "n": .int(Int64(index)), "text": .string(text),
                 ])
             }
-            let response = try client.request("bulk_docs", ["docs": .array(docs)])
-            guard case .array(let results)? = response["results"] else {
-                throw ExperimentFailure("\(agent.name): bulk_docs failed: \(response)")
+            guard case .written(let written) = try agent.call(Admin.BulkDocuments(docs: docs), on: client) else {
+                throw ExperimentFailure("\(agent.name): bulk_docs answered as an import")
             }
-            for result in results.compactMap(\.objectValue) {
-                if case .string(let doc)? = result["id"], case .string(let rev)? = result["rev"] { acknowledged[doc] = rev }
+            for row in written.results {
+                if let rev = row.rev { acknowledged[row.id] = rev.description }
             }
         }
     }

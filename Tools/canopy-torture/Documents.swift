@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import Foundation
@@ -14,14 +15,11 @@ enum Documents {
         var skip: Int64 = 0
         var leaves: [[String: JSONValue]] = []
         while true {
-            var arguments: [String: JSONValue] = ["since": .int(since), "limit": .int(1000)]
-            if skip > 0 { arguments["skip_leaves"] = .int(skip) }
-            let page = try client.request("export", arguments)
-            guard page["ok"] == .bool(true) else { throw ExperimentFailure("\(agent.name): export failed: \(page)") }
-            if case .array(let items)? = page["docs"] { leaves += items.compactMap(\.objectValue) }
-            if case .int(let last)? = page["last_seq"] { since = last }
-            if case .int(let next)? = page["next_leaf"] { skip = next } else { skip = 0 }
-            if page["done"] == .bool(true) { return leaves }
+            let page = try agent.call(Admin.ExportDocuments(since: since, limit: 1000, skipLeaves: skip > 0 ? skip : nil), on: client)
+            leaves += page.docs.compactMap(\.objectValue)
+            since = page.lastSeq
+            skip = page.nextLeaf ?? 0
+            if page.done { return leaves }
         }
     }
 
@@ -38,20 +36,12 @@ enum Documents {
         var since: Int64 = 0
         var current: [String: String] = [:]
         while true {
-            let page = try client.request("changes", ["since": .int(since), "limit": .int(100_000)])
-            guard page["ok"] == .bool(true), case .array(let rows)? = page["results"] else {
-                throw ExperimentFailure("\(agent.name): changes failed: \(page)")
+            let page = try agent.call(Admin.Changes(since: since, limit: 100_000), on: client)
+            for row in page.results {
+                current[row.doc] = row.changes.map(\.rev.description).joined(separator: ",") + (row.deleted == true ? " deleted" : "")
             }
-            for row in rows.compactMap(\.objectValue) {
-                guard case .string(let doc)? = row["doc"], case .array(let changes)? = row["changes"] else { continue }
-                let revs = changes.compactMap { change -> String? in
-                    if case .string(let rev)? = change.objectValue?["rev"] { return rev }
-                    return nil
-                }
-                current[doc] = revs.joined(separator: ",") + (row["deleted"] == .bool(true) ? " deleted" : "")
-            }
-            guard case .int(let last)? = page["last_seq"], !rows.isEmpty, last > since else { return current }
-            since = last
+            guard !page.results.isEmpty, page.lastSeq > since else { return current }
+            since = page.lastSeq
         }
     }
 
@@ -96,13 +86,4 @@ struct CommonOptions: ParsableArguments {
 /// Log lines an agent wrote per minute over an interval: `lines` added during `seconds`.
 func linesPerMinute(_ lines: Int, over seconds: Double) -> Double {
     seconds > 0 ? Double(lines) * 60 / seconds : 0
-}
-
-/// A JSON value as a person reads it: a string without quotes, `-` for null or absent.
-func plain(_ value: JSONValue?) -> String {
-    switch value {
-    case .string(let text)?: return text
-    case nil, .null?: return "-"
-    case let value?: return String(decoding: CanonicalJSON.encode(value), as: UTF8.self)
-    }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyCore
 import Foundation
 
@@ -46,7 +47,7 @@ struct HandshakeAttack: Experiment {
         try b.startServing()
         try b.allow(a)
         let watcher = try EventWatcher(a)
-        guard watcher.wait(for: "peer.connected", nodeID: b.nodeID, after: 0, limit: 60) != nil else {
+        guard watcher.wait(for: Admin.PeerConnected.self, nodeID: b.nodeID, after: 0, limit: 60) != nil else {
             throw ExperimentFailure("b never connected to a before the attack: \(b.logTail())")
         }
         b.stop()
@@ -65,15 +66,15 @@ struct HandshakeAttack: Experiment {
         for round in 0..<roundCount {
             let started = now()
             try b.launch()
-            var connected = watcher.wait(for: "peer.connected", nodeID: b.nodeID, after: started, limit: reconnectTarget)
+            var connected = watcher.wait(for: Admin.PeerConnected.self, nodeID: b.nodeID, after: started, limit: reconnectTarget)
             if connected == nil {
                 // Late: what b says about a then.
                 if let row = try? b.peerRow(a.nodeID) {
-                    let said = ["connected", "state", "last_error"].map { "\($0) \(plain(row[$0]))" }.joined(separator: ", ")
+                    let said = "connected \(row.connected), state \(row.state.rawValue), last_error \(row.lastError ?? "-")"
                     failures.append("round \(round + 1): at \(Figure.format(reconnectTarget)) s b's row for a: \(said)")
                 }
                 connected = watcher.wait(
-                    for: "peer.connected", nodeID: b.nodeID, after: started, limit: roundLimit - reconnectTarget)
+                    for: Admin.PeerConnected.self, nodeID: b.nodeID, after: started, limit: roundLimit - reconnectTarget)
             }
             if let connected {
                 times.append(connected - started)
@@ -87,7 +88,7 @@ struct HandshakeAttack: Experiment {
                 throw ExperimentFailure("b exited with \(status): \(b.logTail())")
             }
             b.stop()
-            if connected != nil { _ = watcher.wait(for: "peer.disconnected", nodeID: b.nodeID, after: started, limit: 30) }
+            if connected != nil { _ = watcher.wait(for: Admin.PeerDisconnected.self, nodeID: b.nodeID, after: started, limit: 30) }
         }
         let remaining = minimumAttack - (now() - attackStart)
         if remaining > 0 {

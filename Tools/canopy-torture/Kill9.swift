@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyCore
 import Foundation
 
@@ -84,10 +85,7 @@ struct Kill9: Experiment {
         let convergence = now() - lastRestart
         let check = try LedgerCheck.check(ledger, on: [a, b])
         let sound = try a.checkSound() && b.checkSound()
-        let conflicts = try [a, b].map { agent -> Int in
-            guard case .int(let count)? = try agent.request("stats")["conflicted_count"] else { return -1 }
-            return Int(count)
-        }.reduce(0, +)
+        let conflicts = try [a, b].map { Int(try $0.call(Admin.Stats()).counts.conflictedCount) }.reduce(0, +)
         let counts = ledger.counts
 
         var result = ExperimentResult(
@@ -113,9 +111,9 @@ struct Kill9: Experiment {
     /// `agent`'s row for `peer` shows every change of `agent` confirmed (nothing pending, pushed
     /// through its update sequence).
     static func peerConfirmedAll(_ agent: TortureAgent, _ peer: TortureAgent) -> Bool {
-        guard let client = try? agent.client(timeout: 30), let status = try? client.request("status"),
-            case .int(let seq)? = status["update_seq"], let row = try? agent.peerRow(peer.nodeID, client: client)
+        guard let client = try? agent.client(timeout: 30), let status = try? agent.call(Admin.Status(), on: client),
+            let row = try? agent.peerRow(peer.nodeID, client: client)
         else { return false }
-        return row["pending"] == .int(0) && row["last_pushed_seq"] == .int(seq)
+        return row.pending == 0 && row.lastPushedSeq == status.counts.updateSeq
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import Foundation
@@ -50,19 +51,13 @@ struct Model: Experiment {
         common.progress("healing every partition and waiting for the three agents to converge")
         let (converged, seconds) = try walk.healAndConverge()
         let lost = try walk.lostRevisions()
-        let conflicts = try agents.map { agent -> Int in
-            guard case .int(let count)? = try agent.request("stats")["conflicted_count"] else { return -1 }
-            return Int(count)
-        }.reduce(0, +)
+        let conflicts = try agents.map { Int(try $0.call(Admin.Stats()).counts.conflictedCount) }.reduce(0, +)
         let sound = try agents.allSatisfy { try $0.checkSound() }
         // Converged means every revision is in place; a revision still set aside for content
         // then waits for nothing, and is given 30 s to be merged before it counts as stuck.
         var fetching = 0
         _ = try waitUntil(limit: 30, interval: 0.2) {
-            fetching = try agents.map { agent -> Int in
-                guard case .int(let count)? = try agent.request("status")["awaiting_attachments"] else { return -1 }
-                return Int(count)
-            }.reduce(0, +)
+            fetching = try agents.map { Int(try $0.call(Admin.Status()).counts.awaitingAttachments) }.reduce(0, +)
             return fetching == 0
         }
 
@@ -145,12 +140,12 @@ struct ModelWalk {
 
     private mutating func write(on index: Int, id: String) throws -> String {
         let agent = agents[index]
-        let response = try agent.client().request("put", ["doc": .string(id), "body": .object(["n": .int(Int64(acknowledged.count))])])
-        guard case .string(let rev)? = response["rev"] else {
-            refused.append("put \(id) on \(agent.name): \(response)")
+        let answer = try agent.client().call(Admin.PutDocument(doc: id, body: .object(["n": .int(Int64(acknowledged.count))]))).map(\.reply)
+        guard case .success(let written) = answer, let rev = written.rev else {
+            refused.append("put \(id) on \(agent.name): \(Self.said(answer))")
             return "put \(id) refused"
         }
-        acknowledged.append((id, rev, agent.name))
+        acknowledged.append((id, rev.description, agent.name))
         documents.append(id)
         return "put \(id) on \(agent.name)"
     }
@@ -161,20 +156,18 @@ struct ModelWalk {
         let agent = agents[index]
         let id = documents[Int(random.next(below: UInt64(documents.count)))]
         let client = try agent.client()
-        guard case .object(let document)? = try client.request("get", ["doc": .string(id)])["doc"],
-            case .string(let current)? = document["_rev"], document["_deleted"] != .bool(true)
-        else { return "\(id) is not live on \(agent.name)" }
-        let response = delete
-            ? try client.request("delete", ["doc": .string(id), "rev": .string(current)])
-            : try client.request("put", ["doc": .string(id), "rev": .string(current), "body": .object(["n": .int(Int64(acknowledged.count))])])
-        guard case .string(let rev)? = response["rev"] else {
+        guard let current = try Self.liveRevision(id, on: client) else { return "\(id) is not live on \(agent.name)" }
+        let answer = delete
+            ? try client.call(Admin.DeleteDocument(doc: id, rev: current)).map(\.reply)
+            : try client.call(Admin.PutDocument(doc: id, body: .object(["n": .int(Int64(acknowledged.count))]), rev: current)).map(\.reply)
+        guard case .success(let written) = answer, let rev = written.rev else {
             // A replicated revision may have arrived between the read and the write: a conflict
             // answer is the agent doing its job, not a refusal.
-            if case .object(let error)? = response["error"], error["code"] == .string("conflict") { return "\(id) moved on \(agent.name)" }
-            refused.append("\(delete ? "delete" : "put") \(id) on \(agent.name): \(response)")
+            if case .failure(let failure) = answer, failure.code == .conflict { return "\(id) moved on \(agent.name)" }
+            refused.append("\(delete ? "delete" : "put") \(id) on \(agent.name): \(Self.said(answer))")
             return "write of \(id) refused"
         }
-        acknowledged.append((id, rev, agent.name))
+        acknowledged.append((id, rev.description, agent.name))
         return "\(delete ? "deleted" : "updated") \(id) on \(agent.name)"
     }
 
@@ -198,10 +191,9 @@ struct ModelWalk {
         var arguments = ["attach", id, "file", "--file", content]
         if !documents.isEmpty && random.next(below: 2) == 0 {
             let existing = documents[Int(random.next(below: UInt64(documents.count)))]
-            if case .object(let document)? = try agent.client().request("get", ["doc": .string(existing)])["doc"],
-                case .string(let current)? = document["_rev"], document["_deleted"] != .bool(true) {
+            if let current = try Self.liveRevision(existing, on: agent.client()) {
                 id = existing
-                arguments = ["attach", id, "file", "--file", content, "--rev", current]
+                arguments = ["attach", id, "file", "--file", content, "--rev", current.description]
             }
         }
         let result = try agent.ctl(arguments, limit: 120)
@@ -214,6 +206,20 @@ struct ModelWalk {
         acknowledged.append((id, String(rev), agent.name))
         if !documents.contains(id) { documents.append(id) }
         return "attached to \(id) on \(agent.name)"
+    }
+
+    /// The current revision of `id` on `client`'s agent; nil when it has none or it is a deletion.
+    private static func liveRevision(_ id: String, on client: AdminSocketClient) throws -> RevisionID? {
+        guard case .success(let got) = try client.call(Admin.GetDocument(doc: id)), !got.reply.deleted else { return nil }
+        return got.reply.revision
+    }
+
+    /// What the agent answered a write, for a refusal's note: its error, or the reply.
+    private static func said<Reply>(_ answer: Result<Reply, AdminFailure>) -> String {
+        switch answer {
+        case .success(let reply): "\(reply)"
+        case .failure(let failure): "\(failure)"
+        }
     }
 
     private mutating func kill(_ index: Int, restart: Bool) -> String {
@@ -254,10 +260,11 @@ struct ModelWalk {
     }
 
     private mutating func setShare(_ i: Int, _ j: Int, _ share: Bool) throws {
-        let arguments: [String: JSONValue] = share
-            ? ["db": .string("default"), "node_id": .string(agents[j].nodeID), "access": .string("read-write")]
-            : ["db": .string("default"), "node_id": .string(agents[j].nodeID)]
-        try agents[i].request(share ? "share" : "unshare", arguments)
+        if share {
+            try agents[i].call(Admin.ShareDatabase(db: "default", nodeID: agents[j].nodeID, access: .readWrite))
+        } else {
+            try agents[i].call(Admin.UnshareDatabase(db: "default", nodeID: agents[j].nodeID))
+        }
         shares[i][j] = share
         if !share { unshares += 1 }
     }

@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import Foundation
@@ -23,7 +24,7 @@ struct SlowGets {
         phase.clients = clients
         phase.bodyMiB = bodyMiB
         let body: [String: JSONValue] = ["s": .string(String(repeating: "g", count: bodyMiB << 20))]
-        _ = try agent.client(timeout: 120).request("put", ["doc": .string("slow-get-target"), "body": .object(body)])
+        _ = try agent.client(timeout: 120).call(Admin.PutDocument(doc: "slow-get-target", body: .object(body)))
         let probe = try LatencyProbe(agent)
         phase.statusAlone = probe.measure(for: 2)
         let answered = LockedCounter()
@@ -82,7 +83,7 @@ final class LatencyProbe {
         let end = now() + seconds
         while now() < end {
             let started = now()
-            if (try? client.request("status"))?["ok"] == .bool(true) {
+            if case .success? = try? client.call(Admin.Status()) {
                 times.append(now() - started)
             } else {
                 result.failed += 1

@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import Foundation
@@ -167,11 +168,18 @@ func cpuSeconds(pid: Int32) -> Double {
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
-/// An agent's event stream read on a thread of its own: each event's type, data and arrival time.
+/// The data of an event about one peer, which names it.
+protocol PeerEventData: AdminEventData {
+    var nodeID: String { get }
+}
+
+extension Admin.PeerConnected: PeerEventData {}
+extension Admin.PeerDisconnected: PeerEventData {}
+
+/// An agent's event stream read on a thread of its own: each event and its arrival time.
 final class EventWatcher: @unchecked Sendable {
     struct Seen {
-        var type: String
-        var data: [String: JSONValue]
+        var event: Admin.Event
         var at: Double
     }
 
@@ -181,32 +189,27 @@ final class EventWatcher: @unchecked Sendable {
 
     init(_ agent: TortureAgent) throws {
         client = try agent.client(timeout: 3600)
-        guard try client.request("events")["ok"] == .bool(true) else { throw ExperimentFailure("\(agent.name): events refused") }
+        try agent.call(Admin.Subscribe(), on: client)
         Thread { [self] in
-            while let line = try? client.readObject() {
-                guard let event = line["event"]?.objectValue, case .string(let type)? = event["type"] else { continue }
-                let entry = Seen(type: type, data: event["data"]?.objectValue ?? [:], at: now())
+            while let line = try? client.readLine() {
+                guard case .event(let event)? = try? AdminLine.read(line) else { continue }
+                let entry = Seen(event: event, at: now())
                 lock.withLock { seen.append(entry) }
             }
         }.start()
     }
 
-    /// Waits until an event of `type` about `nodeID` arrives after `after`; its arrival time, or nil after `limit` seconds.
-    func wait(for type: String, nodeID: String, after: Double, limit: Double) -> Double? {
+    /// Waits until an event of type `D` about `nodeID` arrives after `after`; its arrival time, or nil after `limit` seconds.
+    func wait<D: PeerEventData>(for type: D.Type, nodeID: String, after: Double, limit: Double) -> Double? {
         let key = EventWatcher.normalized(nodeID)
         var found: Double?
         _ = waitUntil(limit: limit, interval: 0.001) {
             found = lock.withLock {
-                seen.first { $0.at >= after && $0.type == type && $0.data["node_id"].map(EventWatcher.normalized) == key }?.at
+                seen.first { $0.at >= after && $0.event.data(as: D.self).map { EventWatcher.normalized($0.nodeID) } == key }?.at
             }
             return found != nil
         }
         return found
-    }
-
-    static func normalized(_ value: JSONValue) -> String {
-        if case .string(let text) = value { return normalized(text) }
-        return ""
     }
 
     static func normalized(_ text: String) -> String { text.uppercased().filter { $0 != "-" && $0 != " " } }

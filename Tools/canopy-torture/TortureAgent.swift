@@ -1,6 +1,8 @@
 import ArgumentParser
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
+import CanopyReplication
 import Foundation
 
 #if canImport(Glibc)
@@ -118,7 +120,7 @@ final class TortureAgent: @unchecked Sendable {
                 outcome = .exited(status: process.terminationStatus)
                 return true
             }
-            if (try? client(timeout: 5).request("status")["ok"]) == .bool(true) { outcome = .serving }
+            if succeeds(Admin.Status()) { outcome = .serving }
             return outcome != nil
         }
         guard let outcome else {
@@ -148,7 +150,7 @@ final class TortureAgent: @unchecked Sendable {
     func stop(limit: Double = 40) -> Int32? {
         guard let process else { return nil }
         if process.isRunning {
-            if (try? client(timeout: 5).request("shutdown")["ok"]) != .bool(true) { kill(process.processIdentifier, SIGTERM) }
+            if !succeeds(Admin.Shutdown()) { kill(process.processIdentifier, SIGTERM) }
             if !waitUntil(limit: limit, { !process.isRunning }) { kill(process.processIdentifier, SIGKILL) }
         }
         process.waitUntilExit()
@@ -161,12 +163,21 @@ final class TortureAgent: @unchecked Sendable {
         try AdminSocketClient(path: socketPath, receiveTimeoutSeconds: timeout)
     }
 
-    /// One request on a new connection; fails unless the agent answers ok.
+    /// `command` on `client` (a new connection when nil); its reply, or a failure unless the agent
+    /// answers with success.
     @discardableResult
-    func request(_ command: String, _ arguments: [String: JSONValue] = [:]) throws -> [String: JSONValue] {
-        let response = try client().request(command, arguments)
-        guard response["ok"] == .bool(true) else { throw ExperimentFailure("\(name): \(command) failed: \(response)") }
-        return response
+    func call<C: AdminCommand>(_ command: C, on client: AdminSocketClient? = nil) throws -> C.Reply {
+        switch try (client ?? self.client()).call(command) {
+        case .success(let answer): return answer.reply
+        case .failure(let failure): throw ExperimentFailure("\(name): \(C.name) failed: \(failure)")
+        }
+    }
+
+    /// True when the agent answers `command` with success, on a new connection whose reads give
+    /// up after `timeout` seconds.
+    func succeeds<C: AdminCommand>(_ command: C, timeout: Double = 5) -> Bool {
+        guard case .success? = try? client(timeout: timeout).call(command) else { return false }
+        return true
     }
 
     /// Runs `canopyctl --data-dir DIR ARGUMENTS`.
@@ -175,35 +186,29 @@ final class TortureAgent: @unchecked Sendable {
     }
 
     /// Allows `other` (dialling it at its address unless `dial` is false).
-    func allow(_ other: TortureAgent, dial: Bool = true, direction: String = "both", mode: String = "continuous") throws {
-        try request(
-            "peer.add",
-            [
-                "node_id": .string(other.nodeID), "address": .string(dial ? other.address : "-"),
-                "direction": .string(direction), "mode": .string(mode),
-            ])
+    func allow(
+        _ other: TortureAgent, dial: Bool = true, direction: ReplicationDirection = .both, mode: ReplicationMode = .continuous
+    ) throws {
+        try call(Admin.AddPeer(.init(nodeID: other.nodeID, address: dial ? other.address : "-", direction: direction, mode: mode)))
     }
 
     /// The peer table row for `nodeID`.
-    func peerRow(_ nodeID: String, client: AdminSocketClient? = nil) throws -> [String: JSONValue]? {
-        let response = try (client ?? self.client()).request("peers")
-        guard case .array(let rows)? = response["peers"] else { return nil }
-        return rows.compactMap(\.objectValue).first { $0["node_id"] == .string(nodeID) }
+    func peerRow(_ nodeID: String, client: AdminSocketClient? = nil) throws -> Admin.PeerStatus? {
+        try call(Admin.Peers(), on: client).peers.first { $0.nodeID == nodeID }
     }
 
     /// `stats.doc_count` (-1 when the agent does not answer).
     func documentCount() -> Int {
-        guard case .int(let count)? = try? client(timeout: 30).request("stats")["doc_count"] else { return -1 }
-        return Int(count)
+        guard let stats = try? call(Admin.Stats(), on: client(timeout: 30)) else { return -1 }
+        return Int(stats.counts.docCount)
     }
 
     /// `canopyctl check` found the database sound.
     func checkSound() throws -> Bool {
         let result = try ctl(["check", "--json"], limit: 120)
-        guard let value = try? JSONValue.parse(result.stdout), case .bool(let sound)? = value.objectValue?["sound"] else {
-            return false
-        }
-        return result.status == 0 && sound
+        guard let value = try? JSONValue.parse(result.stdout), let check = try? JSONValueDecoder().decode(Admin.Check.Reply.self, from: value)
+        else { return false }
+        return result.status == 0 && check.sound
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }

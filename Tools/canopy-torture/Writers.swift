@@ -1,3 +1,4 @@
+import CanopyAdmin
 import CanopyAgent
 import CanopyCore
 import Foundation
@@ -53,7 +54,7 @@ final class Writer: BackgroundLoop, @unchecked Sendable {
     private var random: SplitMix64
     private var next = 0
     /// Documents this writer may update: the revision it last got back for each.
-    private var known: [String: String] = [:]
+    private var known: [String: RevisionID] = [:]
     private var knownIDs: [String] = []
 
     init(agent: TortureAgent, prefix: String, ledger: WriteLedger, seed: UInt64) {
@@ -94,34 +95,35 @@ final class Writer: BackgroundLoop, @unchecked Sendable {
         return (String(format: "%@-%07d", prefix, next), next)
     }
 
-    /// Sends one request; nil when the connection broke (the outcome is unknown).
-    private func send(_ client: AdminSocketClient, _ command: String, _ arguments: [String: JSONValue]) -> [String: JSONValue]? {
-        guard let response = try? client.request(command, arguments), !AdminSocketClient.isBusy(response) else { return nil }
-        return response
+    /// Sends one command; nil when the connection broke (the outcome is unknown) or the agent
+    /// answered `busy`.
+    private func send<C: AdminCommand>(_ client: AdminSocketClient, _ command: C) -> Result<C.Reply, AdminFailure>? {
+        guard let answer = try? client.call(command) else { return nil }
+        if case .failure(let failure) = answer, failure.code == .busy { return nil }
+        return answer.map(\.reply)
     }
 
     private func create(_ client: AdminSocketClient) -> Bool {
         let (doc, n) = newID()
         let written = body(n, version: 1)
-        guard let response = send(client, "put", ["doc": .string(doc), "body": .object(written)]) else {
+        guard let answer = send(client, Admin.PutDocument(doc: doc, body: .object(written))) else {
             ledger.unanswered([doc])
             return false
         }
-        record(doc, response, written)
+        record(doc, answer, written)
         return true
     }
 
     private func update(_ client: AdminSocketClient) -> Bool {
         let doc = knownIDs[random.index(below: knownIDs.count)]
         guard let rev = known[doc] else { return true }
-        let version = (Int(rev.prefix { $0 != "-" }) ?? 1) + 1
-        let written = body(next, version: version)
-        guard let response = send(client, "put", ["doc": .string(doc), "rev": .string(rev), "body": .object(written)]) else {
+        let written = body(next, version: rev.generation + 1)
+        guard let answer = send(client, Admin.PutDocument(doc: doc, body: .object(written), rev: rev)) else {
             ledger.unanswered([doc])
             forget(doc)
             return false
         }
-        record(doc, response, written)
+        record(doc, answer, written)
         return true
     }
 
@@ -136,29 +138,38 @@ final class Writer: BackgroundLoop, @unchecked Sendable {
             entry["_id"] = .string(doc)
             docs.append(.object(entry))
         }
-        guard let response = send(client, "bulk_docs", ["docs": .array(docs)]) else {
+        guard let answer = send(client, Admin.BulkDocuments(docs: docs)) else {
             ledger.unanswered(Array(bodies.keys))
             return false
         }
-        guard response["ok"] == .bool(true), case .array(let results)? = response["results"] else {
-            ledger.refuse("bulk_docs: \(response)")
+        guard case .success(.written(let results)) = answer else {
+            ledger.refuse("bulk_docs: \(answer)")
             return true
         }
-        for result in results.compactMap(\.objectValue) {
-            guard case .string(let doc)? = result["id"], let written = bodies[doc] else { continue }
-            record(doc, result.merging(["ok": .bool(true)]) { old, _ in old }, written)
+        for row in results.results {
+            guard let written = bodies[row.id] else { continue }
+            record(row.id, row.rev, written, otherwise: "\(row)")
         }
         return true
     }
 
-    /// Records an answer: a revision is an acknowledged write; anything else is a refusal.
-    private func record(_ doc: String, _ response: [String: JSONValue], _ written: [String: JSONValue]) {
-        guard response["ok"] == .bool(true), case .string(let rev)? = response["rev"] else {
-            ledger.refuse("\(doc): \(response)")
+    /// Records the answer to a `put`.
+    private func record(_ doc: String, _ answer: Result<Admin.WriteReply, AdminFailure>, _ written: [String: JSONValue]) {
+        switch answer {
+        case .success(let reply): record(doc, reply.rev, written, otherwise: "\(reply)")
+        case .failure(let failure): record(doc, nil, written, otherwise: "\(failure)")
+        }
+    }
+
+    /// Records a write's outcome: a revision is an acknowledged write; none is a refusal, which
+    /// `otherwise` describes.
+    private func record(_ doc: String, _ rev: RevisionID?, _ written: [String: JSONValue], otherwise: @autoclosure () -> String) {
+        guard let rev else {
+            ledger.refuse("\(doc): \(otherwise())")
             forget(doc)
             return
         }
-        ledger.acknowledge(doc, rev: rev, body: written)
+        ledger.acknowledge(doc, rev: rev.description, body: written)
         if known[doc] == nil { knownIDs.append(doc) }
         known[doc] = rev
     }
@@ -186,8 +197,8 @@ enum LedgerCheck {
         for agent in agents {
             let client = try agent.client(timeout: 60)
             for (doc, writes) in acknowledged {
-                let response = try client.request("get", ["doc": .string(doc), "revs": .bool(true)])
-                let document = response["doc"]?.objectValue ?? [:]
+                let answer = try client.call(Admin.GetDocument(doc: doc, revs: true))
+                let document = (try? answer.get())?.reply.doc.objectValue ?? [:]
                 for (index, write) in writes.enumerated() {
                     var held = Documents.history(document, contains: write.rev)
                     if held, index == writes.count - 1, document["_rev"] == .string(write.rev) {
