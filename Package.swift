@@ -126,7 +126,7 @@ let package = Package(
         .executableTarget(
             name: "canopy-bench",
             dependencies: [
-                "CanopyCore", "CanopyStore", "CanopyWire", "CanopyCrypto", "CanopyReplication", "CanopySimulation",
+                "CanopyAdmin", "CanopyCore", "CanopyStore", "CanopyWire", "CanopyCrypto", "CanopyReplication", "CanopySimulation",
                 "CanopyAgent", "CSQLite", "CSodium",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -148,7 +148,7 @@ let package = Package(
         .executableTarget(
             name: "canopy-torture",
             dependencies: [
-                "CanopyAdmin", "CanopyAgent", "CanopyCore",
+                "CanopyAdmin", "CanopyAgent", "CanopyCore", "CanopyReplication",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/canopy-torture",
