@@ -5,6 +5,7 @@
 
 import CanopyAgent
 
+
 /// What a peer may do to this node's copy of a database (``Node/share(_:with:access:prefix:)``):
 /// `.read`, it may pull from this node; `.write`, it may push into it; `.readWrite`, both.
-public typealias ShareAccess = CanopyAgent.ShareAccess
+public typealias ShareAccess = CanopyReplication.ShareAccess

@@ -219,7 +219,7 @@ extension Agent {
     }
 
     /// A share as `db.list` and `share` show it: `{node_id, access, prefix?}`.
-    static func shareRow(_ share: ShareConfig) -> Admin.Share {
+    static func shareRow(_ share: Share) -> Admin.Share {
         Admin.Share(nodeID: share.nodeID, access: share.access.rawValue, prefix: share.prefix)
     }
 
@@ -237,7 +237,7 @@ extension Agent {
         if let prefix = command.prefix, prefix.isEmpty || prefix.utf8.count > WireLimits.docIDBytesMax || prefix.contains("#") || prefix.contains("\n") {
             throw AdminFailure(.invalidArgument, "\"prefix\" must be 1–\(WireLimits.docIDBytesMax) bytes without '#' or a line break")
         }
-        let share = ShareConfig(database: name, nodeID: nodeID, access: access, prefix: command.prefix)
+        let share = Share(database: name, nodeID: nodeID, access: access, prefix: command.prefix)
         pendingShares.remove(ShareKey(name, nodeID))
         try commitConfigEdit(
             ConfigEditor.settingShare(share, in: configFile.text, parsed: configFile.parsed),
@@ -254,7 +254,7 @@ extension Agent {
             throw AdminFailure(.notFound, "database \(name) is not shared with \(nodeID)")
         }
         let text = name == .default
-            ? ConfigEditor.settingShare(ShareConfig(database: name, nodeID: nodeID, access: .none), in: configFile.text, parsed: configFile.parsed)
+            ? ConfigEditor.settingShare(Share(database: name, nodeID: nodeID, access: .none), in: configFile.text, parsed: configFile.parsed)
             : ConfigEditor.removingShares(from: configFile.text, parsed: configFile.parsed) { $0 == ShareKey(name, nodeID) }
         try commitConfigEdit(text, Admin.ConfigChanged(command: Admin.UnshareDatabase.name, nodeID: nodeID, db: name.text))
         return Admin.DatabasePeerReply(db: name.text, nodeID: nodeID)

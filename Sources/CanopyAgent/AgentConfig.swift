@@ -63,7 +63,7 @@ public struct AgentConfig: Sendable, Equatable {
     /// Allowed peers, in file order.
     public var peers: [PeerConfig]
     /// What peers may do to this node's databases (`[share DB NODE-ID]` sections), in file order.
-    public var shares: [ShareConfig] = []
+    public var shares: [Share] = []
     /// The 32-byte network key the handshake proves (`network-key`; `Protocol/replication-v1.md`
     /// §4.4): only agents configured with the same key complete a handshake with this one. Nil:
     /// the open key every agent without one uses.
@@ -103,17 +103,18 @@ public struct AgentConfig: Sendable, Equatable {
     /// What `nodeID` may do to this node's copy of `database`: its `[share …]` section, or for
     /// `default` without one, the peer's `direction` (pushing to it lets it read, pulling from it
     /// lets it write). Nil when it may do nothing (no share, or not a configured peer).
-    public func share(of database: DatabaseName, with nodeID: String) -> ShareConfig? {
-        if let share = shares.first(where: { $0.database == database && $0.nodeID == nodeID }) {
-            return share.access == .none ? nil : share
-        }
-        guard database == .default, let peer = peer(nodeID) else { return nil }
-        return ShareConfig(database: .default, nodeID: nodeID, access: ShareAccess(peer.direction))
+    public func share(of database: DatabaseName, with nodeID: String) -> Share? {
+        sharing.share(of: database, with: nodeID)
     }
 
     /// The databases `nodeID` may read or write, with its rights, in `allDatabases` order.
-    public func shares(with nodeID: String) -> [ShareConfig] {
-        allDatabases.compactMap { share(of: $0.name, with: nodeID) }
+    public func shares(with nodeID: String) -> [Share] {
+        sharing.shares(with: nodeID, among: allDatabases.map(\.name))
+    }
+
+    /// What the config lets each peer do to each database (`Sharing`).
+    public var sharing: Sharing {
+        Sharing(shares: shares, defaultDirections: Dictionary(peers.map { ($0.nodeID, $0.direction) }, uniquingKeysWith: { first, _ in first }))
     }
 
     /// Every database, `default` first, then the others in file order.
@@ -179,61 +180,6 @@ public struct ReplicationLimits: Sendable, Equatable {
         self.batchesInFlight = batchesInFlight
         self.heartbeatSeconds = heartbeatSeconds
         self.resolverTimeoutSeconds = resolverTimeoutSeconds
-    }
-}
-
-/// What a peer may do to this node's copy of a database. Replication is driven by the receiver,
-/// so `read` is this node serving the peer's subscriptions (pushing to it) and `write` is this
-/// node subscribing to the peer and storing what it sends (pulling from it).
-public enum ShareAccess: String, Sendable, Equatable, CaseIterable {
-    /// It may pull from this node.
-    case read
-    /// It may push into this node.
-    case write
-    /// Both.
-    case readWrite = "read-write"
-    /// Nothing: the database is not shared with it (written for `default`, which every peer
-    /// otherwise shares in its `direction`).
-    case none
-
-    /// The access a peer's `direction` gives it to `default`.
-    public init(_ direction: ReplicationDirection) {
-        switch direction {
-        case .push: self = .read
-        case .pull: self = .write
-        case .both: self = .readWrite
-        }
-    }
-
-    /// The direction this node replicates in with a peer that has this access; nil for `none`.
-    public var direction: ReplicationDirection? {
-        switch self {
-        case .read: .push
-        case .write: .pull
-        case .readWrite: .both
-        case .none: nil
-        }
-    }
-}
-
-/// One `[share DB NODE-ID]` section: the peer `nodeID` may do `access` to this node's copy of
-/// `database`, for the documents whose id starts with `prefix` (all when nil).
-public struct ShareConfig: Sendable, Equatable {
-    /// The database shared.
-    public var database: DatabaseName
-    /// The peer it is shared with, in canonical text form.
-    public var nodeID: String
-    /// What the peer may do.
-    public var access: ShareAccess
-    /// Only ids starting with this; nil for every document.
-    public var prefix: String?
-
-    /// Creates a share.
-    public init(database: DatabaseName, nodeID: String, access: ShareAccess, prefix: String? = nil) {
-        self.database = database
-        self.nodeID = nodeID
-        self.access = access
-        self.prefix = prefix
     }
 }
 

@@ -1,4 +1,5 @@
 import CanopyCore
+import CanopyReplication
 
 /// Writes config files: a fresh one for `canopyd init`, and line edits for `peer add/remove` that
 /// leave every other line (comments included) exactly as the operator wrote it.
@@ -89,7 +90,7 @@ package enum ConfigEditor {
     }
 
     /// The lines of one `[share …]` section, newline-terminated.
-    public static func shareSection(_ share: ShareConfig) -> String {
+    public static func shareSection(_ share: Share) -> String {
         var section = "[share \(share.database) \(share.nodeID)]\naccess = \(share.access.rawValue)\n"
         if let prefix = share.prefix { section += "prefix = \(prefix)\n" }
         return section + "\n"
@@ -97,7 +98,7 @@ package enum ConfigEditor {
 
     /// `text` with the share's section replaced (if present) or appended (if not).
     /// `parsed` must be the result of parsing `text`.
-    public static func settingShare(_ share: ShareConfig, in text: String, parsed: ParsedConfig) -> String {
+    public static func settingShare(_ share: Share, in text: String, parsed: ParsedConfig) -> String {
         let key = ShareKey(share.database, share.nodeID)
         let without = parsed.shareSections[key].map { removing([$0], from: text) } ?? text
         return appending(shareSection(share), to: without)

@@ -36,17 +36,6 @@ package struct ParsedConfig: Sendable, Equatable {
     public var shareSections: [ShareKey: Range<Int>] = [:]
 }
 
-/// A `[share DB NODE-ID]` section's key.
-package struct ShareKey: Hashable, Sendable {
-    public var database: DatabaseName
-    public var nodeID: String
-
-    public init(_ database: DatabaseName, _ nodeID: String) {
-        self.database = database
-        self.nodeID = nodeID
-    }
-}
-
 /// Parses the agent's line-based config format (see `AgentConfig` for the grammar). Pure: it reads
 /// only the text it is given.
 package struct ConfigParser: Sendable {
@@ -225,7 +214,7 @@ package struct ConfigParser: Sendable {
                 throw error(lineNumber, "database \(database) is shared with \(id) twice")
             }
             guard config.shares.count < AgentLimits.sharesMax else { throw error(lineNumber, "more than \(AgentLimits.sharesMax) shares") }
-            config.shares.append(ShareConfig(database: database, nodeID: id, access: Self.accessMissing))
+            config.shares.append(Share(database: database, nodeID: id, access: Self.accessMissing))
             return .share(config.shares.count - 1)
         }
         guard words.count == 2, words[0] == "peer" else {
@@ -310,7 +299,7 @@ package struct ConfigParser: Sendable {
     /// A share's access before its section sets it (`access` is required; `parse` checks).
     private static let accessMissing = ShareAccess.none
 
-    private func applyShare(_ key: String, _ value: String, _ line: Int, _ share: inout ShareConfig) throws(ConfigError) {
+    private func applyShare(_ key: String, _ value: String, _ line: Int, _ share: inout Share) throws(ConfigError) {
         switch key {
         case "access": share.access = try choice(value, of: ShareAccess.self, key: key, line: line)
         case "prefix":

@@ -33,7 +33,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
 
     /// One database replicated with a peer.
     private struct Shared {
-        var share: ShareConfig
+        var share: Share
         var replicator: PeerReplicator
         var progressWatchers: [Int: @Sendable (ReplicationProgress) -> Void] = [:]
         /// Documents from this peer refused since the agent started, and the last refusal.
@@ -142,7 +142,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     }
 
     /// Starts, restarts and stops the peer's replicators so that they match `shares`.
-    private func applyShares(_ shares: [ShareConfig], to peer: PeerConfig) {
+    private func applyShares(_ shares: [Share], to peer: PeerConfig) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard let link = peers[peer.nodeID]?.link else { return }
         let wanted = Dictionary(shares.map { ($0.database, $0) }, uniquingKeysWith: { first, _ in first })
@@ -215,7 +215,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             heartbeatIntervalSeconds: Double(limits.heartbeatSeconds), logger: logger,
             refusal: { database in
                 onOffer(id, database)
-                return (.forbidden, "database \(database) is not shared with you")
+                return Sharing.refusal(of: database)
             },
             onConnection: { [weak self] connected, reason in self?.connectionChanged(id, connected, reason) })
     }
@@ -223,9 +223,9 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     /// A replicator for `share.database` with `peer`, in the direction the share gives (`read`:
     /// this node pushes, `write`: it pulls) and, with a prefix, limited to those ids both ways: it
     /// serves the peer only them (deletions included) and refuses any other the peer offers.
-    private func makeReplicator(_ peer: PeerConfig, _ share: ShareConfig, _ link: PeerLink) -> PeerReplicator? {
+    private func makeReplicator(_ peer: PeerConfig, _ share: Share, _ link: PeerLink) -> PeerReplicator? {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard let direction = share.access.direction, let store = databases[share.database] else { return nil }
+        guard let store = databases[share.database] else { return nil }
         let id = peer.nodeID
         let database = share.database
         let overrides = overrides[id] ?? ReplicatorOverrides()
@@ -233,13 +233,12 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             logger.notice("no document of \(database) is both shared with \(id) and named by the replicator's document ids: not replicating it")
             return nil
         }
-        let configuration = ReplicationConfiguration(
-            direction: direction, continuous: peer.mode == .continuous, pullFilter: scope, pushFilter: scope,
-            batchSize: min(limits.batchRevisions, WireLimits.changesEntriesMax),
+        var base = ReplicationConfiguration(
+            continuous: peer.mode == .continuous, batchSize: min(limits.batchRevisions, WireLimits.changesEntriesMax),
             window: min(limits.batchesInFlight, WireLimits.inFlightBatchesMax),
             heartbeatIntervalSeconds: Double(limits.heartbeatSeconds), conflictPolicy: overrides.conflictPolicy)
-        var bounded = configuration
-        bounded.peerCheckpointsMax = AgentLimits.peerCheckpointsMax
+        base.peerCheckpointsMax = AgentLimits.peerCheckpointsMax
+        guard let bounded = Sharing.replication(of: share, scope: scope, base) else { return nil }
         return PeerReplicator(
             peerName: id, store: store, dialer: link.channelDialer(for: database), scheduler: scheduler, random: random,
             configuration: bounded,

@@ -1,4 +1,5 @@
 import CanopyCore
+import CanopyReplication
 import Logging
 import Synchronization
 
@@ -16,25 +17,10 @@ import Synchronization
 /// memory only). A file that cannot be read is logged and the list starts empty: it is a
 /// convenience, never a reason not to start.
 final class PendingShares: Sendable {
-    struct Offer: Sendable, Equatable {
-        var attempts: Int
-        var firstSeen: Double
-        var lastSeen: Double
-        /// The operator dismissed it: not listed, and its requests are refused quietly.
-        var dismissed = false
-    }
+    typealias Offer = PendingOffers.Offer
+    typealias Recorded = PendingOffers.Recorded
 
-    /// What `record` found.
-    enum Recorded: Equatable {
-        /// A new offer (the agent emits `share.pending`).
-        case new
-        /// Another request for an offer already listed.
-        case again
-        /// Another request for a dismissed offer.
-        case dismissed
-    }
-
-    private let offers: Mutex<[ShareKey: Offer]>
+    private let offers: Mutex<PendingOffers>
     private let path: String?
     private let logger: Logger
 
@@ -42,38 +28,19 @@ final class PendingShares: Sendable {
     init(path: String?, logger: Logger) {
         self.path = path
         self.logger = logger
-        offers = Mutex(path.map { Self.load($0, logger) } ?? [:])
+        offers = Mutex(PendingOffers(capacity: AgentLimits.pendingSharesMax, offers: path.map { Self.load($0, logger) } ?? [:]))
     }
 
-    /// Records a request for a database not shared with the peer. At most
-    /// `AgentLimits.pendingSharesMax` offers are kept (dismissed ones included): the one seen
-    /// least recently makes room.
+    /// Records a request for a database not shared with the peer (`PendingOffers.record`).
     func record(_ key: ShareKey, at time: Double) -> Recorded {
-        let recorded = offers.withLock { offers -> Recorded in
-            if var offer = offers[key] {
-                offer.attempts += 1
-                offer.lastSeen = time
-                offers[key] = offer
-                return offer.dismissed ? .dismissed : .again
-            }
-            if offers.count >= AgentLimits.pendingSharesMax, let oldest = offers.min(by: { $0.value.lastSeen < $1.value.lastSeen })?.key {
-                offers[oldest] = nil
-            }
-            offers[key] = Offer(attempts: 1, firstSeen: time, lastSeen: time)
-            return .new
-        }
+        let recorded = offers.withLock { $0.record(key, at: time) }
         if recorded == .new { save() }
         return recorded
     }
 
     /// Marks a listed offer dismissed; true when there was one (a dismissed offer is not listed).
     func dismiss(_ key: ShareKey) -> Bool {
-        let dismissed = offers.withLock { offers -> Bool in
-            guard var offer = offers[key], !offer.dismissed else { return false }
-            offer.dismissed = true
-            offers[key] = offer
-            return true
-        }
+        let dismissed = offers.withLock { $0.dismiss(key) }
         if dismissed { save() }
         return dismissed
     }
@@ -81,28 +48,21 @@ final class PendingShares: Sendable {
     /// Forgets an offer, dismissed or not (it was shared); true when there was one.
     @discardableResult
     func remove(_ key: ShareKey) -> Bool {
-        let removed = offers.withLock { $0.removeValue(forKey: key) != nil }
+        let removed = offers.withLock { $0.remove(key) }
         if removed { save() }
         return removed
     }
 
     /// Forgets every offer of a peer (it was removed).
     func removeAll(from nodeID: String) {
-        let removed = offers.withLock { offers in
-            let before = offers.count
-            offers = offers.filter { $0.key.nodeID != nodeID }
-            return offers.count != before
-        }
-        if removed { save() }
+        if offers.withLock({ $0.removeAll(from: nodeID) }) { save() }
     }
 
     /// Every offer not dismissed, by database then node id.
-    var all: [(key: ShareKey, value: Offer)] { kept.filter { !$0.value.dismissed } }
+    var all: [(key: ShareKey, value: Offer)] { offers.withLock { $0.listed } }
 
     /// Every offer, dismissed ones included, by database then node id.
-    private var kept: [(key: ShareKey, value: Offer)] {
-        offers.withLock { $0.sorted { ($0.key.database, $0.key.nodeID) < ($1.key.database, $1.key.nodeID) } }
-    }
+    private var kept: [(key: ShareKey, value: Offer)] { offers.withLock { $0.sorted } }
 
     private func save() {
         guard let path else { return }

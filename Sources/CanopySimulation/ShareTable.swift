@@ -1,49 +1,9 @@
 import CanopyCore
 import CanopyReplication
 
-/// What a node lets one peer do to its copy of one database, as the agent's `[share DB NODE-ID]`
-/// says it: `read` (the node serves the peer's subscriptions: it pushes), `write` (the node
-/// subscribes to the peer and stores what it sends: it pulls), or both, optionally only for ids
-/// with a prefix.
-public struct Share: Sendable, Equatable, CustomStringConvertible {
-    /// The rights.
-    public enum Rights: String, Sendable, CaseIterable {
-        case read, write, readWrite = "read-write"
-
-        /// The peer may read this node's copy (this node pushes).
-        public var read: Bool { self != .write }
-        /// The peer may write this node's copy (this node pulls).
-        public var write: Bool { self != .read }
-    }
-
-    public var rights: Rights
-    /// Only ids with this prefix (nil: every id).
-    public var prefix: String?
-
-    public init(_ rights: Rights, prefix: String? = nil) {
-        self.rights = rights
-        self.prefix = prefix
-    }
-
-    /// Whether the share covers `documentID`.
-    public func covers(_ documentID: String) -> Bool { prefix.map(documentID.hasPrefix) ?? true }
-
-    /// How the node replicates the database with the peer under this share: the direction from
-    /// the rights, and the prefix as the filter of each direction it runs.
-    public func replication(_ base: ReplicationConfiguration) -> ReplicationConfiguration {
-        var configuration = base
-        configuration.direction = rights == .readWrite ? .both : (rights == .read ? .push : .pull)
-        let filter = prefix.map(ReplicationFilter.idPrefix) ?? .all
-        configuration.pushFilter = rights.read ? filter : .all
-        configuration.pullFilter = rights.write ? filter : .all
-        return configuration
-    }
-
-    public var description: String { rights.rawValue + (prefix.map { " " + $0 } ?? "") }
-}
-
 /// Which databases each node of a multi-database run holds, and what each node lets each
-/// neighbour do to each of them (`Share`), drawn from the seed.
+/// neighbour do to each of them, drawn from the seed: one `Sharing` per node, the rights model the
+/// agent runs, with the peers named `n0`, `n1`, … as the simulation's links name them.
 ///
 /// Document flow: a revision of database D moves from node N to its neighbour M only when N's
 /// share of D for M grants read and covers the id (N serves M) and M's share of D for N grants
@@ -54,8 +14,8 @@ public struct ShareTable: Sendable {
     public let databases: [DatabaseName]
     /// The databases each node holds, sorted (every node holds `default`).
     public let holdings: [[DatabaseName]]
-    /// `shares[node][peer][database]`: nil when the node does not share the database with the peer.
-    private let shares: [[Int: [DatabaseName: Share]]]
+    /// What each node lets its peers do (`Sharing`), peers named by `name(of:)`.
+    public let sharing: [Sharing]
     /// The neighbours of each node.
     private let neighbours: [Set<Int>]
 
@@ -70,43 +30,48 @@ public struct ShareTable: Sendable {
         for _ in 0..<nodes {
             holdings.append(databases.filter { $0 == .default || !random.chance(1, in: 4) })
         }
-        var shares = [[Int: [DatabaseName: Share]]](repeating: [:], count: nodes)
+        var shares = [[Share]](repeating: [], count: nodes)
         var neighbours = [Set<Int>](repeating: [], count: nodes)
         for edge in edges {
             neighbours[edge.a].insert(edge.b)
             neighbours[edge.b].insert(edge.a)
             for (node, peer) in [(edge.a, edge.b), (edge.b, edge.a)] {
-                var table: [DatabaseName: Share] = [:]
                 for database in holdings[node] {
                     let rights = random.index(below: 10)
                     let prefix = random.index(below: 4)
                     guard rights >= 2 else { continue }  // not shared with this peer
-                    table[database] = Share(
-                        rights < 4 ? .read : (rights < 6 ? .write : .readWrite), prefix: prefix < 2 ? nil : Self.prefixes[prefix - 2])
+                    shares[node].append(Share(
+                        database: database, nodeID: Self.name(of: peer), access: rights < 4 ? .read : (rights < 6 ? .write : .readWrite),
+                        prefix: prefix < 2 ? nil : Self.prefixes[prefix - 2]))
                 }
-                shares[node][peer] = table
             }
         }
         self.holdings = holdings
-        self.shares = shares
+        self.sharing = shares.map { Sharing(shares: $0, defaultDirections: [:]) }
         self.neighbours = neighbours
     }
 
     /// Whether `node` holds `database`.
     public func holds(_ node: Int, _ database: DatabaseName) -> Bool { holdings[node].contains(database) }
 
+    /// The name node `node` has as a peer (its links' and replicators' `peerName`).
+    public static func name(of node: Int) -> String { "n\(node)" }
+
     /// What `node` lets `peer` do to its copy of `database` (nil: not shared with it).
-    public func share(_ node: Int, for peer: Int, _ database: DatabaseName) -> Share? { shares[node][peer]?[database] }
+    public func share(_ node: Int, for peer: Int, _ database: DatabaseName) -> Share? {
+        sharing[node].share(of: database, with: Self.name(of: peer))
+    }
 
     /// The databases `node` shares with `peer`, sorted.
-    public func shared(_ node: Int, with peer: Int) -> [DatabaseName] { (shares[node][peer] ?? [:]).keys.sorted() }
+    public func shared(_ node: Int, with peer: Int) -> [DatabaseName] {
+        sharing[node].shares(with: Self.name(of: peer), among: holdings[node]).map(\.database).sorted()
+    }
 
-    /// Whether a revision of `documentID` in `database` may move from `from` to its neighbour `to`.
+    /// Whether a revision of `documentID` in `database` may move from `from` to its neighbour `to`:
+    /// `from` may send it to `to`, and `to` may take it from `from`.
     public func flows(from: Int, to: Int, _ database: DatabaseName, _ documentID: String) -> Bool {
-        guard neighbours[from].contains(to), let serving = share(from, for: to, database), let pulling = share(to, for: from, database) else {
-            return false
-        }
-        return serving.rights.read && serving.covers(documentID) && pulling.rights.write && pulling.covers(documentID)
+        neighbours[from].contains(to) && sharing[from].maySend(documentID, of: database, to: Self.name(of: to))
+            && sharing[to].mayAccept(documentID, of: database, from: Self.name(of: from))
     }
 
     /// The nodes a revision of `documentID` in `database` written on any of `sources` may reach
@@ -125,8 +90,8 @@ public struct ShareTable: Sendable {
 
     /// One line per node and peer for the trace: `n0->n1 default:read-write db1:write b-`.
     public var lines: [String] {
-        shares.indices.flatMap { node in
-            (shares[node].keys.sorted()).map { peer in
+        sharing.indices.flatMap { node in
+            neighbours[node].sorted().map { peer in
                 let list = shared(node, with: peer).map { "\($0):\(share(node, for: peer, $0)!)" }
                 return "n\(node)->n\(peer) holds [\(holdings[node].map(\.text).joined(separator: ","))] shares [\(list.joined(separator: " "))]"
             }

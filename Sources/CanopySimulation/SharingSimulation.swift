@@ -18,7 +18,7 @@ public struct DatabaseWrite: Sendable, Equatable {
 /// which carries every database the two share over one connection of protocol version 2
 /// (`Protocol/replication-v2.md`) through the simulated network; the lower node index of an edge
 /// dials. Each (neighbour, database) the node shares (`ShareTable`, drawn from the seed) gets a
-/// continuous `PeerReplicator` configured from the share (`Share.replication`); a database the
+/// continuous `PeerReplicator` configured from the share (`Sharing.replication`); a database the
 /// node does not share with that neighbour is refused when the neighbour attaches it.
 ///
 ///     setup      stores, links and replicators; the share table is recorded in the trace
@@ -160,8 +160,9 @@ public final class SharingSimulation: @unchecked Sendable {
         for index in order.indices.reversed() where index > 0 { order.swapAt(index, random.index(below: index + 1)) }
         let canLie = Set(edges.flatMap { [($0.a, $0.b), ($0.b, $0.a)] }.compactMap { node, peer in
             shares.holdings[node].contains { database in
-                guard let serving = shares.share(node, for: peer, database), serving.rights.read,
-                      let pulling = shares.share(peer, for: node, database), pulling.rights.write, let narrower = pulling.prefix else { return false }
+                guard let serving = shares.share(node, for: peer, database), serving.access.peerReads,
+                      let pulling = shares.share(peer, for: node, database), pulling.access.peerWrites, let narrower = pulling.prefix
+                else { return false }
                 return serving.prefix != narrower
             } ? node : nil
         })
@@ -224,24 +225,25 @@ public final class SharingSimulation: @unchecked Sendable {
         let dialer = node < peer ? SimulatedConnectionDialer(simulation: self, from: node, to: peer) : nil
         let trace = self.trace
         let link = PeerLink(
-            peerName: "n\(peer)", connectionID: Array(nodeIDs[node].publicKey.prefix(16)), dialer: dialer, scheduler: scheduler,
+            peerName: ShareTable.name(of: peer), connectionID: Array(nodeIDs[node].publicKey.prefix(16)), dialer: dialer, scheduler: scheduler,
             logger: logger,
             refusal: { [weak self] database in
                 self?.counts["refusedAttach", default: 0] += 1
                 trace.record("n\(node) refuses \(database) to n\(peer)")
-                return (.forbidden, "database \(database) is not shared with you")
+                return Sharing.refusal(of: database)
             },
             onConnection: { up, reason in
                 trace.record("n\(node) link n\(peer) \(up ? "up" : "down \(reason.map { "\($0)" } ?? "")")")
             })
         links[node][peer] = link
         for database in shares.shared(node, with: peer) {
-            var configuration = shares.share(node, for: peer, database)!.replication(replication)
+            let share = shares.share(node, for: peer, database)!
+            var configuration = Sharing.replication(of: share, scope: Sharing.scope(of: share), replication)!
             if liars.contains(node) { configuration.servesBeyondSubscriptions = true }
             if let replicationOverride { configuration = replicationOverride(node, peer, database, configuration) }
             let races = self.races
             let replicator = PeerReplicator(
-                peerName: "n\(peer)", store: stores[node][database]!, dialer: link.channelDialer(for: database), scheduler: scheduler,
+                peerName: ShareTable.name(of: peer), store: stores[node][database]!, dialer: link.channelDialer(for: database), scheduler: scheduler,
                 random: engineRandom, configuration: configuration, backoff: Backoff(initialSeconds: 0.5, maximumSeconds: 20, jitter: 0.5),
                 logger: logger,
                 worker: self.configuration.worker == .concurrent

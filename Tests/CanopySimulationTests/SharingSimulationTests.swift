@@ -31,7 +31,7 @@ struct SharingSimulationTests {
 
     @Test("the seeds exercise every right, prefixes, refused attaches and withheld documents")
     func coverage() throws {
-        var rights = Set<Share.Rights>()
+        var rights = Set<ShareAccess>()
         var prefixed = 0
         var unshared = 0
         for seed in Self.seeds {
@@ -43,13 +43,13 @@ struct SharingSimulationTests {
                 for (node, peer) in [(edge.a, edge.b), (edge.b, edge.a)] {
                     for database in table.holdings[node] {
                         guard let share = table.share(node, for: peer, database) else { unshared += 1; continue }
-                        rights.insert(share.rights)
+                        rights.insert(share.access)
                         if share.prefix != nil { prefixed += 1 }
                     }
                 }
             }
         }
-        #expect(rights == Set(Share.Rights.allCases))
+        #expect(rights == [.read, .write, .readWrite])
         let configurations = Self.seeds.map { Self.configuration($0) }
         #expect(Set(configurations.map(\.policy)).isSuperset(of: [.automatic, .merge]))
         #expect(Set(configurations.map(\.revsLimit)).count == 2)
