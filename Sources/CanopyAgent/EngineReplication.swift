@@ -17,7 +17,7 @@ import Logging
 ///
 /// Invariants: everything runs on `queue`, the engine's serial context, which is also the
 /// delivery queue of every transport; `peers` holds exactly the configured peers, each with a
-/// replicator for exactly the databases shared with it that are open; `connection` records the
+/// replicator for exactly the databases shared with it that are open; `adoption` records the
 /// connection a peer's link runs on, for the simultaneous-connect rule.
 final class EngineReplication: ReplicationController, @unchecked Sendable {
     let queue: DispatchQueue
@@ -56,7 +56,6 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         var config: PeerConfig
         var link: PeerLink
         var databases: [DatabaseName: Shared] = [:]
-        var connection: SimultaneousConnect.Connection?
         /// Whether the link said connected (to emit `peer.connected`/`peer.disconnected` on
         /// changes only).
         var connected = false
@@ -86,6 +85,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     private var shuttingDown = false
     /// Refusals are logged at most once per peer per interval (a peer sending thousands of bad
     /// documents writes a line per interval, with the count of those held back).
+    /// The connection each peer's link runs on, for the simultaneous-connect rule.
+    private var adoption = SimultaneousConnect.Adoption()
     private var refusalLog = LogRateLimiter(intervalSeconds: AgentLimits.repeatedWarningIntervalSeconds)
 
     init(
@@ -162,6 +163,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     /// Stops everything replicated with a peer and forgets it.
     private func stop(_ id: String) {
         guard let peer = peers.removeValue(forKey: id) else { return }
+        adoption.forget(id)
         for shared in peer.databases.values { shared.replicator.stop() }
         peer.link.stop()
     }
@@ -259,12 +261,11 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     private func adoptOutbound(_ id: String, _ transport: ChannelTransport) -> Bool {
         dispatchPrecondition(condition: .onQueue(queue))
         guard let peer = peers[id] else { return true }
-        if peer.link.isConnected, let current = peer.connection, SimultaneousConnect.keep(current, transport.identity) == .first {
+        guard adoption.admit(transport.identity, from: id, sessionOpen: peer.link.isConnected) else {
             logger.debug("keeping the existing connection to \(id); closing the new outbound one")
             transport.close(.localClosed)
             return false
         }
-        peers[id]?.connection = transport.identity
         return true
     }
 
@@ -272,11 +273,10 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 connection: SimultaneousConnect.Connection) {
         queue.async { [self] in
             guard let peer = peers[nodeID] else { return transport.close(.localClosed) }
-            if peer.link.isConnected, let current = peer.connection, SimultaneousConnect.keep(current, connection) == .first {
+            guard adoption.admit(connection, from: nodeID, sessionOpen: peer.link.isConnected) else {
                 logger.debug("keeping the existing connection to \(nodeID); closing the new one")
                 return transport.close(.localClosed)
             }
-            peers[nodeID]?.connection = connection
             peer.link.adopt(transport, role: role)
         }
     }

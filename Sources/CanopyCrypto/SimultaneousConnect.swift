@@ -45,3 +45,32 @@ public enum SimultaneousConnect {
         local > remote
     }
 }
+
+extension SimultaneousConnect {
+    /// The rule as a node applies it to each peer: the connection its session with the peer runs
+    /// on, and for each new connection, outbound or inbound, whether to take it. The agent and
+    /// the simulator both keep one. Pure.
+    public struct Adoption: Sendable, Equatable {
+        private var current: [String: Connection] = [:]
+
+        /// No connection yet.
+        public init() {}
+
+        /// A connection with `peer` completed its handshake. True: take it (the session starts
+        /// on it, or moves to it from the one it replaces), and it is now the peer's; false: the
+        /// connection the open session runs on wins, and the new one is closed. `sessionOpen`
+        /// says whether a session with the peer runs now: without one, any new connection is
+        /// taken.
+        public mutating func admit(_ connection: Connection, from peer: String, sessionOpen: Bool) -> Bool {
+            if sessionOpen, let open = current[peer], SimultaneousConnect.keep(open, connection) == .first { return false }
+            current[peer] = connection
+            return true
+        }
+
+        /// The connection the peer's session last took, if any.
+        public func connection(of peer: String) -> Connection? { current[peer] }
+
+        /// Forgets the peer (it was removed, or the node restarted).
+        public mutating func forget(_ peer: String) { current[peer] = nil }
+    }
+}

@@ -16,8 +16,9 @@ public struct DatabaseWrite: Sendable, Equatable {
 /// One deterministic run of several databases with mixed rights (`SimulationConfiguration.databases`
 /// > 1): every node holds some of the databases (a store each) and one `PeerLink` per neighbour,
 /// which carries every database the two share over one connection of protocol version 2
-/// (`Protocol/replication-v2.md`) through the simulated network; the lower node index of an edge
-/// dials. Each (neighbour, database) the node shares (`ShareTable`, drawn from the seed) gets a
+/// (`Protocol/replication-v2.md`) through the simulated network. Both ends of an edge dial, as
+/// agents do, and each node keeps the connection the simultaneous-connect rule picks
+/// (`SimultaneousConnect.Adoption`, the agent's). Each (neighbour, database) the node shares (`ShareTable`, drawn from the seed) gets a
 /// continuous `PeerReplicator` configured from the share (`Sharing.replication`); a database the
 /// node does not share with that neighbour is refused when the neighbour attaches it.
 ///
@@ -69,6 +70,8 @@ public final class SharingSimulation: @unchecked Sendable {
     /// Crashes of each node so far: the files of generation g > 0 are `n<node>-<database>.<g>.sqlite`.
     private var generations: [Int]
     private var links: [[Int: PeerLink]] = []
+    /// Each node's simultaneous-connect table, as the agent keeps one.
+    private var adoptions: [SimultaneousConnect.Adoption] = []
     /// `replicators[node][peer][database]`.
     private var replicators: [[Int: [DatabaseName: PeerReplicator]]] = []
     private let directory: URL
@@ -208,6 +211,7 @@ public final class SharingSimulation: @unchecked Sendable {
     /// Makes every node's links and replicators and starts them.
     public func start() {
         links = Array(repeating: [:], count: configuration.nodes)
+        adoptions = Array(repeating: SimultaneousConnect.Adoption(), count: configuration.nodes)
         replicators = Array(repeating: [:], count: configuration.nodes)
         for node in 0..<configuration.nodes { startNode(node) }
     }
@@ -222,7 +226,7 @@ public final class SharingSimulation: @unchecked Sendable {
 
     private func makeLink(_ node: Int, _ peer: Int) {
         let scheduler = network.schedulers[node]
-        let dialer = node < peer ? SimulatedConnectionDialer(simulation: self, from: node, to: peer) : nil
+        let dialer = SimulatedConnectionDialer(simulation: self, from: node, to: peer)
         let trace = self.trace
         let link = PeerLink(
             peerName: ShareTable.name(of: peer), connectionID: Array(nodeIDs[node].publicKey.prefix(16)), dialer: dialer, scheduler: scheduler,
@@ -258,8 +262,29 @@ public final class SharingSimulation: @unchecked Sendable {
 
     /// A connection `from` dialled reached `to`: its link takes the listening end.
     fileprivate func accept(_ end: SimulatedConnectionEnd, at node: Int, from peer: Int) {
-        guard let link = links[node][peer] else { return end.close(.localClosed) }
+        guard let link = links[node][peer], admit(end, at: node, from: peer, link) else { return end.close(.localClosed) }
         link.adopt(end, role: .responder)
+    }
+
+    /// An outbound connection of `node` to `peer` completed: true to hand it to the link, false
+    /// when the connection open wins (it is closed), as the agent's `adoptOutbound`.
+    fileprivate func adoptOutbound(_ end: SimulatedConnectionEnd, at node: Int, to peer: Int) -> Bool {
+        guard let link = links[node][peer] else { return true }
+        guard admit(end, at: node, from: peer, link) else {
+            end.close(.localClosed)
+            return false
+        }
+        return true
+    }
+
+    /// The simultaneous-connect rule for a new connection between `node` and `peer`.
+    private func admit(_ end: SimulatedConnectionEnd, at node: Int, from peer: Int, _ link: PeerLink) -> Bool {
+        guard adoptions[node].admit(end.link.connection, from: ShareTable.name(of: peer), sessionOpen: link.isConnected) else {
+            counts["simultaneousConnect", default: 0] += 1
+            trace.record("n\(node) keeps its connection with n\(peer)")
+            return false
+        }
+        return true
     }
 
     /// Invariant 8, as it happens: a revision a replicator stored (`pulled`) must come from a
@@ -473,6 +498,7 @@ public final class SharingSimulation: @unchecked Sendable {
             }
             network.schedulers[node].crash()
             links[node] = [:]
+            adoptions[node] = SimultaneousConnect.Adoption()
             replicators[node] = [:]
             stores[node] = [:]
             network.takeDown(node)
@@ -528,7 +554,13 @@ final class SimulatedConnectionDialer: ConnectionDialer, @unchecked Sendable {
         let (from, to) = (self.from, self.to)
         simulation.network.dial(from: from, to: to, ends: { $0.makeConnectionEnds() }, accept: { [weak simulation] end in
             if let simulation { simulation.accept(end, at: to, from: from) } else { end.close(.localClosed) }
-        }, completion: { result in completion(result.map { $0 }) })
+        }, completion: { [weak simulation] result in
+            guard case .success(let end) = result else { return completion(result.map { $0 }) }
+            guard simulation?.adoptOutbound(end, at: from, to: to) ?? false else {
+                return completion(.failure(.disconnected("simultaneous connect: the connection already open is kept")))
+            }
+            completion(.success(end))
+        })
     }
 }
 

@@ -89,7 +89,8 @@ public final class SimulationNode: @unchecked Sendable {
     private(set) var replicators: [Int: PeerReplicator] = [:]
     /// The connection each peer's session runs on, for the simultaneous-connect rule (as the
     /// agent's `EngineReplication.Peer.connection`).
-    private(set) var connections: [Int: SimultaneousConnect.Connection] = [:]
+    /// The connection each peer's session runs on (`SimultaneousConnect.Adoption`, as the agent keeps it).
+    private var adoption = SimultaneousConnect.Adoption()
     /// The node side of its resolver client, for this process lifetime (`rules` runs only).
     var resolverHub: SimulatedResolverHub?
     /// Looks up another node (for accepting connections).
@@ -158,30 +159,31 @@ public final class SimulationNode: @unchecked Sendable {
     /// session moved to it (the peer, applying the same rule, keeps it too).
     func adoptOutbound(peer: Int, _ transport: SimulatedLink.End) -> Bool {
         guard let replicator = replicators[peer] else { return true }
-        let connection = transport.link.connection
-        guard replicator.status.connected, let current = connections[peer] else {
-            connections[peer] = connection
-            return true
-        }
-        races.simultaneousConnects += 1
-        if SimultaneousConnect.keep(current, connection) == .first { return true }
-        connections[peer] = connection
+        // A session already open on a connection: this one races it.
+        let racing = replicator.status.connected && adoption.connection(of: Self.name(peer)) != nil
+        if racing { races.simultaneousConnects += 1 }
+        guard adoption.admit(transport.link.connection, from: Self.name(peer), sessionOpen: racing), racing else { return true }
         replicator.accept(transport)
         return false
     }
+
+    /// The connection the session with `peer` last took.
+    func connection(to peer: Int) -> SimultaneousConnect.Connection? { adoption.connection(of: Self.name(peer)) }
 
     /// An inbound connection from `peer`: kept, replacing the session's connection, unless the
     /// session's connection wins under the rule; then the new one is closed.
     func acceptInbound(from peer: Int, _ transport: SimulatedLink.End) {
         guard let replicator = replicators[peer] else { return transport.close(.localClosed) }
-        let connection = transport.link.connection
-        if replicator.status.connected, let current = connections[peer], SimultaneousConnect.keep(current, connection) == .first {
+        let open = replicator.status.connected
+        guard adoption.admit(transport.link.connection, from: Self.name(peer), sessionOpen: open) else {
             races.simultaneousConnects += 1
             return transport.close(.localClosed)
         }
-        connections[peer] = connection
         replicator.accept(transport)
     }
+
+    /// A peer's name in the adoption table.
+    private static func name(_ peer: Int) -> String { "n\(peer)" }
 
     // MARK: Crash and restart
 
@@ -193,7 +195,7 @@ public final class SimulationNode: @unchecked Sendable {
         resolverHub?.alive = false
         resolverHub = nil
         replicators = [:]
-        connections = [:]
+        adoption = SimultaneousConnect.Adoption()
         store = nil
         storage.tearNextCommit = nil
         network.takeDown(index)

@@ -50,4 +50,25 @@ struct AuthorizationTests {
         #expect(SimultaneousConnect.keep(a, b) == .first)
         #expect(SimultaneousConnect.keep(b, a) == .second)
     }
+
+    @Test("adoption takes any connection without a session, the winner during one, and both ends agree")
+    func adoption() {
+        let (low, high) = (min(Fixture.alice.nodeID, Fixture.bob.nodeID), max(Fixture.alice.nodeID, Fixture.bob.nodeID))
+        let fromHigh = SimultaneousConnect.Connection(initiator: high, responder: low, transcriptHash: Fixture.filled(9))
+        let fromLow = SimultaneousConnect.Connection(initiator: low, responder: high, transcriptHash: Fixture.filled(1))
+        // Each end sees the two connections in the other order; both keep the one from `high`.
+        var atLow = SimultaneousConnect.Adoption()
+        var atHigh = SimultaneousConnect.Adoption()
+        let taken = [
+            atLow.admit(fromLow, from: "high", sessionOpen: false), atLow.admit(fromHigh, from: "high", sessionOpen: true),
+            atHigh.admit(fromHigh, from: "low", sessionOpen: false), atHigh.admit(fromLow, from: "low", sessionOpen: true),
+        ]
+        #expect(taken == [true, true, true, false])
+        #expect(atLow.connection(of: "high") == fromHigh && atHigh.connection(of: "low") == fromHigh)
+        // A redial after the session ended is taken whatever the rule says of the old one.
+        let redial = atHigh.admit(fromLow, from: "low", sessionOpen: false)
+        #expect(redial && atHigh.connection(of: "low") == fromLow)
+        atHigh.forget("low")
+        #expect(atHigh.connection(of: "low") == nil)
+    }
 }

@@ -58,6 +58,8 @@ struct SharingSimulationTests {
         let report = try SharingSimulation(Self.configuration(3)).run()
         #expect(report.sharing["refusedAttach", default: 0] > 0, "\(report.summary)")
         #expect(report.sharing["withheld", default: 0] > 0, "\(report.summary)")
+        // Both ends of an edge dial: the simultaneous-connect rule closes the connection that loses.
+        #expect(report.sharing["simultaneousConnect", default: 0] > 0, "\(report.summary)")
     }
 
     @Test("the same seed replays exactly, crashes and torn commits included: same trace hash and figures; another seed differs")
@@ -67,13 +69,13 @@ struct SharingSimulationTests {
         #expect(first.traceHash == second.traceHash)
         #expect(first.summary == second.summary)
         #expect(first.faults.values.reduce(0, +) > 3, "\(first.summary)")
-        let other = try SharingSimulation(Self.configuration(7, faults: .high)).run()
+        let other = try SharingSimulation(Self.configuration(9, faults: .high)).run()
         #expect(other.traceHash != first.traceHash)
         #expect(first.violations.isEmpty && other.violations.isEmpty, "\(first.failureText)\n\(other.failureText)")
         // What replayed: crashes and restarts, resets, and the links' in-connection faults.
         let faults = first.faults.merging(other.faults, uniquingKeysWith: +)
         for fault in ["crash", "connectionReset", "resetMidBatch", "tornCommit", "ioError"] {
-            #expect(faults[fault, default: 0] > 0, "no \(fault) in seeds 6 and 7")
+            #expect(faults[fault, default: 0] > 0, "no \(fault) in seeds 6 and 9")
         }
     }
 

@@ -61,8 +61,8 @@ struct SimulationCheckTests {
         #expect(report.races["simultaneousConnect", default: 0] > 0)
         let ids = simulation.network.nodeIDs
         let larger = ids[0] > ids[1] ? 0 : 1
-        let kept = try #require(simulation.nodes[0].connections[1])
-        #expect(simulation.nodes[1].connections[0] == kept)
+        let kept = try #require(simulation.nodes[0].connection(to: 1))
+        #expect(simulation.nodes[1].connection(to: 0) == kept)
         #expect(kept.initiator == ids[larger])
     }
 
