@@ -43,8 +43,10 @@ public final class Node: Sendable {
     /// logging.
     ///
     /// Fails with `NodeError` when `listen` is malformed, the directory cannot be created or is
-    /// in use by another process, its database is damaged, it is a backup that did not finish
-    /// (`canopyctl backup`), or the port cannot be bound.
+    /// in use by another process, a database file cannot be opened as one, it is a backup that did
+    /// not finish (`canopyctl backup`), or the port cannot be bound. Opening does not read the
+    /// whole file: ``check(attachments:)`` does, and ``Options/checksDatabasesOnOpen`` makes
+    /// opening refuse a damaged file as `canopyd` does.
     public convenience init(directory: String, listen: String = "127.0.0.1:0", logger: Logger = Logger(label: "canopy.node")) throws(NodeError) {
         try self.init(directory: directory, options: Options(listen: listen, logger: logger))
     }
@@ -59,6 +61,7 @@ public final class Node: Sendable {
             // The lock is taken once, for initialising and running both.
             var agentOptions = AgentOptions(directory: data, listen: address, adminSocketPath: options.adminSocket, logger: options.logger)
             agentOptions.keepsLockUntilProcessExit = options.keepsLockUntilProcessExit
+            agentOptions.checksDatabasesOnOpen = options.checksDatabasesOnOpen
             try data.requireNoUnfinishedBackup()
             do {
                 try data.requireInitialized()
@@ -100,6 +103,11 @@ public final class Node: Sendable {
         /// Whether the data directory's lock is held until the process exits rather than let go
         /// when the node stops: for `canopyd`, whose `onStopped` exits the process.
         package var keepsLockUntilProcessExit = false
+        /// Whether opening checks each database file whole first and refuses a damaged one, as
+        /// `canopyd` does: it reads the whole file (seconds at a million documents, more from a
+        /// cold disk), so a node opens without it by default; run ``Node/check(attachments:)``
+        /// when the application chooses. Damage in a document is found when it is read either way.
+        public var checksDatabasesOnOpen = false
 
         /// Options: the config file's address, `DIR/admin.sock`, a missing directory
         /// initialised, no environment, unless told otherwise.
@@ -261,6 +269,17 @@ public final class Node: Sendable {
             attachmentsPinned: Int(report.attachmentsPinned))
     }
 
+    /// Checks the node's files as `canopyctl check` does, while the node runs: SQLite's
+    /// `integrity_check` of every database, every document row against its revisions and, with
+    /// `attachments`, every attachment content against its digest. Damaged documents it finds
+    /// are reported as reads report them (never sent to peers).
+    public func check(attachments: Bool = true) async throws(NodeError) -> CheckReport {
+        let report = try await command(Admin.Check(attachments: attachments))
+        return CheckReport(
+            sound: report.sound, problems: report.problems, documents: Int(report.documents), attachments: Int(report.attachments),
+            attachmentBytes: report.attachmentBytes, leftovers: report.leftovers, seconds: report.seconds)
+    }
+
     /// A replicator with the peer `configuration` names. Nothing happens until its `start()` or
     /// `sync()`.
     public func replicator(_ configuration: ReplicatorConfiguration) -> Replicator {
@@ -293,6 +312,24 @@ public struct CompactionReport: Sendable, Equatable {
     /// Attachment contents no revision names that a write or a reader held during the
     /// compaction; the next compaction removes them if nothing names them by then.
     public var attachmentsPinned: Int
+}
+
+/// What ``Node/check(attachments:)`` found.
+public struct CheckReport: Sendable, Equatable {
+    /// No problem found: every database sound, no document damaged, and (when attachments were
+    /// checked) every attachment content present and matching its digest.
+    public var sound: Bool
+    /// One line per problem: SQLite's report, then damaged documents and attachment content.
+    public var problems: [String]
+    /// Document rows read.
+    public var documents: Int
+    /// Attachment content files read and verified, and their bytes.
+    public var attachments: Int
+    public var attachmentBytes: Int64
+    /// Files an upload cut short left (they take space; the node removes them when it next opens).
+    public var leftovers: [String]
+    /// How long the check took.
+    public var seconds: Double
 }
 
 /// A node that connected and was refused because it is not allowed (``Node/pendingPeers()``).

@@ -167,7 +167,14 @@ extension Agent {
             for (name, store) in stores {
                 let prefix = name == .default ? "" : "database \(name): "
                 problems += try store.checkIntegrity(full: true).map { prefix + $0 }
-                let rows = try store.checkRows(problemsMax: 100)
+                let rows: RowCheckReport
+                do {
+                    rows = try store.checkRows(problemsMax: 100)
+                } catch let error where error.isCorruption {
+                    // Too damaged to read row by row: the integrity check said so already.
+                    problems.append(prefix + "its document rows cannot be read: \(error)")
+                    continue
+                }
                 documents += rows.documents
                 for damage in rows.damaged {
                     let revision = damage.revision.map { " revision \($0)" } ?? ""

@@ -54,11 +54,12 @@ struct OpenDatabase {
 /// the same name replaces; a section whose file is missing stops the agent at start-up, naming
 /// the file, rather than serving an empty database in its place.
 extension Agent {
-    /// Opens a database's store with its settings, making the file first when `creating`, and
-    /// checks it whole: a damaged file is not served (`init` explains why the full check).
+    /// Opens a database's store with its settings, making the file first when `creating`, and,
+    /// `checking`, checks it whole: a damaged file is not served (`init` explains why the full
+    /// check; `AgentOptions.checksDatabasesOnOpen`).
     static func openStore(
         _ database: DatabaseConfig, in directory: DataDirectory, creating: Bool = false, resolvingKeptConflicts: Bool,
-        attachmentSizeLimit: Int64
+        attachmentSizeLimit: Int64, checking: Bool
     ) throws(AgentError) -> DocumentStore {
         let path = directory.databasePath(database.name)
         if database.name != .default {
@@ -79,6 +80,7 @@ extension Agent {
         } catch {
             throw .store(error.description)
         }
+        guard checking else { return store }
         let problems: [String]
         do { problems = try store.checkIntegrity(full: true) } catch { throw .store(error.description) }
         if !problems.isEmpty {
@@ -134,7 +136,8 @@ extension Agent {
                 // A file left by a create or delete that a crash cut short is not a database yet.
                 for path in directory.databaseFilePaths(name) { unlink(path) }
                 let store = try Self.openStore(
-                    database, in: directory, creating: true, resolvingKeptConflicts: true, attachmentSizeLimit: attachmentSizeLimit)
+                    database, in: directory, creating: true, resolvingKeptConflicts: true, attachmentSizeLimit: attachmentSizeLimit,
+                    checking: false)  // a new, empty file
                 store.setDamageHandler { [weak self] damage in self?.storeFoundDamage(damage, in: name) }
                 databases[name] = store
             } catch {

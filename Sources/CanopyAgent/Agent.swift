@@ -29,6 +29,11 @@ public struct AgentOptions: Sendable {
     /// returns only once the agent's process is gone. An embedding application keeps the default,
     /// the lock let go when the agent has stopped, so it can open the node again at once.
     package var keepsLockUntilProcessExit = false
+    /// Whether each database file is checked whole (SQLite's `integrity_check`) before the agent
+    /// serves it, and a damaged one refused: `canopyd` does (Tools/canopyd/README.md, *Damage*);
+    /// an embedding `Node` does not unless asked, and runs the check when it chooses
+    /// (`Node.check`). The check reads the whole file: seconds at a million documents.
+    package var checksDatabasesOnOpen = true
 
     /// Creates options.
     public init(directory: DataDirectory, listen: HostPort? = nil, adminSocketPath: String? = nil, logger: Logger) {
@@ -126,11 +131,13 @@ public final class Agent: @unchecked Sendable {
         config = configFile.parsed.config
         if let listen = options.listen { config.listen = listen }
         store = try Self.openStore(
-            config.database(.default)!, in: directory, resolvingKeptConflicts: false, attachmentSizeLimit: config.attachmentSizeLimit)
+            config.database(.default)!, in: directory, resolvingKeptConflicts: false, attachmentSizeLimit: config.attachmentSizeLimit,
+            checking: options.checksDatabasesOnOpen)
         var open: [DatabaseName: DocumentStore] = [.default: store]
         for database in config.databases {
             open[database.name] = try Self.openStore(
-                database, in: directory, resolvingKeptConflicts: true, attachmentSizeLimit: config.attachmentSizeLimit)
+                database, in: directory, resolvingKeptConflicts: true, attachmentSizeLimit: config.attachmentSizeLimit,
+                checking: options.checksDatabasesOnOpen)
         }
         databases = DatabaseRegistry(open)
         damageFound = DamageFound(log: RateLimitedLog(logger: options.logger))

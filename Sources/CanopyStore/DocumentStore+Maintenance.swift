@@ -166,7 +166,8 @@ extension DocumentStore {
 extension DocumentStore {
     /// SQLite's `PRAGMA quick_check` (or, `full`, `integrity_check`, which also checks that every
     /// index matches its table), on a connection of its own so the store keeps writing meanwhile.
-    /// Returns the problems found, at most `problemsMax`; empty when the file is sound.
+    /// Returns the problems found, at most `problemsMax`; empty when the file is sound. A file so
+    /// damaged that SQLite stops the check is one problem, SQLite's error.
     public func checkIntegrity(full: Bool, problemsMax: Int = 100) throws(StoreError) -> [String] {
         do {
             let reader = try Database(path: db.path)
@@ -174,7 +175,9 @@ extension DocumentStore {
             let lines = try reader.query("PRAGMA \(pragma)(\(max(1, problemsMax)))") { $0.text(0) }
             return lines == ["ok"] ? [] : lines
         } catch {
-            throw StoreError.wrap(error)
+            let wrapped = StoreError.wrap(error)
+            guard wrapped.isCorruption else { throw wrapped }
+            return [wrapped.description]
         }
     }
 }

@@ -1,3 +1,4 @@
+import CSQLite
 import CanopyCore
 
 /// What is wrong with input handed to the store. Every case names the document (when there is
@@ -122,6 +123,16 @@ public enum StoreError: Error, CustomStringConvertible {
     }
 
     /// Wraps any error thrown inside the store as a `StoreError`.
+    /// True when SQLite found the file damaged (`SQLITE_CORRUPT`, `SQLITE_NOTADB`) or the store
+    /// found it inconsistent: what a check reports as a problem, not as a failure to run.
+    public var isCorruption: Bool {
+        switch self {
+        case .corrupt: true
+        case .sqlite(let error): error.code == SQLITE_CORRUPT || error.code == SQLITE_NOTADB
+        default: false
+        }
+    }
+
     static func wrap(_ error: any Error) -> StoreError {
         switch error {
         case let error as StoreError: return error

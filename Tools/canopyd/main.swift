@@ -139,6 +139,8 @@ struct Run: ParsableCommand {
             logger: Logger(label: "canopyd"), onStopped: { Glibc.exit(0) })
         // `canopyctl shutdown` returns when the lock is free: free only once this process is gone.
         options.keepsLockUntilProcessExit = true
+        // A damaged database is refused before it is served (Tools/canopyd/README.md, *Damage*).
+        options.checksDatabasesOnOpen = true
         // Before the node starts: once its admin socket answers (or systemd hears READY=1), a
         // SIGTERM must stop it. One that arrives while the node is starting stops it once started.
         let signals = SignalHandlers()
