@@ -1,6 +1,4 @@
 import Canopy
-import CanopyAgent
-import CanopyCore
 import Foundation
 import Testing
 
