@@ -78,7 +78,7 @@ final class AdminClient: @unchecked Sendable {
     /// Commands whose line is followed by bytes (`length` of them, once the agent said `upload`).
     static let uploadCommands: Set<String> = [Admin.Attach.name]
     /// Commands whose response line is followed by bytes (`length` of them).
-    static let downloadCommands: Set<String> = ["attachment"]
+    static let downloadCommands: Set<String> = [Admin.GetAttachment.name]
     /// An upload's header is at most this long; a longer line is never taken for one, so only
     /// short lines are decoded as they are read.
     private static let uploadLineBytesMax = 64 * 1024

@@ -13,13 +13,9 @@ typealias AdminReply = @Sendable (Result<[String: JSONValue], AdminFailure>) -> 
 /// (`Agent+Status`), config (`Agent+Config`), replication (`Agent+Replication`), events
 /// (`EventHub`), documents, transfer, backup and the resolver (`ResolverHub`).
 extension Agent: AdminRequestHandler {
-    /// Every command name, for `unknown_command` messages and the spec test.
-    public static let commandNames: [String] = [
-        "attach", "attachment", "backup", "bulk_docs", "changes", "check", "compact", "conflicts", "db.create", "db.delete", "db.dismiss", "db.list", "db.pending", "delete", "detach", "events", "export", "get",
-        "import", "peer.accept", "peer.add",
-        "peer.remove", "peers", "put", "reload", "resolve", "resolver.answer", "resolver.register", "share", "shutdown",
-        "stats", "status", "sync", "unshare",
-    ]
+    /// Every command name, sorted, for `unknown_command` messages and the spec test: the routes'
+    /// and the download (`attachment`, whose reply the connection streams).
+    public static var commandNames: [String] { (Array(routes.keys) + AdminClient.downloadCommands).sorted() }
 
     /// Commands that change state; each is logged (the socket admits only the agent's own uid, so
     /// the log records what was done, not who). Those that change how the node is set up or
