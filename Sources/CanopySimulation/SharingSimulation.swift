@@ -72,6 +72,9 @@ public final class SharingSimulation: @unchecked Sendable {
     private var links: [[Int: PeerLink]] = []
     /// Each node's simultaneous-connect table, as the agent keeps one.
     private var adoptions: [SimultaneousConnect.Adoption] = []
+    /// Each node's offers: databases a neighbour attached that the node does not share with it,
+    /// kept as the agent keeps them (its file outlives a crash; so do these).
+    private var pendingOffers: [PendingOffers] = []
     /// `replicators[node][peer][database]`.
     private var replicators: [[Int: [DatabaseName: PeerReplicator]]] = []
     private let directory: URL
@@ -212,6 +215,7 @@ public final class SharingSimulation: @unchecked Sendable {
     public func start() {
         links = Array(repeating: [:], count: configuration.nodes)
         adoptions = Array(repeating: SimultaneousConnect.Adoption(), count: configuration.nodes)
+        pendingOffers = Array(repeating: PendingOffers(capacity: 64), count: configuration.nodes)
         replicators = Array(repeating: [:], count: configuration.nodes)
         for node in 0..<configuration.nodes { startNode(node) }
     }
@@ -232,8 +236,7 @@ public final class SharingSimulation: @unchecked Sendable {
             peerName: ShareTable.name(of: peer), connectionID: Array(nodeIDs[node].publicKey.prefix(16)), dialer: dialer, scheduler: scheduler,
             logger: logger,
             refusal: { [weak self] database in
-                self?.counts["refusedAttach", default: 0] += 1
-                trace.record("n\(node) refuses \(database) to n\(peer)")
+                self?.refused(database, at: node, to: peer)
                 return Sharing.refusal(of: database)
             },
             onConnection: { up, reason in
@@ -258,6 +261,13 @@ public final class SharingSimulation: @unchecked Sendable {
             link.add(replicator, for: database)
             replicators[node][peer, default: [:]][database] = replicator
         }
+    }
+
+    /// `node` refused `peer`'s channel for `database`: counted, and kept as a pending offer.
+    private func refused(_ database: DatabaseName, at node: Int, to peer: Int) {
+        counts["refusedAttach", default: 0] += 1
+        let recorded = pendingOffers[node].record(ShareKey(database, ShareTable.name(of: peer)), at: scheduler.now)
+        trace.record("n\(node) refuses \(database) to n\(peer)\(recorded == .new ? ", a new offer" : "")")
     }
 
     /// A connection `from` dialled reached `to`: its link takes the listening end.
@@ -327,6 +337,7 @@ public final class SharingSimulation: @unchecked Sendable {
         var sharing = counts
         sharing["withheld"] = checker.withheld
         sharing["databases"] = shares.databases.count
+        sharing["pendingOffers"] = pendingOffers.reduce(0) { $0 + $1.listed.count }
         return SimulationReport(
             configuration: configuration, violations: violations, convergeSeconds: (quiescentAt ?? scheduler.now) - healedAt,
             messages: network.messagesSent, bytes: network.bytesSent, revisionsTransferred: network.revisionsSent,

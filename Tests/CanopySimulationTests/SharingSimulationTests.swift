@@ -57,6 +57,8 @@ struct SharingSimulationTests {
         #expect(prefixed > 0 && unshared > 0)
         let report = try SharingSimulation(Self.configuration(3)).run()
         #expect(report.sharing["refusedAttach", default: 0] > 0, "\(report.summary)")
+        // Each refused database is kept as a pending offer, once per database and neighbour.
+        #expect((1...report.sharing["refusedAttach", default: 0]).contains(report.sharing["pendingOffers", default: 0]), "\(report.summary)")
         #expect(report.sharing["withheld", default: 0] > 0, "\(report.summary)")
         // Both ends of an edge dial: the simultaneous-connect rule closes the connection that loses.
         #expect(report.sharing["simultaneousConnect", default: 0] > 0, "\(report.summary)")
