@@ -1,5 +1,6 @@
 import CanopyCore
 import CanopyStore
+import Dispatch
 
 /// A local document database an application embeds: JSON documents kept as revision trees in one
 /// SQLite file, read and written as `Codable` values, with optimistic concurrency, conflict
@@ -13,7 +14,9 @@ import CanopyStore
 ///
 /// Thread safety: every call may come from any thread or task; the store underneath serialises
 /// them (one lock, one transaction per call). The type holds only immutable references, so it is
-/// `Sendable` by construction. Calls block the caller for the duration of one SQLite transaction.
+/// `Sendable` by construction. A synchronous call blocks its caller for the duration of one SQLite
+/// transaction; in `async` code the document calls are awaited instead (`Database+Async`): they
+/// run on the database's own queue and hold no thread of Swift's cooperative pool meanwhile.
 public final class Database: Sendable {
     /// How a database is opened.
     public struct Configuration: Sendable {
@@ -41,6 +44,8 @@ public final class Database: Sendable {
     /// `PeerReplicator`, local documents, bulk imports, maintenance). Writes made through it are
     /// seen by this database and its changes feed like any other.
     public let store: DocumentStore
+    /// Where the awaited calls run (`Database+Async`): off the cooperative pool, one at a time.
+    package let queue = DispatchQueue(label: "canopy.database")
 
     /// Opens the database at `path`, creating the file if it does not exist and migrating an
     /// older schema forward. Fails with `DatabaseError.storageFailed` when the file cannot be

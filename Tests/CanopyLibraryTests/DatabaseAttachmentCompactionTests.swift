@@ -8,7 +8,7 @@ struct DatabaseAttachmentCompactionTests {
     @Test("compactAttachments removes content only once no stored revision body names it; what is still attached stays readable, and removed content can be attached again")
     func compactAttachments() async throws {
         let test = try TestDatabase()
-        let base = try test.db.save(json: .object([:]), id: "doc")
+        let base = try await test.db.save(json: .object([:]), id: "doc")
         let (kept, keptBytes) = try contentFile(test.directory, "kept.bin", count: 70_000, seed: 20)
         let (dropped, droppedBytes) = try contentFile(test.directory, "dropped.bin", count: 50_000, seed: 21)
         let second = try test.db.attach("kept", to: "doc", contentsOf: kept, contentType: "application/octet-stream", replacing: base)
@@ -32,9 +32,9 @@ struct DatabaseAttachmentCompactionTests {
         let node = try Node(directory: directory.path("node"))
         let archive = try await node.createDatabase("archive")
         let (file, bytes) = try contentFile(directory, "scan.bin", count: 60_000, seed: 30)
-        let base = try node.database.save(json: .object([:]), id: "doc")
+        let base = try await node.database.save(json: .object([:]), id: "doc")
         let attached = try node.database.attach("scan", to: "doc", contentsOf: file, contentType: "image/png", replacing: base)
-        let archivedBase = try archive.save(json: .object([:]), id: "old")
+        let archivedBase = try await archive.save(json: .object([:]), id: "old")
         let archived = try archive.attach("scan", to: "old", contentsOf: file, contentType: "image/png", replacing: archivedBase)
         try node.database.detach("scan", from: "doc", replacing: attached)
 

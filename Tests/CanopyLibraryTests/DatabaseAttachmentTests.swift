@@ -23,7 +23,7 @@ struct DatabaseAttachmentTests {
     @Test("an attached file becomes a new revision naming it; its content reads back whole, as parts and as a file")
     func attachAndRead() async throws {
         let test = try TestDatabase()
-        let first = try test.db.save(json: .object(["title": .string("photo")]), id: "doc")
+        let first = try await test.db.save(json: .object(["title": .string("photo")]), id: "doc")
         let (file, bytes) = try contentFile(test.directory, "photo.jpg", count: 3 << 20 | 12_345, seed: 1)
         let second = try test.db.attach("photo.jpg", to: "doc", contentsOf: file, contentType: "image/jpeg", replacing: first)
         #expect(second.generation == 2)
@@ -31,7 +31,7 @@ struct DatabaseAttachmentTests {
         #expect(metadata.contentType == "image/jpeg" && metadata.length == Int64(bytes.count) && metadata.revpos == 2)
         #expect(try await collect(test.db.attachmentContents("photo.jpg", of: "doc")) == bytes)
         #expect(try Data(contentsOf: test.db.attachmentFile("photo.jpg", of: "doc")) == Data(bytes))
-        #expect(try test.db.document(id: "doc")?.body.objectValue?["title"] == .string("photo"), "the body is kept")
+        #expect(try await test.db.document(id: "doc")?.body.objectValue?["title"] == .string("photo"), "the body is kept")
     }
 
     @Test("attachment metadata is part of the revision id: the same edit on two databases gives the same id, other content another")
@@ -120,7 +120,7 @@ struct DatabaseAttachmentTests {
         #expect(left.isEmpty, "\(left)")
 
         let test = try TestDatabase()
-        let base = try test.db.save(json: .object([:]), id: "doc")
+        let base = try await test.db.save(json: .object([:]), id: "doc")
         let (file, _) = try contentFile(test.directory, "f", count: 5000, seed: 9)
         try test.db.attach("f", to: "doc", contentsOf: file, contentType: "application/octet-stream", replacing: base)
         let stored = try test.db.attachmentFile("f", of: "doc").path

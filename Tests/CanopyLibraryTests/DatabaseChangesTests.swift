@@ -8,8 +8,8 @@ struct DatabaseChangesTests {
     func existingThenLiveThenCancelled() async throws {
         let database = try TestDatabase()
         let db = database.db
-        try db.save(Note(title: "a", text: ""), id: "a")
-        try db.save(Note(title: "b", text: ""), id: "b")
+        try await db.save(Note(title: "a", text: ""), id: "a")
+        try await db.save(Note(title: "b", text: ""), id: "b")
 
         let (delivered, sink) = AsyncStream<String>.makeStream()
         let reader = Task {
@@ -25,7 +25,7 @@ struct DatabaseChangesTests {
         #expect(await received.next() == "a")
         #expect(await received.next() == "b")
         // The reader is now waiting at the end of the feed (or about to): a commit wakes it.
-        try db.save(Note(title: "c", text: ""), id: "c")
+        try await db.save(Note(title: "c", text: ""), id: "c")
         #expect(await received.next() == "c")
         reader.cancel()
         #expect(try await reader.value == ["a", "b", "c"])
@@ -36,16 +36,16 @@ struct DatabaseChangesTests {
     func sinceAndCoalescing() async throws {
         let database = try TestDatabase()
         let db = database.db
-        var revision = try db.save(Note(title: "0", text: ""), id: "x")
+        var revision = try await db.save(Note(title: "0", text: ""), id: "x")
         let start = db.lastSequence
-        try db.save(Note(title: "", text: ""), id: "y")
+        try await db.save(Note(title: "", text: ""), id: "y")
 
         var feed = db.changes(since: start).makeAsyncIterator()
         #expect(try await feed.next()?.documentID == "y")
         for edit in 1...5 {
-            revision = try db.save(Note(title: "\(edit)", text: ""), id: "x", replacing: revision)
+            revision = try await db.save(Note(title: "\(edit)", text: ""), id: "x", replacing: revision)
         }
-        try db.delete(id: "y", revision: try #require(try db.document(id: "y")).revision)
+        try await db.delete(id: "y", revision: try #require(try db.document(id: "y")).revision)
         let x = try #require(try await feed.next())
         #expect(x.documentID == "x" && x.current == revision && !x.deleted)
         let y = try #require(try await feed.next())
@@ -58,7 +58,7 @@ struct DatabaseChangesTests {
         let database = try TestDatabase()
         let db = database.db
         let ids = (0..<250).map { "doc-\($0)" }
-        for id in ids { try db.save(Note(title: id, text: ""), id: id) }
+        for id in ids { try await db.save(Note(title: id, text: ""), id: id) }
         var feed = db.changes().makeAsyncIterator()
         var seen: [Change] = []
         while seen.count < ids.count, let change = try await feed.next() { seen.append(change) }

@@ -17,7 +17,7 @@ struct Todo: Codable, Equatable, Sendable {
 func replicateTodos(in directory: String) async throws -> Todo? {
     let a = try Node(directory: directory + "/a")
     let b = try Node(directory: directory + "/b")
-    try a.database.save(Todo(title: "Water the plants", done: false), id: "todo:1")
+    try await a.database.save(Todo(title: "Water the plants", done: false), id: "todo:1")
 
     // A allows B and waits for it; B allows A and dials A's listener.
     a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
@@ -26,7 +26,7 @@ func replicateTodos(in directory: String) async throws -> Todo? {
     replicator.start()
     for await state in status where state == .idle { break }   // caught up
 
-    let todo = try b.database.document(id: "todo:1", as: Todo.self)
+    let todo = try await b.database.document(id: "todo:1", as: Todo.self)
     replicator.stop()
     await b.stop()
     await a.stop()
@@ -257,11 +257,11 @@ struct DocCExamplesTests {
     @Test("Getting started: a one-shot replicator's pass completes and carries A's todo", .timeLimit(.minutes(5)))
     func onePass() async throws {
         try await NodeReplicationTests().withTwoNodes { a, b in
-            try a.database.save(Todo(title: "One pass", done: true), id: "todo:pass")
+            try await a.database.save(Todo(title: "One pass", done: true), id: "todo:pass")
             a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
             let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress, continuous: false))
             #expect(await runOnePass(replicator))
-            #expect(try b.database.document(id: "todo:pass", as: Todo.self) == Todo(title: "One pass", done: true))
+            #expect(try await b.database.document(id: "todo:pass", as: Todo.self) == Todo(title: "One pass", done: true))
             replicator.stop()
         }
     }
@@ -269,12 +269,12 @@ struct DocCExamplesTests {
     @Test("Getting started: sync pushes and pulls once", .timeLimit(.minutes(5)))
     func syncOnceBothWays() async throws {
         try await NodeReplicationTests().withTwoNodes { a, b in
-            try a.database.save(Todo(title: "From A", done: false), id: "todo:a")
-            try b.database.save(Todo(title: "From B", done: false), id: "todo:b")
+            try await a.database.save(Todo(title: "From A", done: false), id: "todo:a")
+            try await b.database.save(Todo(title: "From B", done: false), id: "todo:b")
             let outcome = try await syncOnce(b, with: a)
             #expect(outcome.rejected == 0 && outcome.refusedByPeer == 0)
-            #expect(try b.database.document(id: "todo:a", as: Todo.self)?.title == "From A")
-            #expect(try a.database.document(id: "todo:b", as: Todo.self)?.title == "From B")
+            #expect(try await b.database.document(id: "todo:a", as: Todo.self)?.title == "From A")
+            #expect(try await a.database.document(id: "todo:b", as: Todo.self)?.title == "From B")
         }
     }
 
@@ -331,9 +331,9 @@ struct DocCExamplesTests {
     @Test("Documents and conflicts: the changes feed gives each document once, at its latest change")
     func changesFeed() async throws {
         let db = try TestDatabase().db
-        let kept = try db.save(Todo(title: "Kept", done: false), id: "todo:kept")
-        let gone = try db.save(Todo(title: "Gone", done: false), id: "todo:gone")
-        try db.delete(id: "todo:gone", revision: gone)
+        let kept = try await db.save(Todo(title: "Kept", done: false), id: "todo:kept")
+        let gone = try await db.save(Todo(title: "Gone", done: false), id: "todo:gone")
+        try await db.delete(id: "todo:gone", revision: gone)
         #expect(try await firstChanges(of: db, count: 2) == ["todo:kept \(kept)", "deleted todo:gone"])
     }
 
@@ -356,7 +356,7 @@ struct DocCExamplesTests {
             let replicator = NodeReplicationTests.replicator(of: b, from: a)
             let events = replicator.documentEvents
             replicator.start()
-            let saved = try a.database.save(Todo(title: "Watched", done: false), id: "todo:watched")
+            let saved = try await a.database.save(Todo(title: "Watched", done: false), id: "todo:watched")
             #expect(await waitForPull(of: "todo:watched", in: events) == saved)
             replicator.stop()
         }
@@ -368,12 +368,12 @@ struct DocCExamplesTests {
             let replicator = NodeReplicationTests.replicator(of: b, from: a)
             replicator.start()
             let (published, received) = try await publishNotes(from: a, to: b)
-            try published.save(Todo(title: "Private", done: false), id: "private/1")
-            try published.save(Todo(title: "Public", done: false), id: "public/1")
+            try await published.save(Todo(title: "Private", done: false), id: "private/1")
+            try await published.save(Todo(title: "Public", done: false), id: "public/1")
             for try await change in received.changes(since: 0) where change.documentID == "public/1" { break }
             _ = try await replicator.sync()
-            #expect(try received.document(id: "public/1", as: Todo.self)?.title == "Public")
-            #expect(try received.document(id: "private/1") == nil)
+            #expect(try await received.document(id: "public/1", as: Todo.self)?.title == "Public")
+            #expect(try await received.document(id: "private/1") == nil)
             replicator.stop()
         }
     }
@@ -381,7 +381,7 @@ struct DocCExamplesTests {
     @Test("Replication: a node refused as pending is accepted, and then replicates", .timeLimit(.minutes(5)))
     func pendingPeerAccepted() async throws {
         try await NodeReplicationTests().withTwoNodes { a, b in
-            try a.database.save(Todo(title: "Behind the door", done: false), id: "todo:door")
+            try await a.database.save(Todo(title: "Behind the door", done: false), id: "todo:door")
             let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress))
             var states = replicator.status.makeAsyncIterator()
             replicator.start()
@@ -392,7 +392,7 @@ struct DocCExamplesTests {
             }
             #expect(try await acceptPendingPeers(of: a) == [b.nodeID])
             _ = try await replicator.sync()
-            #expect(try b.database.document(id: "todo:door", as: Todo.self)?.title == "Behind the door")
+            #expect(try await b.database.document(id: "todo:door", as: Todo.self)?.title == "Behind the door")
             replicator.stop()
         }
     }
@@ -430,15 +430,15 @@ struct DocCExamplesTests {
         let node = try Node(directory: directory.path("node"))
         let peer = try Node(directory: directory.path("peer"))
         peer.replicator(ReplicatorConfiguration(peer: node.nodeID, direction: .push)).start()
-        let base = try peer.database.save(json: .object(["theme": .string("light")]), id: "settings")
-        try peer.database.save(json: .object(["n": .int(1)]), id: "other")
+        let base = try await peer.database.save(json: .object(["theme": .string("light")]), id: "settings")
+        try await peer.database.save(json: .object(["n": .int(1)]), id: "other")
         try await pullPreferringMine(into: node, from: peer)
-        #expect(try node.database.document(id: "settings")?.revision == base)
-        #expect(try node.database.document(id: "other") == nil)
-        try node.database.save(json: .object(["theme": .string("dark")]), id: "settings", replacing: base)
-        try peer.database.save(json: .object(["theme": .string("sepia")]), id: "settings", replacing: base)
+        #expect(try await node.database.document(id: "settings")?.revision == base)
+        #expect(try await node.database.document(id: "other") == nil)
+        try await node.database.save(json: .object(["theme": .string("dark")]), id: "settings", replacing: base)
+        try await peer.database.save(json: .object(["theme": .string("sepia")]), id: "settings", replacing: base)
         try await pullPreferringMine(into: node, from: peer)
-        #expect(try node.database.document(id: "settings")?.body == .object(["theme": .string("dark")]))
+        #expect(try await node.database.document(id: "settings")?.body == .object(["theme": .string("dark")]))
         #expect(try node.database.conflictedDocumentIDs().isEmpty)
         await peer.stop()
         await node.stop()

@@ -12,10 +12,10 @@ struct Note: Codable, Equatable, Sendable {
 
 func keepNotes(at path: String) async throws {
     let db = try Database(path: path)                       // one SQLite file, created if missing
-    let first = try db.save(Note(title: "Groceries", text: "milk"), id: "note:1")
-    try db.save(Note(title: "Groceries", text: "milk, eggs"), id: "note:1", replacing: first)
+    let first = try await db.save(Note(title: "Groceries", text: "milk"), id: "note:1")
+    try await db.save(Note(title: "Groceries", text: "milk, eggs"), id: "note:1", replacing: first)
     do {
-        try db.save(Note(title: "Shopping", text: "milk"), id: "note:1", replacing: first)
+        try await db.save(Note(title: "Shopping", text: "milk"), id: "note:1", replacing: first)
     } catch {                                               // stale: `first` is no longer the current revision
         print(error)    // conflict saving "note:1": the save was based on revision 1-… but the current revision is 2-…
     }
@@ -23,7 +23,7 @@ func keepNotes(at path: String) async throws {
     try db.save(Note(title: "Shopping", text: "milk"), id: "note:1", replacing: first) { mine, theirs in
         Note(title: mine.title, text: theirs?.text ?? mine.text)
     }
-    let note = try db.document(id: "note:1", as: Note.self)   // Shopping: milk, eggs
+    let note = try await db.document(id: "note:1", as: Note.self)   // Shopping: milk, eggs
     print(note?.title ?? "deleted", note?.text ?? "")
     for try await change in db.changes(since: 0) {          // every document, then live changes
         print(change.documentID, change.current)
@@ -62,6 +62,6 @@ struct EmbeddingExampleTests {
         let directory = TemporaryDirectory()
         try await keepNotes(at: directory.path("notes.sqlite"))
         let db = try Database(path: directory.path("notes.sqlite"))
-        #expect(try db.document(id: "note:1", as: Note.self) == Note(title: "Shopping", text: "milk, eggs"))
+        #expect(try await db.document(id: "note:1", as: Note.self) == Note(title: "Shopping", text: "milk, eggs"))
     }
 }

@@ -12,7 +12,7 @@ struct NodeCheckTests {
         let path = directory.path("node")
         let node = try Node(directory: path)
         for index in 0..<200 {
-            _ = try node.database.save(json: .object(["text": .string(String(repeating: "x", count: 1000))]), id: "doc-\(index)")
+            _ = try await node.database.save(json: .object(["text": .string(String(repeating: "x", count: 1000))]), id: "doc-\(index)")
         }
         let sound = try await node.check()
         #expect(sound.sound && sound.documents == 200 && sound.problems.isEmpty, "\(sound)")

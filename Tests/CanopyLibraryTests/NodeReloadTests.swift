@@ -26,7 +26,7 @@ struct NodeReloadTests {
         #expect(try await client.conflictedDocumentIDs().isEmpty, "the reload's scan settled both with the app's resolver")
         try makeConflict(node.database, "later", base: .object(["v": .int(0)]), local: .object(["v": .int(1)]), remote: .object(["v": .int(2)]))
         for id in ["before", "after", "later"] {
-            #expect(try node.database.document(id: id)?.body == merged, "\(id)")
+            #expect(try await node.database.document(id: id)?.body == merged, "\(id)")
         }
         await node.stop()
     }

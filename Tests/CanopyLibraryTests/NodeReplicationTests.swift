@@ -8,7 +8,7 @@ import Testing
 func replicateNotes(in directory: String) async throws -> Note? {
     let a = try Node(directory: directory + "/a")           // created if missing; a free port
     let b = try Node(directory: directory + "/b")
-    try a.database.save(Note(title: "Groceries", text: "milk"), id: "note:1")
+    try await a.database.save(Note(title: "Groceries", text: "milk"), id: "note:1")
     // Each node allows the other; B dials A over encrypted TCP.
     a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
     let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress))
@@ -17,7 +17,7 @@ func replicateNotes(in directory: String) async throws -> Note? {
     for await state in status {                             // stopped, connecting, busy(…), idle
         if state == .idle { break }
     }
-    let note = try b.database.document(id: "note:1", as: Note.self)   // Groceries: milk
+    let note = try await b.database.document(id: "note:1", as: Note.self)   // Groceries: milk
     replicator.stop()
     await b.stop()
     await a.stop()
@@ -76,7 +76,7 @@ struct NodeReplicationTests {
     @Test("a continuous replicator's status goes from connecting to idle, and stop sends stopped and ends the stream")
     func statusStream() async throws {
         try await withTwoNodes { a, b in
-            try a.database.save(Note(title: "Status", text: "watched"), id: "note:status")
+            try await a.database.save(Note(title: "Status", text: "watched"), id: "note:status")
             a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
             let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress))
             var states = replicator.status.makeAsyncIterator()
@@ -85,7 +85,7 @@ struct NodeReplicationTests {
             #expect(seen.first == .stopped)
             let connecting = try #require(seen.firstIndex(of: .connecting), "never connecting: \(seen)")
             #expect(connecting < seen.count - 1 && seen.last == .idle, "\(seen)")
-            #expect(try b.database.document(id: "note:status", as: Note.self) == Note(title: "Status", text: "watched"))
+            #expect(try await b.database.document(id: "note:status", as: Note.self) == Note(title: "Status", text: "watched"))
 
             replicator.stop()
             var after: [Replicator.Status] = []
@@ -97,8 +97,8 @@ struct NodeReplicationTests {
     @Test("a one-shot replicator's sync pushes and pulls: a document written on each node arrives on the other")
     func oneShotSync() async throws {
         try await withTwoNodes { a, b in
-            try a.database.save(Note(title: "From A", text: "pulled by B"), id: "note:a")
-            try b.database.save(Note(title: "From B", text: "pushed by B"), id: "note:b")
+            try await a.database.save(Note(title: "From A", text: "pulled by B"), id: "note:a")
+            try await b.database.save(Note(title: "From B", text: "pushed by B"), id: "note:b")
             a.replicator(ReplicatorConfiguration(peer: b.nodeID, continuous: false)).start()
             let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress, continuous: false))
             var states = replicator.status.makeAsyncIterator()
@@ -107,8 +107,8 @@ struct NodeReplicationTests {
             // peer starts may already have carried both documents, so it can be 0.
             let outcome = try await replicator.sync()
             #expect(outcome.rejected == 0 && outcome.refusedByPeer == 0)
-            #expect(try b.database.document(id: "note:a", as: Note.self) == Note(title: "From A", text: "pulled by B"))
-            #expect(try a.database.document(id: "note:b", as: Note.self) == Note(title: "From B", text: "pushed by B"))
+            #expect(try await b.database.document(id: "note:a", as: Note.self) == Note(title: "From A", text: "pulled by B"))
+            #expect(try await a.database.document(id: "note:b", as: Note.self) == Note(title: "From B", text: "pushed by B"))
             // The pass's end is in the stream before `sync` returns.
             let seen = await Self.states(&states, until: .completed)
             #expect(seen.contains(.connecting) && seen.last == .completed, "\(seen)")
@@ -119,14 +119,14 @@ struct NodeReplicationTests {
     @Test("a one-shot sync against a peer that replicates continuously pushes, pulls and completes", arguments: 0..<3)
     func oneShotAgainstContinuous(round: Int) async throws {
         try await withTwoNodes { a, b in
-            try a.database.save(Note(title: "From A", text: "round \(round)"), id: "note:a")
-            try b.database.save(Note(title: "From B", text: "round \(round)"), id: "note:b")
+            try await a.database.save(Note(title: "From A", text: "round \(round)"), id: "note:a")
+            try await b.database.save(Note(title: "From B", text: "round \(round)"), id: "note:b")
             a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
             let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress, continuous: false))
             let outcome = try await replicator.sync()
             #expect(outcome.rejected == 0 && outcome.refusedByPeer == 0)
-            #expect(try b.database.document(id: "note:a", as: Note.self) == Note(title: "From A", text: "round \(round)"))
-            #expect(try a.database.document(id: "note:b", as: Note.self) == Note(title: "From B", text: "round \(round)"))
+            #expect(try await b.database.document(id: "note:a", as: Note.self) == Note(title: "From A", text: "round \(round)"))
+            #expect(try await a.database.document(id: "note:b", as: Note.self) == Note(title: "From B", text: "round \(round)"))
             replicator.stop()
         }
     }
@@ -143,20 +143,20 @@ struct NodeReplicationTests {
             replicator.start()
             try await a.share("notes", with: b.nodeID, access: .read)          // b may read a's notes
             try await b.share("notes", with: a.nodeID, access: .readWrite)
-            try notesA.save(Note(title: "Shared", text: "from a"), id: "note:a")
-            try notesB.save(Note(title: "Kept", text: "from b"), id: "note:b")
-            try a.database.save(Note(title: "Default", text: "too"), id: "note:default")
+            try await notesA.save(Note(title: "Shared", text: "from a"), id: "note:a")
+            try await notesB.save(Note(title: "Kept", text: "from b"), id: "note:b")
+            try await a.database.save(Note(title: "Default", text: "too"), id: "note:default")
             var arrived = false
             for try await change in notesB.changes(since: 0) where change.documentID == "note:a" {
                 arrived = true
                 break
             }
             #expect(arrived)
-            #expect(try notesB.document(id: "note:a", as: Note.self) == Note(title: "Shared", text: "from a"))
+            #expect(try await notesB.document(id: "note:a", as: Note.self) == Note(title: "Shared", text: "from a"))
             let outcome = try await replicator.sync()
             #expect(outcome.rejected == 0)
-            #expect(try notesA.document(id: "note:b", as: Note.self) == nil, "a lets b only read its notes")
-            #expect(try b.database.document(id: "note:a", as: Note.self) == nil, "notes stay in notes")
+            #expect(try await notesA.document(id: "note:b", as: Note.self) == nil, "a lets b only read its notes")
+            #expect(try await b.database.document(id: "note:a", as: Note.self) == nil, "notes stay in notes")
             try await a.unshare("notes", with: b.nodeID)
             try await a.deleteDatabase("notes")
             #expect(throws: NodeError.self) { try a.database(named: "notes") }
@@ -168,19 +168,19 @@ struct NodeReplicationTests {
     func stopFreesTheDirectory() async throws {
         let directory = TemporaryDirectory()
         let first = try Node(directory: directory.path("n"))
-        try first.database.save(Note(title: "Kept", text: "across"), id: "note:kept")
+        try await first.database.save(Note(title: "Kept", text: "across"), id: "note:kept")
         #expect(throws: NodeError.self) { try Node(directory: directory.path("n")) }
         await first.stop()
         let second = try Node(directory: directory.path("n"))
         #expect(second.nodeID == first.nodeID)
-        #expect(try second.database.document(id: "note:kept", as: Note.self) == Note(title: "Kept", text: "across"))
+        #expect(try await second.database.document(id: "note:kept", as: Note.self) == Note(title: "Kept", text: "across"))
         await second.stop()
     }
 
     @Test("a node that dials without being allowed is listed as pending until the application allows it; then it replicates, and disallowing it takes it off the allow-list")
     func pendingPeerAllowed() async throws {
         try await withTwoNodes { a, b in
-            try a.database.save(Note(title: "Behind the door", text: "a"), id: "note:a")
+            try await a.database.save(Note(title: "Behind the door", text: "a"), id: "note:a")
             let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress))
             replicator.start()
             // No event tells the library of a refused node: its list is polled, bounded.
@@ -195,7 +195,7 @@ struct NodeReplicationTests {
             #expect(try await a.allowedPeers() == [b.nodeID])
             #expect(try await a.pendingPeers().isEmpty, "allowing a pending peer accepts it")
             _ = try await replicator.sync()
-            #expect(try b.database.document(id: "note:a", as: Note.self) == Note(title: "Behind the door", text: "a"))
+            #expect(try await b.database.document(id: "note:a", as: Note.self) == Note(title: "Behind the door", text: "a"))
             try await a.disallow(b.nodeID)
             #expect(try await a.allowedPeers().isEmpty)
             replicator.stop()

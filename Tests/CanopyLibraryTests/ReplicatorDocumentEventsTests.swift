@@ -36,11 +36,11 @@ extension NodeReplicationTests {
             let replicator = Self.replicator(of: b, from: a)
             var documents = replicator.documentEvents.makeAsyncIterator()
             replicator.start()
-            let saved = try a.database.save(Note(title: "Events", text: "pulled by B"), id: "note:events")
+            let saved = try await a.database.save(Note(title: "Events", text: "pulled by B"), id: "note:events")
             let seen = await Self.documents(&documents) { $0.documentID == "note:events" }
             #expect(seen.last == ReplicatedDocument(event: .pulled, documentID: "note:events", database: "default", revision: saved))
 
-            let deleted = try a.database.delete(id: "note:events", revision: saved)
+            let deleted = try await a.database.delete(id: "note:events", revision: saved)
             let after = await Self.documents(&documents) { $0.documentID == "note:events" }
             #expect(after.last == ReplicatedDocument(event: .pulled, documentID: "note:events", revision: deleted, deleted: true))
             replicator.stop()
@@ -54,16 +54,16 @@ extension NodeReplicationTests {
             let replicator = Self.replicator(of: b, from: a, pullOnly: true)
             var documents = replicator.documentEvents.makeAsyncIterator()
             replicator.start()
-            let base = try a.database.save(Note(title: "Plan", text: "base"), id: "note:plan")
+            let base = try await a.database.save(Note(title: "Plan", text: "base"), id: "note:plan")
             let pulled = await Self.documents(&documents) { $0.documentID == "note:plan" }
             #expect(pulled.last?.event == .pulled && pulled.last?.revision == base, "\(pulled)")
 
-            try b.database.save(Note(title: "Plan", text: "edited on B"), id: "note:plan", replacing: base)
-            try a.database.save(Note(title: "Plan", text: "edited on A"), id: "note:plan", replacing: base)
+            try await b.database.save(Note(title: "Plan", text: "edited on B"), id: "note:plan", replacing: base)
+            try await a.database.save(Note(title: "Plan", text: "edited on A"), id: "note:plan", replacing: base)
             let detected = await Self.documents(&documents) { $0.documentID == "note:plan" && $0.event != .pulled }
             #expect(detected.last?.event == .conflictDetected, "\(detected)")
             let settled = await Self.documents(&documents) { $0.documentID == "note:plan" }
-            let current = try #require(try b.database.document(id: "note:plan"))
+            let current = try #require(try await b.database.document(id: "note:plan"))
             #expect(settled.last?.event == .conflictResolved && settled.last?.revision == current.revision, "\(settled)")
             #expect(try b.database.conflictedDocumentIDs().isEmpty)
             replicator.stop()
@@ -73,7 +73,7 @@ extension NodeReplicationTests {
     @Test("stopping a replicator ends its document event streams, whether taken before or after start, or never started", .timeLimit(.minutes(5)))
     func stopEndsDocumentEvents() async throws {
         try await withTwoNodes { a, b in
-            try a.database.save(Note(title: "Stop", text: "pulled before stop"), id: "note:stop")
+            try await a.database.save(Note(title: "Stop", text: "pulled before stop"), id: "note:stop")
             let replicator = Self.replicator(of: b, from: a)
             var before = replicator.documentEvents.makeAsyncIterator()
             replicator.start()

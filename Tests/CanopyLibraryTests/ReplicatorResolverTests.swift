@@ -13,9 +13,9 @@ extension NodeReplicationTests {
         _ a: Node, _ b: Node, id: String, base: JSONValue, local: JSONValue, remote: JSONValue
     ) async throws -> (local: RevisionID, remote: RevisionID) {
         a.replicator(ReplicatorConfiguration(peer: b.nodeID, direction: .push)).start()
-        let first = try a.database.save(json: base, id: id)
-        #expect(try b.database.save(json: base, id: id) == first)
-        return (try b.database.save(json: local, id: id, replacing: first), try a.database.save(json: remote, id: id, replacing: first))
+        let first = try await a.database.save(json: base, id: id)
+        #expect(try await b.database.save(json: base, id: id) == first)
+        return await (try b.database.save(json: local, id: id, replacing: first), try a.database.save(json: remote, id: id, replacing: first))
     }
 
     /// B's one-shot pull from A, settling conflicts with `policy`.
@@ -69,7 +69,7 @@ extension NodeReplicationTests {
                 let seen = await Self.documents(&documents) { $0.event == .conflictResolved }
                 #expect(seen.last?.documentID == "tv", "\(name): \(seen)")
                 #expect(try b.database.conflictedDocumentIDs().isEmpty, "\(name)")
-                #expect(try b.database.document(id: "tv")?.body == expected(local, remote), "\(name)")
+                #expect(try await b.database.document(id: "tv")?.body == expected(local, remote), "\(name)")
                 replicator.stop()
             }
         }
@@ -82,10 +82,10 @@ extension NodeReplicationTests {
             let ids = (0..<20).map { "tv-\($0)" }
             a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
             for id in ids {
-                let first = try a.database.save(json: tv.base, id: id)
-                #expect(try b.database.save(json: tv.base, id: id) == first)
-                try b.database.save(json: tv.local, id: id, replacing: first)
-                try a.database.save(json: tv.remote, id: id, replacing: first)
+                let first = try await a.database.save(json: tv.base, id: id)
+                #expect(try await b.database.save(json: tv.base, id: id) == first)
+                try await b.database.save(json: tv.local, id: id, replacing: first)
+                try await a.database.save(json: tv.remote, id: id, replacing: first)
             }
             let asked = Mutex(0)
             let resolver = ClosureResolver { conflict in
@@ -97,9 +97,9 @@ extension NodeReplicationTests {
             try await replicator.sync()
             let merged: JSONValue = .object(["name": .string("TV"), "size": .int(55), "widescreen": .bool(true), "hdmi inputs": .int(4)])
             #expect(asked.withLock { $0 } == ids.count, "round \(round): B's resolver decides every conflict of its sync")
-            for id in ids { #expect(try b.database.document(id: id)?.body == merged, "round \(round): \(id) on B") }
+            for id in ids { #expect(try await b.database.document(id: id)?.body == merged, "round \(round): \(id) on B") }
             try await replicator.sync()
-            for id in ids { #expect(try a.database.document(id: id)?.body == merged, "round \(round): \(id) on A") }
+            for id in ids { #expect(try await a.database.document(id: id)?.body == merged, "round \(round): \(id) on A") }
             #expect(try a.database.conflictedDocumentIDs().isEmpty && b.database.conflictedDocumentIDs().isEmpty)
             replicator.stop()
         }
@@ -110,17 +110,17 @@ extension NodeReplicationTests {
         try await withTwoNodes { a, b in
             let (_, remote) = try await Self.divergedEdits(
                 a, b, id: "deleted-there", base: .object(["v": .int(0)]), local: .object(["v": .int(1)]), remote: .object(["v": .int(2)]))
-            try a.database.delete(id: "deleted-there", revision: remote)
+            try await a.database.delete(id: "deleted-there", revision: remote)
             try await Self.pull(into: b, from: a, resolving: nil).sync()
-            #expect(try b.database.document(id: "deleted-there") == nil, "the deletion on A wins over B's edit")
+            #expect(try await b.database.document(id: "deleted-there") == nil, "the deletion on A wins over B's edit")
         }
         try await withTwoNodes { a, b in
             let (local, remote) = try await Self.divergedEdits(
                 a, b, id: "edited-twice", base: .object(["v": .int(0)]), local: .object(["v": .int(1)]), remote: .object(["v": .int(2)]))
-            try b.database.save(json: .object(["v": .int(3)]), id: "edited-twice", replacing: local)
+            try await b.database.save(json: .object(["v": .int(3)]), id: "edited-twice", replacing: local)
             _ = remote
             try await Self.pull(into: b, from: a, resolving: nil).sync()
-            #expect(try b.database.document(id: "edited-twice")?.body == .object(["v": .int(3)]), "B's two edits beat A's one")
+            #expect(try await b.database.document(id: "edited-twice")?.body == .object(["v": .int(3)]), "B's two edits beat A's one")
             #expect(try b.database.conflictedDocumentIDs().isEmpty)
         }
     }
@@ -153,7 +153,7 @@ extension NodeReplicationTests {
             let settled = await Self.documents(&again) { $0.event == .conflictResolved }
             #expect(settled.last?.documentID == "tv", "\(settled)")
             #expect(try b.database.conflictedDocumentIDs().isEmpty)
-            #expect(try b.database.document(id: "tv")?.body == tv.local)
+            #expect(try await b.database.document(id: "tv")?.body == tv.local)
             replicator.stop()
         }
     }
@@ -165,12 +165,12 @@ extension NodeReplicationTests {
             a.replicator(ReplicatorConfiguration(peer: b.nodeID, direction: .push)).start()
             var firsts: [RevisionID] = []
             for index in 0..<count {
-                firsts.append(try a.database.save(json: .object(["n": .int(Int64(index))]), id: "doc-\(index)"))
-                try b.database.save(json: .object(["n": .int(Int64(index))]), id: "doc-\(index)")
+                await firsts.append(try a.database.save(json: .object(["n": .int(Int64(index))]), id: "doc-\(index)"))
+                try await b.database.save(json: .object(["n": .int(Int64(index))]), id: "doc-\(index)")
             }
             for index in 0..<count {
-                try a.database.save(json: .object(["n": .int(Int64(index)), "by": .string("a")]), id: "doc-\(index)", replacing: firsts[index])
-                try b.database.save(json: .object(["n": .int(Int64(index)), "by": .string("b")]), id: "doc-\(index)", replacing: firsts[index])
+                try await a.database.save(json: .object(["n": .int(Int64(index)), "by": .string("a")]), id: "doc-\(index)", replacing: firsts[index])
+                try await b.database.save(json: .object(["n": .int(Int64(index)), "by": .string("b")]), id: "doc-\(index)", replacing: firsts[index])
             }
             b.database.conflictResolution = .manual   // a conflict the replicator left would stay
             let replicator = b.replicator(ReplicatorConfiguration(
@@ -184,7 +184,7 @@ extension NodeReplicationTests {
             let reopened = try Node(directory: b.directory)
             #expect(try reopened.database.conflictedDocumentIDs().isEmpty)
             var settled = 0
-            for index in 0..<count where try reopened.database.document(id: "doc-\(index)")?.body.objectValue?["by"] == .string("b") {
+            for index in 0..<count where try await reopened.database.document(id: "doc-\(index)")?.body.objectValue?["by"] == .string("b") {
                 settled += 1
             }
             #expect(settled == count, "every document keeps B's edit")
@@ -195,18 +195,18 @@ extension NodeReplicationTests {
     @Test("documentIDs limits a replicator to those documents, both ways; an empty or oversized list fails the replicator with the reason", .timeLimit(.minutes(5)))
     func documentIDsFilter() async throws {
         try await withTwoNodes { a, b in
-            try a.database.save(json: .object(["n": .int(1)]), id: "wanted")
-            try a.database.save(json: .object(["n": .int(2)]), id: "unwanted")
-            try b.database.save(json: .object(["n": .int(3)]), id: "mine")
-            try b.database.save(json: .object(["n": .int(4)]), id: "wanted-too")
+            try await a.database.save(json: .object(["n": .int(1)]), id: "wanted")
+            try await a.database.save(json: .object(["n": .int(2)]), id: "unwanted")
+            try await b.database.save(json: .object(["n": .int(3)]), id: "mine")
+            try await b.database.save(json: .object(["n": .int(4)]), id: "wanted-too")
             a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
             let replicator = b.replicator(ReplicatorConfiguration(
                 peer: a.nodeID, address: a.listenAddress, continuous: false, documentIDs: ["wanted", "wanted-too"]))
             try await replicator.sync()
-            #expect(try b.database.document(id: "wanted") != nil)
-            #expect(try b.database.document(id: "unwanted") == nil)
-            #expect(try a.database.document(id: "wanted-too") != nil)
-            #expect(try a.database.document(id: "mine") == nil)
+            #expect(try await b.database.document(id: "wanted") != nil)
+            #expect(try await b.database.document(id: "unwanted") == nil)
+            #expect(try await a.database.document(id: "wanted-too") != nil)
+            #expect(try await a.database.document(id: "mine") == nil)
             replicator.stop()
 
             for ids in [[String](), [String(repeating: "x", count: 1025)]] {
@@ -246,15 +246,15 @@ extension NodeReplicationTests {
         toA.start()
         toC.start()
         for index in 0..<200 {
-            try a.database.save(json: .object(["from": .string("a"), "n": .int(Int64(index))]), id: "a-\(index)")
-            try b.database.save(json: .object(["from": .string("b"), "n": .int(Int64(index))]), id: "b-\(index)")
-            try c.database.save(json: .object(["from": .string("c"), "n": .int(Int64(index))]), id: "c-\(index)")
+            try await a.database.save(json: .object(["from": .string("a"), "n": .int(Int64(index))]), id: "a-\(index)")
+            try await b.database.save(json: .object(["from": .string("b"), "n": .int(Int64(index))]), id: "b-\(index)")
+            try await c.database.save(json: .object(["from": .string("c"), "n": .int(Int64(index))]), id: "c-\(index)")
         }
         let every = Set(["a", "b", "c"].flatMap { node in (0..<200).map { "\(node)-\($0)" } })
         try await Self.waitForDocuments(every, in: a.database)
         try await Self.waitForDocuments(every, in: b.database)
         try await Self.waitForDocuments(every, in: c.database)
-        #expect(try c.database.document(id: "a-199")?.body == .object(["from": .string("a"), "n": .int(199)]), "A's documents reach C through B")
+        #expect(try await c.database.document(id: "a-199")?.body == .object(["from": .string("a"), "n": .int(199)]), "A's documents reach C through B")
         toA.stop()
         toC.stop()
         await c.stop()

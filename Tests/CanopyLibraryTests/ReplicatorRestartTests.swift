@@ -11,11 +11,11 @@ extension NodeReplicationTests {
             a.replicator(ReplicatorConfiguration(peer: b.nodeID, direction: .push)).start()
             var revision: RevisionID?
             for round in 0..<12 {
-                revision = try a.database.save(json: .object(["round": .int(Int64(round))]), id: "counter", replacing: revision)
+                revision = try await a.database.save(json: .object(["round": .int(Int64(round))]), id: "counter", replacing: revision)
                 let once = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress, direction: .pull, continuous: false))
                 let outcome = try await once.sync()
                 once.stop()
-                #expect(try b.database.document(id: "counter")?.revision == revision, "round \(round): \(outcome)")
+                #expect(try await b.database.document(id: "counter")?.revision == revision, "round \(round): \(outcome)")
             }
         }
     }
@@ -26,20 +26,20 @@ extension NodeReplicationTests {
             a.replicator(ReplicatorConfiguration(peer: b.nodeID, direction: .push)).start()
             for round in 0..<6 {
                 let id = "doc-\(round)"
-                let first = try a.database.save(json: .object(["round": .int(Int64(round))]), id: id)
+                let first = try await a.database.save(json: .object(["round": .int(Int64(round))]), id: id)
                 let once = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress, direction: .pull, continuous: false))
                 try await once.sync()
                 once.stop()
                 let mine: JSONValue = .object(["round": .int(Int64(round)), "by": .string("b")])
-                let local = try b.database.save(json: mine, id: id, replacing: first)
-                try a.database.save(json: .object(["round": .int(Int64(round)), "by": .string("a")]), id: id, replacing: first)
+                let local = try await b.database.save(json: mine, id: id, replacing: first)
+                try await a.database.save(json: .object(["round": .int(Int64(round)), "by": .string("a")]), id: id, replacing: first)
                 let replicator = Self.pull(into: b, from: a, resolving: .custom(ClosureResolver { _ in .keep(local) }))
                 var documents = replicator.documentEvents.makeAsyncIterator()
                 try await replicator.sync()
                 let seen = await Self.documents(&documents) { $0.event == .conflictResolved }
                 replicator.stop()
                 #expect(seen.last?.documentID == id, "round \(round): \(seen)")
-                #expect(try b.database.document(id: id)?.body == mine, "round \(round)")
+                #expect(try await b.database.document(id: id)?.body == mine, "round \(round)")
                 #expect(try b.database.conflictedDocumentIDs().isEmpty, "round \(round)")
             }
         }

@@ -22,11 +22,11 @@ struct ReplicatorSyncTests {
             a.replicator(ReplicatorConfiguration(peer: b.nodeID, continuous: false)).start()
             let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress, continuous: false))
             try await replicator.sync()
-            try a.database.save(Note(title: "A", text: "round \(round)"), id: "note:a")
-            try b.database.save(Note(title: "B", text: "round \(round)"), id: "note:b")
+            try await a.database.save(Note(title: "A", text: "round \(round)"), id: "note:a")
+            try await b.database.save(Note(title: "B", text: "round \(round)"), id: "note:b")
             let outcome = try await replicator.sync()
-            #expect(try b.database.document(id: "note:a", as: Note.self) == Note(title: "A", text: "round \(round)"))
-            #expect(try a.database.document(id: "note:b", as: Note.self) == Note(title: "B", text: "round \(round)"))
+            #expect(try await b.database.document(id: "note:a", as: Note.self) == Note(title: "A", text: "round \(round)"))
+            #expect(try await a.database.document(id: "note:b", as: Note.self) == Note(title: "B", text: "round \(round)"))
             #expect(outcome.received == 1 && outcome.sent == 1, "\(outcome)")
             replicator.stop()
         }
@@ -39,10 +39,10 @@ struct ReplicatorSyncTests {
             let replicator = b.replicator(ReplicatorConfiguration(
                 peer: a.nodeID, address: a.listenAddress, direction: .push, continuous: false))
             try await replicator.sync()
-            try b.database.save(Note(title: "B", text: "pushed"), id: "note:b")
+            try await b.database.save(Note(title: "B", text: "pushed"), id: "note:b")
             let outcome = try await replicator.sync()
             #expect(outcome.sent == 1 && outcome.received == 0 && outcome.completed >= 1, "\(outcome)")
-            #expect(try a.database.document(id: "note:b", as: Note.self) == Note(title: "B", text: "pushed"))
+            #expect(try await a.database.document(id: "note:b", as: Note.self) == Note(title: "B", text: "pushed"))
             replicator.stop()
         }
     }
@@ -69,10 +69,10 @@ struct ReplicatorSyncTests {
             }
             #expect((error as? ReplicatorError)?.code == "cancelled", "\(error)")
             // Allowed afterwards, the same replicator replicates: the cancelled wait left nothing behind.
-            try a.database.save(Note(title: "A", text: "after"), id: "note:a")
+            try await a.database.save(Note(title: "A", text: "after"), id: "note:a")
             try await a.allow(b.nodeID)
             try await replicator.sync()
-            #expect(try b.database.document(id: "note:a", as: Note.self) == Note(title: "A", text: "after"))
+            #expect(try await b.database.document(id: "note:a", as: Note.self) == Note(title: "A", text: "after"))
             #expect(replicator.lastError == nil, "\(String(describing: replicator.lastError))")
             replicator.stop()
         }
@@ -87,10 +87,10 @@ struct ReplicatorSyncTests {
             let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress))
             replicator.start()
             try await b.share("notes", with: a.nodeID, access: .readWrite)
-            try a.database.save(Note(title: "A", text: "default"), id: "note:a")
+            try await a.database.save(Note(title: "A", text: "default"), id: "note:a")
             let outcome = try await replicator.sync()
             #expect(outcome.notSharedByPeer == ["notes"], "\(outcome)")
-            #expect(try b.database.document(id: "note:a", as: Note.self) == Note(title: "A", text: "default"))
+            #expect(try await b.database.document(id: "note:a", as: Note.self) == Note(title: "A", text: "default"))
             try await a.share("notes", with: b.nodeID, access: .read)
             let oneWay = try await replicator.sync()
             #expect(oneWay.notSharedByPeer.isEmpty && oneWay.peerTakesPart == ["notes": "nothing"], "\(oneWay)")

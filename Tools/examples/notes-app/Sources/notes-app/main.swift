@@ -8,7 +8,7 @@ struct Note: Codable, Sendable {
 let directory = CommandLine.arguments.dropFirst().first ?? "notes-app-data"
 let a = try Node(directory: directory + "/a")
 let b = try Node(directory: directory + "/b")
-try a.database.save(Note(title: "Hello from A"), id: "note:1")
+try await a.database.save(Note(title: "Hello from A"), id: "note:1")
 a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
 let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress))
 let status = replicator.status
@@ -17,7 +17,7 @@ for await state in status {
     print("replicator:", state)
     if state == .idle { break }
 }
-print(try b.database.document(id: "note:1", as: Note.self)?.title ?? "missing")
+print(try await b.database.document(id: "note:1", as: Note.self)?.title ?? "missing")
 replicator.stop()
 await b.stop()
 await a.stop()
