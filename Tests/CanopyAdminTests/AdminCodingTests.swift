@@ -37,6 +37,13 @@ struct AdminCodingTests {
         }
     }
 
+    @Test("the byte-wise conversion of ASCII names agrees with the conversion by characters")
+    func snakeCaseFastPath() {
+        let keys = ["doc", "nodeID", "lastPushedSeq", "URLPath", "revisionsAdded", "already_snake", "a_B", "x1Y", "ABC", "peerTakes", "ÉtatX", "naïveKey"]
+        for key in keys { #expect(AdminKeys.snakeCase(key) == AdminKeys.snakeCaseCharacters(key), "\(key)") }
+        #expect(AdminKeys.snakeCase("lastPushedSeq") == "last_pushed_seq" && AdminKeys.snakeCase("URLPath") == "url_path")
+    }
+
     @Test("member names are snake case; a run of capitals is one word")
     func snakeCase() throws {
         struct Names: Encodable {
