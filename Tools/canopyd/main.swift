@@ -160,10 +160,11 @@ struct Run: ParsableCommand {
 /// HUP reloads the config. Installed before the node starts, and `install` returns only once every
 /// source is registered: the default actions are ignored first, so a signal in the moment between
 /// `signal(2)` and a source's registration would be lost. A TERM or INT that arrives before the
-/// node exists is kept and acted on by `attach`; a HUP then has nothing to reload (the node reads
-/// the file as it starts).
+/// node exists is kept and acted on by `attach`; so is a HUP: the node tells systemd it is ready
+/// as it finishes starting, just before `attach`, and a reload asked for in that moment must
+/// happen (a reload of a config the node has just read changes nothing but is answered).
 final class SignalHandlers: @unchecked Sendable {
-    private let state = Mutex<(node: Node?, stopRequested: Bool)>((nil, false))
+    private let state = Mutex<(node: Node?, stopRequested: Bool, reloadRequested: Bool)>((nil, false, false))
     private var sources: [any DispatchSourceSignal] = []
     /// Not the main queue: `install` waits on the main thread for the registrations, which are
     /// reported on this queue.
@@ -185,16 +186,22 @@ final class SignalHandlers: @unchecked Sendable {
 
     /// The node has started: from now on signals act on it, and a stop asked for meanwhile happens.
     func attach(_ node: Node) {
-        let stopNow = state.withLock { state in
+        let (stopNow, reloadNow) = state.withLock { state in
             state.node = node
-            return state.stopRequested
+            return (state.stopRequested, state.reloadRequested)
         }
-        if stopNow { Task { await node.stop() } }
+        if stopNow {
+            Task { await node.stop() }
+        } else if reloadNow {
+            Task { _ = try? await node.reload() }
+        }
     }
 
     private func received(_ number: Int32) {
         let node: Node? = state.withLock { state in
-            if state.node == nil && number != SIGHUP { state.stopRequested = true }
+            if state.node == nil {
+                if number == SIGHUP { state.reloadRequested = true } else { state.stopRequested = true }
+            }
             return state.node
         }
         guard let node else { return }
