@@ -27,19 +27,18 @@ public struct AgentEvent: Sendable, Equatable {
 
         /// The kind: a document event is named as `Protocol/admin-v1.md` §5 lists it
         /// (`Admin.DocumentEvent.Kind`).
-        public var type: String {
-            switch self {
-            case .fields(let type, _): type
-            case .document, .agentDocument: documentEvent!.kind.rawValue
-            }
-        }
+        public var type: String { rendered.type }
 
         /// Details, rendered now for a document event.
-        public var data: [String: JSONValue] {
-            switch self {
-            case .fields(_, let data): data
-            case .document, .agentDocument: (try? JSONValueEncoder().encodeMembers(documentEvent!)) ?? [:]
+        public var data: [String: JSONValue] { rendered.data }
+
+        /// The type and the data, a document event rendered once for both.
+        public var rendered: (type: String, data: [String: JSONValue]) {
+            guard let event = documentEvent else {
+                guard case .fields(let type, let data) = self else { preconditionFailure("only fields carry no document event") }
+                return (type, data)
             }
+            return (event.kind.rawValue, (try? JSONValueEncoder().encodeMembers(event)) ?? [:])
         }
 
         /// The data of a document event, typed; nil for another.
@@ -78,13 +77,16 @@ public struct AgentEvent: Sendable, Equatable {
     public var data: [String: JSONValue] { content.data }
 
     /// The event as the socket sends it.
-    public var admin: Admin.Event { Admin.Event(seq: Int64(sequence), type: type, time: time, data: .object(data)) }
+    public var admin: Admin.Event {
+        let (type, data) = content.rendered
+        return Admin.Event(seq: Int64(sequence), type: type, time: time, data: .object(data))
+    }
 
     /// The event's line on a subscribed connection.
     public var line: JSONValue { Admin.EventLine(event: admin).json }
 
     public static func == (left: AgentEvent, right: AgentEvent) -> Bool {
-        left.sequence == right.sequence && left.time == right.time && left.type == right.type && left.data == right.data
+        left.sequence == right.sequence && left.time == right.time && left.content.rendered == right.content.rendered
     }
 
 }
