@@ -203,8 +203,9 @@ extension Agent {
     func listDatabases(_ reply: @escaping TypedAdminRoute<Admin.ListDatabases>.Reply) {
         dispatchPrecondition(condition: .onQueue(queue))
         let databases = config.allDatabases
+        let rights = config.sharing
         let sharing = Dictionary(uniqueKeysWithValues: databases.map { database in
-            (database.name, config.peers.compactMap { config.share(of: database.name, with: $0.nodeID) }.map(Self.shareRow))
+            (database.name, config.peers.compactMap { rights.share(of: database.name, with: $0.nodeID) }.map(Self.shareRow))
         })
         let waiting = Dictionary(uniqueKeysWithValues: databases.map { ($0.name, resolvers.waitingDocuments(in: $0.name)) })
         storeQueue.async { [self] in

@@ -61,7 +61,8 @@ extension Agent {
         dispatchPrecondition(condition: .onQueue(queue))
         let configured = config.peers
         // The direction `default` replicates in: the peer's, unless a share section says otherwise.
-        let directions = configured.map { config.share(of: .default, with: $0.nodeID)?.access.direction?.rawValue ?? "none" }
+        let sharing = config.sharing
+        let directions = configured.map { sharing.share(of: .default, with: $0.nodeID)?.access.direction?.rawValue ?? "none" }
         replication.statuses { statuses in
             self.queue.async {
                 completion(zip(configured, directions).map { peer, direction in

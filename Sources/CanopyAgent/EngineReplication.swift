@@ -113,12 +113,14 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 stop(id)
             }
             forgetHorizons(config)
+            let sharing = config.sharing
+            let databases = config.allDatabases.map(\.name)
             for peer in config.peers {
                 if peers[peer.nodeID] == nil {
                     guard let link = makeLink(peer) else { continue }
                     peers[peer.nodeID] = Peer(config: peer, link: link)
                 }
-                applyShares(config.shares(with: peer.nodeID), to: peer)
+                applyShares(sharing.shares(with: peer.nodeID, among: databases), to: peer)
             }
         }
     }
@@ -172,8 +174,9 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     /// agent was down) stop holding its history back from stemming: their horizons are forgotten.
     private func forgetHorizons(_ config: AgentConfig) {
         dispatchPrecondition(condition: .onQueue(queue))
+        let sharing = config.sharing
         for (name, store) in databases.sorted {
-            let keep = Set(config.peers.filter { config.share(of: name, with: $0.nodeID) != nil }.map { PeerReplicator.peerHorizonKey($0.nodeID) })
+            let keep = Set(config.peers.filter { sharing.share(of: name, with: $0.nodeID) != nil }.map { PeerReplicator.peerHorizonKey($0.nodeID) })
             for horizon in store.peerHorizons where horizon.peer.hasPrefix(PeerReplicator.peerHorizonKey("")) && !keep.contains(horizon.peer) {
                 do { try store.forgetPeerHorizon(peer: horizon.peer) } catch {
                     logger.warning("could not forget a peer's horizon", metadata: ["peer": "\(horizon.peer)", "db": "\(name)", "error": "\(error)"])

@@ -114,11 +114,6 @@ public struct Sharing: Sendable, Equatable {
         databases.compactMap { share(of: $0, with: nodeID) }
     }
 
-    /// The peers `database` is shared with.
-    public func peers(sharing database: DatabaseName) -> Set<String> {
-        Set((shares.map(\.nodeID) + defaultDirections.keys).filter { share(of: database, with: $0) != nil })
-    }
-
     /// Whether this node may send `documentID` of `database` to `nodeID` (it reads this copy).
     public func maySend(_ documentID: String, of database: DatabaseName, to nodeID: String) -> Bool {
         guard let share = share(of: database, with: nodeID) else { return false }

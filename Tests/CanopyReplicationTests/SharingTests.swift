@@ -32,8 +32,6 @@ struct SharingTests {
         #expect(sharing.share(of: Self.notes, with: "A")?.prefix == "n-")
         #expect(sharing.share(of: Self.notes, with: "D") == nil)  // a direction gives only default
         #expect(sharing.shares(with: "A", among: [.default, Self.notes]).map(\.database) == [.default, Self.notes])
-        #expect(sharing.peers(sharing: Self.notes) == ["A"])
-        #expect(sharing.peers(sharing: .default) == ["A", "C", "D"])
     }
 
     @Test("what may be sent to a peer and taken from it follows its access and prefix")
