@@ -43,10 +43,8 @@ public enum AdminLine: Sendable {
             }
         }
         if let grant = AdminUploadGrant(line: members) { return .upload(grant) }
-        if members["ok"] != nil {
-            if case .int(let id)? = members["id"] { return .response(id: id, members: members) }
-            if members["id"] == .null, let failure = AdminResponseLine.failure(in: members) { return .refusal(failure) }
-        }
+        if let id = AdminResponseLine.responseID(of: members) { return .response(id: id, members: members) }
+        if members["id"] == .null, let failure = AdminResponseLine.failure(in: members) { return .refusal(failure) }
         return .other(members)
     }
 }
