@@ -1,9 +1,11 @@
 import CanopyCore
 import CanopyReplication
 
-/// Which databases each node of a multi-database run holds, and what each node lets each
-/// neighbour do to each of them, drawn from the seed: one `Sharing` per node, the rights model the
-/// agent runs, with the peers named `n0`, `n1`, … as the simulation's links name them.
+/// Which databases each node holds and what each node lets each neighbour do to each of them:
+/// one `Sharing` per node, the rights model the agent runs, with the peers named `n0`, `n1`, …
+/// as the simulation's links name them. A run of one database shares `default` read-write with
+/// every neighbour, as agents do after `peer add` on both sides; with more, the holdings and
+/// rights are drawn from the seed.
 ///
 /// Document flow: a revision of database D moves from node N to its neighbour M only when N's
 /// share of D for M grants read and covers the id (N serves M) and M's share of D for N grants
@@ -25,16 +27,26 @@ public struct ShareTable: Sendable {
     /// The table of a run with `count` databases over `edges` of `nodes` nodes.
     public init(seed: UInt64, nodes: Int, edges: [Edge], databases count: Int) {
         databases = [DatabaseName.default] + (1..<max(1, count)).map { DatabaseName(validating: "db\($0)")! }
+        var neighbours = [Set<Int>](repeating: [], count: nodes)
+        for edge in edges {
+            neighbours[edge.a].insert(edge.b)
+            neighbours[edge.b].insert(edge.a)
+        }
+        self.neighbours = neighbours
+        guard count > 1 else {
+            holdings = Array(repeating: [.default], count: nodes)
+            sharing = neighbours.map { peers in
+                Sharing(shares: [], defaultDirections: Dictionary(uniqueKeysWithValues: peers.map { (Self.name(of: $0), .both) }))
+            }
+            return
+        }
         var random = SplitMix64(seed: seed ^ 0x5AAE_0009)
         var holdings: [[DatabaseName]] = []
         for _ in 0..<nodes {
             holdings.append(databases.filter { $0 == .default || !random.chance(1, in: 4) })
         }
         var shares = [[Share]](repeating: [], count: nodes)
-        var neighbours = [Set<Int>](repeating: [], count: nodes)
         for edge in edges {
-            neighbours[edge.a].insert(edge.b)
-            neighbours[edge.b].insert(edge.a)
             for (node, peer) in [(edge.a, edge.b), (edge.b, edge.a)] {
                 for database in holdings[node] {
                     let rights = random.index(below: 10)
@@ -48,7 +60,6 @@ public struct ShareTable: Sendable {
         }
         self.holdings = holdings
         self.sharing = shares.map { Sharing(shares: $0, defaultDirections: [:]) }
-        self.neighbours = neighbours
     }
 
     /// Whether `node` holds `database`.

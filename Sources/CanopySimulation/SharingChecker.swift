@@ -1,7 +1,7 @@
 import CanopyCore
 import CanopyStore
 
-/// The invariants of a multi-database run (`SharingSimulation`), checked on the settled stores
+/// The invariants of a multi-database run (`Simulation` with several databases), checked on the settled stores
 /// against the share table (what the nodes were configured to allow, whatever they actually ran):
 ///
 /// 7  read access: a revision a node's application wrote in database D is held by another node
@@ -9,7 +9,7 @@ import CanopyStore
 ///    (`ShareTable.flows`: N serves M — N's share for M grants read and covers the id — and M
 ///    pulls from N — M's share for N grants write and covers the id).
 /// 8  write access: every revision a replicator stored came from a peer with a flow edge to the
-///    node for its id (checked as the replicators report `pulled`, in `SharingSimulation`).
+///    node for its id (checked as the replicators report `pulled`, in `Simulation`).
 /// 2  no acknowledged write lost: a revision a node's application wrote is in the tree of its
 ///    writer and of every node reachable from it along flow edges for its id, or stemmed there.
 /// 1  convergence: for every flow edge N → M of a database both hold and every document N
@@ -17,12 +17,12 @@ import CanopyStore
 ///    revision or a newer one; where the edge runs both ways, both hold the same current
 ///    revision and open leaves.
 struct SharingChecker {
-    let simulation: SharingSimulation
+    let simulation: Simulation
     /// Written revisions that the shares kept from a node holding their database (so read access
     /// was put to the test); set by `check`.
     private(set) var withheld = 0
 
-    init(simulation: SharingSimulation) {
+    init(simulation: Simulation) {
         self.simulation = simulation
     }
 

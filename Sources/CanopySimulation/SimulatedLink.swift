@@ -12,8 +12,8 @@ protocol SimulatedLinkEnd: AnyObject, Sendable {
     func receiveClosed(_ reason: TransportCloseReason)
 }
 
-/// One simulated connection between two nodes: a pair of `MessageTransport` ends (protocol
-/// version 1, `makeEnds`) or of `ConnectionTransport` ends (version 2, `makeConnectionEnds`).
+/// One simulated connection between two nodes: a pair of `ConnectionTransport` ends (protocol
+/// version 2, `makeConnectionEnds`).
 ///
 /// Data model, per direction (0: dialler → listener, 1: listener → dialler):
 ///
@@ -28,57 +28,6 @@ protocol SimulatedLinkEnd: AnyObject, Sendable {
 /// a frame fails to decrypt. Messages are encoded with the real codec on send and decoded on
 /// delivery.
 final class SimulatedLink: @unchecked Sendable {
-    /// One end of the link.
-    final class End: MessageTransport, SimulatedLinkEnd, @unchecked Sendable {
-        /// Strong: the session owns its end, the end keeps the link (the link holds its ends weakly).
-        let link: SimulatedLink
-        let side: Int
-        var handler: (@Sendable (TransportEvent) -> Void)?
-        var backlog: [TransportEvent] = []
-        var closed = false
-
-        init(link: SimulatedLink, side: Int) {
-            self.link = link
-            self.side = side
-        }
-
-        func start(_ handler: @escaping @Sendable (TransportEvent) -> Void) {
-            self.handler = handler
-            let pending = backlog
-            backlog = []
-            for event in pending { handler(event) }
-        }
-
-        func send(_ message: Message) {
-            guard !closed, !link.isSevered else { return }
-            let bytes = message.encoded()
-            link.network.noteSent(message, bytes: bytes.count, from: link.node(side), to: link.node(1 - side))
-            link.send(bytes, isRevisions: message.type == .revisions, label: "\(message.type)", from: side)
-        }
-
-        func close(_ reason: TransportCloseReason) {
-            guard !closed else { return }
-            link.close(from: side, reason: reason)
-        }
-
-        func receive(_ bytes: [UInt8]) {
-            do {
-                deliver(.message(try Message.decode(bytes)))
-            } catch {
-                deliver(.closed(.protocolViolation("undecodable message: \(error)")))
-            }
-        }
-
-        func receiveClosed(_ reason: TransportCloseReason) { deliver(.closed(reason)) }
-
-        /// Hands an event to the session; after `.closed` nothing more is delivered.
-        func deliver(_ event: TransportEvent) {
-            guard !closed else { return }
-            if case .closed = event { closed = true }
-            if let handler { handler(event) } else { backlog.append(event) }
-        }
-    }
-
     private enum Payload {
         case message([UInt8])
         case close(TransportCloseReason)
@@ -113,14 +62,6 @@ final class SimulatedLink: @unchecked Sendable {
         self.network = network
         self.nodes = nodes
         self.connection = connection
-    }
-
-    /// Makes the two ends; the caller hands them to the sessions, which keep them alive.
-    func makeEnds() -> (End, End) {
-        let ends = (End(link: self, side: 0), End(link: self, side: 1))
-        end0 = ends.0
-        end1 = ends.1
-        return ends
     }
 
     /// Makes two ends that speak protocol version 2 (`ConnectionTransport`).

@@ -106,17 +106,8 @@ public final class SimulatedNetwork: @unchecked Sendable {
     /// scheduler with the listener's end, then `completion` on `from`'s with the dialler's end.
     /// Each connection gets a transcript hash drawn from the network's stream (in the agent, the
     /// handshake's `T4`: unique per connection, known to both ends, chosen by neither).
-    func dial(from: Int, to: Int, accept: @escaping @Sendable (SimulatedLink.End) -> Void,
-              completion: @escaping @Sendable (Result<SimulatedLink.End, ReplicationError>) -> Void) {
-        dial(from: from, to: to, ends: { $0.makeEnds() }, accept: accept, completion: completion)
-    }
-
-    /// Opens a connection as `dial(from:to:accept:completion:)` does, with the ends `ends`
-    /// makes (version 1 or version 2 transports).
-    func dial<End: AnyObject & Sendable>(
-        from: Int, to: Int, ends: (SimulatedLink) -> (End, End), accept: @escaping @Sendable (End) -> Void,
-        completion: @escaping @Sendable (Result<End, ReplicationError>) -> Void
-    ) {
+    func dial(from: Int, to: Int, accept: @escaping @Sendable (SimulatedConnectionEnd) -> Void,
+              completion: @escaping @Sendable (Result<SimulatedConnectionEnd, ReplicationError>) -> Void) {
         let dialer = schedulers[from]
         if blocked[from][to] || blocked[to][from] {
             count(fault: "dialTimeout", "n\(from)->n\(to)")
@@ -134,7 +125,7 @@ public final class SimulatedNetwork: @unchecked Sendable {
         let link = SimulatedLink(network: self, nodes: (from, to), connection: connection)
         links.removeAll { $0.isSevered }
         links.append(link)
-        let (dialled, listening) = ends(link)
+        let (dialled, listening) = link.makeConnectionEnds()
         trace.record("connect n\(from)->n\(to)")
         schedulers[to].schedule(after: 2 * latencySeconds) { accept(listening) }
         dialer.schedule(after: 3 * latencySeconds) { completion(.success(dialled)) }

@@ -15,10 +15,11 @@ import CanopyStore
 ///
 /// and the storage faults (`StorageFaults`), unless the configuration turns them off:
 ///
-///     ioError     a node's next commit fails with an I/O error and rolls back
-///     diskFull    every commit of a node fails with SQLITE_FULL for 1–10 s
-///     tornCommit  a node dies inside its next commit, leaving the commit's last WAL frame
-///                 torn, and restarts 1–15 s later; recovery drops that commit
+///     ioError     the next commit of one of a node's stores fails with an I/O error and rolls back
+///     diskFull    every commit of one of a node's stores fails with SQLITE_FULL for 1–10 s
+///     tornCommit  a node dies inside the next commit of one of its stores, leaving the
+///                 commit's last WAL frame torn (its other stores' files as they are), and
+///                 restarts 1–15 s later; recovery drops that commit
 ///
 /// and, with attachments, one more:
 ///
@@ -52,13 +53,16 @@ extension Simulation {
             let (from, to) = faultRandom.chance(1, in: 2) ? (edge.a, edge.b) : (edge.b, edge.a)
             let node = faultRandom.index(below: nodes.count)
             let duration = 1 + faultRandom.next(below: 1000) // per-mille of the fault's range
+            // The store a storage fault strikes, among the databases the node holds.
+            let held = nodes[node].databases
+            let database = held.count == 1 ? held[0] : held[faultRandom.index(below: held.count)]
             scheduler.schedule(after: time - scheduler.now) { [weak self] in
-                self?.inject(fault, from: from, to: to, node: node, permille: Double(duration))
+                self?.inject(fault, from: from, to: to, node: node, database: database, permille: Double(duration))
             }
         }
     }
 
-    private func inject(_ fault: Fault, from: Int, to: Int, node: Int, permille: Double) {
+    private func inject(_ fault: Fault, from: Int, to: Int, node: Int, database: DatabaseName, permille: Double) {
         let fraction = permille / 1000
         switch fault {
         case .partition: network.inject(.partition, from: from, to: to, fraction: fraction)
@@ -66,20 +70,22 @@ extension Simulation {
         case .clog: network.inject(.clog, from: from, to: to, fraction: fraction)
         case .reset: network.inject(.reset, from: from, to: to, fraction: fraction)
         case .crash, .pause, .ioError, .diskFull, .tornCommit, .damagedContent:
-            injectNodeFault(fault, node: node, fraction: fraction)
+            injectNodeFault(fault, node: node, database: database, fraction: fraction)
         }
     }
 
-    /// The faults of one node; a node that is down takes none.
-    private func injectNodeFault(_ fault: Fault, node: Int, fraction: Double) {
+    /// The faults of one node (a storage fault strikes its store of `database`); a node that is
+    /// down takes none.
+    private func injectNodeFault(_ fault: Fault, node: Int, database: DatabaseName, fraction: Double) {
         let victim = nodes[node]
-        guard victim.store != nil else { return }
+        guard !victim.stores.isEmpty, let storage = victim.storage[database] else { return }
+        let named = isMultiDatabase ? " \(database)" : ""
         switch fault {
         case .crash:
             let seconds = 1 + 14 * fraction
             network.count(fault: "crash", "n\(node) \(Int(seconds))s")
             checkCheckpointsAtCrash(of: node)
-            kill(node, image: nil, restartAfter: seconds)
+            kill(node, restartAfter: seconds)
         case .pause:
             guard !victim.scheduler.isPaused else { return }
             let seconds = 1 + 39 * fraction
@@ -90,16 +96,16 @@ extension Simulation {
                 self?.trace.record("resume n\(node)")
             }
         case .ioError:
-            network.count(fault: "ioError", "n\(node)")
-            victim.storage.failNextCommit = true
+            network.count(fault: "ioError", "n\(node)\(named)")
+            storage.failNextCommit = true
         case .diskFull:
             let seconds = 1 + 9 * fraction
-            network.count(fault: "diskFull", "n\(node) \(Int(seconds))s")
-            victim.storage.fullUntil = max(victim.storage.fullUntil ?? 0, scheduler.now + seconds)
+            network.count(fault: "diskFull", "n\(node)\(named) \(Int(seconds))s")
+            storage.fullUntil = max(storage.fullUntil ?? 0, scheduler.now + seconds)
         case .tornCommit:
             // Counted when the commit tears (a node that commits nothing before the heal never does).
-            guard victim.storage.tearNextCommit == nil else { return }
-            victim.storage.tearNextCommit = .init(keep: Int(faultRandom.next(below: 1 << 20)), downSeconds: 1 + 14 * fraction)
+            guard storage.tearNextCommit == nil else { return }
+            storage.tearNextCommit = .init(keep: Int(faultRandom.next(below: 1 << 20)), downSeconds: 1 + 14 * fraction)
         case .damagedContent:
             damageContent(of: victim, seconds: 1 + 29 * fraction)
         case .partition, .oneWayPartition, .clog, .reset:
@@ -128,25 +134,26 @@ extension Simulation {
         trace.record("repaired \(path.suffix(64).prefix(12))")
     }
 
-    /// The node died inside a commit (`StorageFaults`, armed by a `tornCommit` fault), on the
-    /// stack of the store call that committed: kill it now, with the files the death left.
-    func diedInsideCommit(node: Int, image: CrashImage, downSeconds: Double) {
-        network.count(fault: "tornCommit", "n\(node) \(Int(downSeconds))s")
-        kill(node, image: image, restartAfter: downSeconds)
+    /// The node died inside a commit of its store of `database` (`StorageFaults`, armed by a
+    /// `tornCommit` fault), on the stack of the store call that committed: kill it now, with the
+    /// files the death left.
+    func diedInsideCommit(node: Int, database: DatabaseName, image: CrashImage, downSeconds: Double) {
+        network.count(fault: "tornCommit", "n\(node)\(isMultiDatabase ? " \(database)" : "") \(Int(downSeconds))s")
+        kill(node, torn: (database, image), restartAfter: downSeconds)
     }
 
-    /// Kills `node` with its files as `image` has them (as they are now when nil) and restarts
-    /// it after `seconds`, unless the heal does first.
-    private func kill(_ node: Int, image: CrashImage?, restartAfter seconds: Double) {
+    /// Kills `node` with its files as they are now (`torn`: that database's as its image has
+    /// them) and restarts it after `seconds`, unless the heal does first.
+    private func kill(_ node: Int, torn: (database: DatabaseName, image: CrashImage)? = nil, restartAfter seconds: Double) {
         let victim = nodes[node]
         do {
-            try victim.crash(image: image)
+            try victim.crash(torn: torn)
         } catch {
             crashCheckViolations.append(Violation(invariant: .lostWrite, documentID: nil, nodes: [node], detail: "could not keep the crashed node's files: \(error)"))
         }
         if hasResolvers { resolverClients[node].nodeDied() }
         scheduler.schedule(after: seconds) { [weak self] in
-            guard let self, victim.store == nil else { return }
+            guard let self, victim.stores.isEmpty else { return }
             do {
                 try self.restart(node)
             } catch {
@@ -158,7 +165,7 @@ extension Simulation {
     /// Opens a crashed node's files again (SQLite recovers the WAL), checks invariant 4 on what
     /// was recovered, and starts its replicators.
     func restart(_ node: Int) throws {
-        try nodes[node].restart(configuration: replication)
+        try nodes[node].restart()
         trace.record("restart n\(node)")
         startResolverHub(node)
         checkCheckpointsAtCrash(of: node)

@@ -20,7 +20,9 @@ import Foundation
 ///                 or one in four times content the node attached before, or one in four of
 ///                 the rest one of three contents every node attaches (shared content)
 ///
-/// Only a running node writes (a crashed or paused process takes no writes).
+/// Each operation writes in one database of the node, drawn among those it holds (with several
+/// databases; `hot` and `identical` then involve the nodes holding it). Only a running node
+/// writes (a crashed or paused process takes no writes).
 extension Simulation {
     enum Operation: CaseIterable {
         case create, update, delete, recreate, hot, chain, identical, attach
@@ -49,34 +51,53 @@ extension Simulation {
             pick -= weight
         }
         let node = nodes[workloadRandom.index(below: nodes.count)]
-        guard node.isRunning, let store = node.store else { return }
+        let database = node.databases.count == 1 ? node.databases[0] : node.databases[workloadRandom.index(below: node.databases.count)]
+        guard node.isRunning, let store = node.stores[database] else { return }
+        let target = Target(node: node, database: database, store: store)
         do {
             switch operation {
-            case .create: try create(on: node, store)
-            case .update: try update(on: node, store, documentID: documentID(workloadRandom.index(below: configuration.documents)))
-            case .delete: try deleteSomething(on: node, store)
-            case .recreate: try recreateSomething(on: node, store)
+            case .create: try create(target)
+            case .update: try update(target, documentID: documentID(workloadRandom.index(below: configuration.documents)))
+            case .delete: try deleteSomething(target)
+            case .recreate: try recreateSomething(target)
             case .hot:
                 let id = documentID(workloadRandom.index(below: min(3, configuration.documents)))
-                let writers = workloadRandom.shuffled(nodes.filter(\.isRunning)).prefix(2 + workloadRandom.index(below: 2))
+                let holders = nodes.filter { $0.isRunning && $0.stores[database] != nil }
+                let writers = workloadRandom.shuffled(holders).prefix(2 + workloadRandom.index(below: 2))
                 for writer in writers.sorted(by: { $0.index < $1.index }) {
-                    if let writerStore = writer.store { try update(on: writer, writerStore, documentID: id) }
+                    if let writerStore = writer.stores[database] { try update(Target(node: writer, database: database, store: writerStore), documentID: id) }
                 }
             case .chain:
                 let id = documentID(workloadRandom.index(below: configuration.documents))
-                for _ in 0..<(8 + workloadRandom.index(below: 23)) { try update(on: node, store, documentID: id) }
-            case .identical: try identicalEdit()
-            case .attach: try attach(on: node, store, documentID: documentID(workloadRandom.index(below: configuration.documents)))
+                for _ in 0..<(8 + workloadRandom.index(below: 23)) { try update(target, documentID: id) }
+            case .identical: try identicalEdit(in: database)
+            case .attach: try attach(target, documentID: documentID(workloadRandom.index(below: configuration.documents)))
             }
         } catch {
             trace.record("n\(node.index) write failed: \(error)")
         }
     }
 
-    /// `doc-NNN`; under the `rules` policy the prefix cycles through `SimulationRules.prefixes`.
-    func documentID(_ number: Int) -> String {
+    /// A node's store of one database, where an operation writes.
+    struct Target {
+        let node: SimulationNode
+        let database: DatabaseName
+        let store: DocumentStore
+    }
+
+    /// `doc-NNN`; under the `rules` policy the prefix cycles through `SimulationRules.prefixes`;
+    /// with several databases, through `ShareTable.prefixes` (so prefixed shares cover part of
+    /// the pool).
+    public func documentID(_ number: Int) -> String {
         let digits = String(number)
-        let prefix = configuration.policy == .rules ? SimulationRules.prefixes[number % SimulationRules.prefixes.count] : "doc-"
+        let prefix: String
+        if configuration.policy == .rules {
+            prefix = SimulationRules.prefixes[number % SimulationRules.prefixes.count]
+        } else if isMultiDatabase {
+            prefix = ShareTable.prefixes[number % ShareTable.prefixes.count]
+        } else {
+            prefix = "doc-"
+        }
         return prefix + String(repeating: "0", count: max(0, 3 - digits.count)) + digits
     }
 
@@ -97,33 +118,37 @@ extension Simulation {
         }
     }
 
-    private func create(on node: SimulationNode, _ store: DocumentStore) throws {
+    private func create(_ target: Target) throws {
         let id = documentID(workloadRandom.index(below: configuration.documents))
-        guard try current(store, id) == nil else { return try update(on: node, store, documentID: id) }
-        let revision = try store.put(id: id, body: nextBody(node, for: id), replacing: nil)
-        acknowledge(node: node.index, documentID: id, revision: revision, deletion: false)
+        guard try current(target.store, id) == nil else { return try update(target, documentID: id) }
+        let revision = try target.store.put(id: id, body: nextBody(target.node, for: id), replacing: nil)
+        acknowledge(target, documentID: id, revision: revision, deletion: false)
+    }
+
+    private func acknowledge(_ target: Target, documentID: String, revision: RevisionID, deletion: Bool) {
+        acknowledge(node: target.node.index, database: target.database, documentID: documentID, revision: revision, deletion: deletion)
     }
 
     /// Updates `id` on its current revision (creating it when absent, re-creating when deleted).
-    private func update(on node: SimulationNode, _ store: DocumentStore, documentID id: String) throws {
-        let document = try current(store, id)
+    private func update(_ target: Target, documentID id: String) throws {
+        let document = try current(target.store, id)
         let parent = document.flatMap { $0.isDeleted ? nil : $0.revision }
-        let revision = try store.put(id: id, body: nextBody(node, for: id), replacing: parent)
-        acknowledge(node: node.index, documentID: id, revision: revision, deletion: false)
+        let revision = try target.store.put(id: id, body: nextBody(target.node, for: id), replacing: parent)
+        acknowledge(target, documentID: id, revision: revision, deletion: false)
     }
 
-    private func deleteSomething(on node: SimulationNode, _ store: DocumentStore) throws {
+    private func deleteSomething(_ target: Target) throws {
         let id = documentID(workloadRandom.index(below: configuration.documents))
-        guard let document = try current(store, id), !document.isDeleted else { return }
-        let revision = try store.delete(id: id, rev: document.revision)
-        acknowledge(node: node.index, documentID: id, revision: revision, deletion: true)
+        guard let document = try current(target.store, id), !document.isDeleted else { return }
+        let revision = try target.store.delete(id: id, rev: document.revision)
+        acknowledge(target, documentID: id, revision: revision, deletion: true)
     }
 
-    private func recreateSomething(on node: SimulationNode, _ store: DocumentStore) throws {
+    private func recreateSomething(_ target: Target) throws {
         let id = documentID(workloadRandom.index(below: configuration.documents))
-        guard let document = try current(store, id), document.isDeleted else { return }
-        let revision = try store.put(id: id, body: nextBody(node, for: id), replacing: nil)
-        acknowledge(node: node.index, documentID: id, revision: revision, deletion: false)
+        guard let document = try current(target.store, id), document.isDeleted else { return }
+        let revision = try target.store.put(id: id, body: nextBody(target.node, for: id), replacing: nil)
+        acknowledge(target, documentID: id, revision: revision, deletion: false)
     }
 
     /// Writes a revision of `id` naming content stored on `node` first: new content drawn from
@@ -131,7 +156,8 @@ extension Simulation {
     /// in four of the rest) one of `sharedContentSeeds`' contents, which every node attaches: a
     /// node then stores, by its own upload, content that a revision it received from a peer may
     /// be set aside for (what real agents attaching the same files do).
-    private func attach(on node: SimulationNode, _ store: DocumentStore, documentID id: String) throws {
+    private func attach(_ target: Target, documentID id: String) throws {
+        let (node, store) = (target.node, target.store)
         let stub: AttachmentMetadata
         if let earlier = attachedContent[node.index], workloadRandom.chance(1, in: 4), store.attachments.contains(earlier.digest) {
             stub = earlier
@@ -147,7 +173,7 @@ extension Simulation {
         let parent = document.flatMap { $0.isDeleted ? nil : $0.revision }
         let body = Attachments.body(nextBody(node, for: id), with: ["file": stub])
         let revision = try store.put(id: id, body: body, replacing: parent)
-        acknowledge(node: node.index, documentID: id, revision: revision, deletion: false)
+        acknowledge(target, documentID: id, revision: revision, deletion: false)
     }
 
     /// The contents every node may attach, as (seed, length): a few bytes, one part, two parts.
@@ -169,13 +195,14 @@ extension Simulation {
         return AttachmentMetadata(contentType: "application/octet-stream", length: stored.length, digest: stored.digest, revpos: 1)
     }
 
-    /// Two running nodes with the same current revision of a document write the same body on it.
-    private func identicalEdit() throws {
+    /// Two running nodes with the same current revision of a document of `database` write the
+    /// same body on it.
+    private func identicalEdit(in database: DatabaseName) throws {
         let id = documentID(workloadRandom.index(below: configuration.documents))
         let running = nodes.filter(\.isRunning)
         var byRevision: [RevisionID: [SimulationNode]] = [:]
         for node in running {
-            if let store = node.store, let document = try current(store, id), !document.isDeleted {
+            if let store = node.stores[database], let document = try current(store, id), !document.isDeleted {
                 byRevision[document.revision, default: []].append(node)
             }
         }
@@ -183,9 +210,9 @@ extension Simulation {
         nextBodyNumber += 1
         let body: JSONValue = .object(["same": .int(nextBodyNumber)])
         for node in holders.prefix(2) {
-            guard let store = node.store else { continue }
+            guard let store = node.stores[database] else { continue }
             let written = try store.put(id: id, body: body, replacing: revision)
-            acknowledge(node: node.index, documentID: id, revision: written, deletion: false)
+            acknowledge(node: node.index, database: database, documentID: id, revision: written, deletion: false)
         }
     }
 }

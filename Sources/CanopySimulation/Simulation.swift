@@ -9,6 +9,7 @@ import Logging
 /// stored, so it must never be lost.
 public struct AcknowledgedWrite: Sendable, Equatable {
     public let node: Int
+    public let database: DatabaseName
     public let documentID: String
     public let revision: RevisionID
     public let isDeletion: Bool
@@ -16,17 +17,35 @@ public struct AcknowledgedWrite: Sendable, Equatable {
 }
 
 /// One deterministic run of the real replication engine and real stores over a simulated
-/// network (`Protocol/design.md` §7):
+/// network (`Protocol/design.md` §7), each node run as `canopyd` runs one (`SimulationNode`):
+/// protocol version 2's `PeerLink` and `ChannelMux` per neighbour, the agent's
+/// simultaneous-connect adoption, and replication configured from the rights model (`Sharing`).
 ///
-///     setup      nodes with fresh SQLite files, a continuous PeerReplicator per edge
-///     fault      `faultPhaseSeconds` of seeded writes and faults (network and node)
+///     setup      nodes with fresh SQLite files (one per database held), a link per edge end,
+///                a continuous PeerReplicator per (neighbour, shared database)
+///     fault      `faultPhaseSeconds` of seeded writes and faults (network, node and storage)
 ///     heal       every node up and running, links clean, resolvers fixed
 ///     settle     run to quiescence; manual nodes resolve their conflicts; repeat until stable
-///     check      the invariants of `Protocol/design.md` §7.2 (`InvariantChecker`)
+///     check      the invariants of `Protocol/design.md` §7.2 (`InvariantChecker`; with several
+///                databases, the access and convergence invariants of `SharingChecker`)
+///
+/// Options (`SimulationConfiguration`): the databases and their shares (one database shared
+/// read-write between all neighbours, or several held and shared with mixed rights drawn from
+/// the seed, `ShareTable`), lying nodes that serve beyond their peers' subscriptions, the
+/// conflict policy with its resolvers (`rules`: resolver clients beside every node), attachments
+/// in the workload, storage faults. Resolvers other than merge and attachments run with one
+/// database (a run of several databases takes `merge` or else `automatic`, and no attachments).
 ///
 /// The nodes run production's concurrency: sessions check and write on a `SimulatedWorker`
 /// (work overlapping the protocol, completions in a seeded order), both ends of every edge dial,
 /// and the simultaneous-connect rule picks the connection they keep.
+///
+/// Lying nodes (`SimulationConfiguration.liars`, none by default): a liar serves every peer
+/// beyond the subscription the peer made (`ReplicationConfiguration.servesBeyondSubscriptions`),
+/// offering and sending documents outside the prefix the peer subscribed with; its own shares
+/// still bound what it serves, and it pulls like any node. So the receivers' refusal path runs:
+/// an honest peer refuses those documents as they arrive (`rejected` events, counted in the
+/// report's `sharing`, and named in the batch's acknowledgement: `refusedByPeer` at the liar).
 ///
 /// Randomness comes from separate SplitMix64 streams derived from the seed (network, engine,
 /// workload, faults, worker, identities), consumed in scheduler order; the stores' database ids
@@ -40,9 +59,13 @@ public final class Simulation: @unchecked Sendable {
     public let network: SimulatedNetwork
     public private(set) var nodes: [SimulationNode] = []
     public let edges: [Edge]
+    /// Which databases each node holds and what it shares with each neighbour.
+    public let shares: ShareTable
+    /// The nodes that serve their peers beyond their subscriptions, sorted (`configuration.liars`
+    /// of them, drawn from the seed, nodes a peer subscribes to with a narrower prefix first).
+    public let liars: [Int]
     public private(set) var writes: [AcknowledgedWrite] = []
     let directory: URL
-    let replication: ReplicationConfiguration
     var workloadRandom: SplitMix64
     var faultRandom: SplitMix64
     let resolver: FlakyResolver?
@@ -53,6 +76,9 @@ public final class Simulation: @unchecked Sendable {
     /// Whether the heal fixes the flaky resolver and reconnects the resolver clients for good
     /// (tests turn it off to plant a violation: the clients then close for good).
     public var healFixesResolver = true
+    /// Replaces the configuration of a node's replicator for a (peer, database) before it starts
+    /// (tests plant a node that replicates beyond its shares with it).
+    public var replicationOverride: ((_ node: Int, _ peer: Int, _ database: DatabaseName, ReplicationConfiguration) -> ReplicationConfiguration)?
 
     /// Makes the throwing policy's resolver refuse every conflict (tests plant with it).
     public func breakResolver() {
@@ -67,6 +93,11 @@ public final class Simulation: @unchecked Sendable {
     var damagedContent: [String: [UInt8]] = [:]
     /// Invariant 4 violations found at crash moments and restarts during the fault phase.
     var crashCheckViolations: [Violation] = []
+    /// Access violations seen as they happened (invariant 8, from the replicators' events).
+    var accessViolations: [Violation] = []
+    /// What the run did that the access rules concern, by name (document events by kind,
+    /// refused attaches).
+    var counts: [String: Int] = [:]
     /// The races the run went through (worker overlap and reordering, simultaneous connects).
     let races = RaceCounters()
     /// Each node's rules under the `rules` policy (empty otherwise).
@@ -76,33 +107,46 @@ public final class Simulation: @unchecked Sendable {
     /// What the resolvers did.
     let resolverCounters = ResolverCounters()
 
+    /// Whether the run holds several databases with drawn shares.
+    var isMultiDatabase: Bool { configuration.databases > 1 }
+
+    /// Each node's stores, by database (none while the node is down).
+    public var stores: [[DatabaseName: DocumentStore]] { nodes.map(\.stores) }
+
+    /// The file of `node`'s `database` in its current generation.
+    public func path(_ node: Int, _ database: DatabaseName) -> String { nodes[node].path(database) }
+
     /// Sets up the nodes (files in a fresh temporary directory) without starting anything.
     public init(_ configuration: SimulationConfiguration, logger: Logger = Simulation.quietLogger) throws {
+        var configuration = configuration
+        if configuration.databases > 1 {
+            // Resolvers and attachments run with one database: conflicts settle on receipt.
+            if configuration.policy != .merge { configuration.policy = .automatic }
+            configuration.attachments = false
+        }
         self.configuration = configuration
         let seed = configuration.seed
         let scheduler = self.scheduler
         trace = SimulationTrace(document: configuration.traceDocument) { scheduler.now }
         var topologyRandom = SplitMix64(seed: seed ^ 0x7070_0001)
         edges = configuration.topology.edges(count: configuration.nodes, averageDegree: configuration.averageDegree, random: &topologyRandom)
-        // Node ids (public keys: the simultaneous-connect rule compares them) and database ids.
+        shares = ShareTable(seed: seed, nodes: configuration.nodes, edges: edges, databases: configuration.databases)
+        liars = Self.chooseLiars(configuration.liars, seed: seed, shares: shares, edges: edges)
+        // Node ids (public keys: the simultaneous-connect rule compares them), then database ids.
         var identityRandom = SplitMix64(seed: seed ^ 0x1D1D_0006)
-        var nodeIDs: [NodeID] = []
-        var databaseIDs: [UUID] = []
-        for _ in 0..<configuration.nodes {
-            var key: [UInt8] = []
-            for _ in 0..<4 { withUnsafeBytes(of: identityRandom.next().bigEndian) { key.append(contentsOf: $0) } }
-            nodeIDs.append(NodeID(publicKey: key)!)
+        func bytes(_ words: Int) -> [UInt8] {
             var bytes: [UInt8] = []
-            for _ in 0..<2 { withUnsafeBytes(of: identityRandom.next().bigEndian) { bytes.append(contentsOf: $0) } }
-            databaseIDs.append(bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) })
+            for _ in 0..<words { withUnsafeBytes(of: identityRandom.next().bigEndian) { bytes.append(contentsOf: $0) } }
+            return bytes
         }
+        let nodeIDs = (0..<configuration.nodes).map { _ in NodeID(publicKey: bytes(4))! }
         network = SimulatedNetwork(
             nodeIDs: nodeIDs, base: scheduler, random: SeededRandom(seed: seed ^ 0x4E37_0002), trace: trace,
             latencySeconds: configuration.latencySeconds, jitterSeconds: configuration.jitterSeconds,
             rates: configuration.faults.rates)
         workloadRandom = SplitMix64(seed: seed ^ 0x3070_0003)
         faultRandom = SplitMix64(seed: seed ^ 0xFA17_0004)
-        replication = ReplicationConfiguration(direction: .both, continuous: true, batchSize: configuration.batchSize, window: configuration.window)
+        let replication = ReplicationConfiguration(continuous: true, batchSize: configuration.batchSize, window: configuration.window)
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("canopy-sim-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let policy: ConflictPolicy
@@ -118,10 +162,11 @@ public final class Simulation: @unchecked Sendable {
         }
         nodeRules = configuration.policy == .rules ? SimulationRules.draw(seed: seed, nodes: configuration.nodes) : []
         if !nodeRules.isEmpty { trace.record("rules \(SimulationRules.describe(nodeRules))") }
+        if isMultiDatabase { for line in shares.lines { trace.record(line) } }
+        if !liars.isEmpty { trace.record("liars \(liars.map { "n\($0)" }.joined(separator: " "))") }
         let engineRandom = SeededRandom(seed: seed ^ 0xE461_0005)
         let workerRandom = SeededRandom(seed: seed ^ 0x3012_0007)
         for index in 0..<configuration.nodes {
-            let peers = edges.compactMap { $0.a == index ? $0.b : ($0.b == index ? $0.a : nil) }.sorted()
             let nodeScheduler = network.schedulers[index]
             let races = self.races
             let makeWorker: (() -> any ReplicationWorker)? = configuration.worker == .inline ? nil : {
@@ -129,18 +174,21 @@ public final class Simulation: @unchecked Sendable {
             }
             // Under rules, each node's own, and the conflicts kept are offered by the node's
             // resolver hub's scan (the agent's start), not retried by the store's open.
-            // The attachment directory is the node's for all its process lifetimes, as an agent's
-            // `DIR/attachments` is: a crash gives the database file a new path, not the content.
-            var storeConfiguration = DocumentStore.Configuration(
-                revsLimit: configuration.revsLimit, conflictPolicy: nodeRules.isEmpty ? policy : .rules(nodeRules[index]),
-                logger: logger, databaseID: databaseIDs[index], retriesConflictsOnOpen: nodeRules.isEmpty)
-            storeConfiguration.attachmentsDirectory = directory.appendingPathComponent("n\(index)-attachments").path
-            let node = try SimulationNode(
-                index: index, path: directory.appendingPathComponent("n\(index).sqlite").path, peers: peers,
-                network: network, random: engineRandom, configuration: storeConfiguration,
-                storage: StorageFaults(clock: { scheduler.now }), races: races, makeWorker: makeWorker, logger: logger)
+            var storeConfigurations: [DatabaseName: DocumentStore.Configuration] = [:]
+            for database in shares.holdings[index] {
+                let id = bytes(2).withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+                storeConfigurations[database] = DocumentStore.Configuration(
+                    revsLimit: configuration.revsLimit, conflictPolicy: nodeRules.isEmpty ? policy : .rules(nodeRules[index]),
+                    logger: logger, databaseID: id, retriesConflictsOnOpen: nodeRules.isEmpty)
+            }
+            let setup = SimulationNode.Setup(
+                index: index, peers: peers(of: index), databases: shares.holdings[index], sharing: shares.sharing[index],
+                directory: directory, storeConfigurations: storeConfigurations, replication: replication,
+                servesBeyondSubscriptions: liars.contains(index), makeWorker: makeWorker)
+            let node = try SimulationNode(setup, network: network, random: engineRandom, races: races, trace: trace, logger: logger)
             nodes.append(node)
-            trace.record("n\(index) node \(Hex.encode(nodeIDs[index].publicKey).prefix(16)) database \(node.store!.databaseID)")
+            let held = node.databases.map { "\($0) \(node.stores[$0]!.databaseID)" }.joined(separator: ", ")
+            trace.record("n\(index) node \(Hex.encode(nodeIDs[index].publicKey).prefix(16)) database \(held)")
         }
         if !nodeRules.isEmpty {
             for node in nodes {
@@ -151,10 +199,41 @@ public final class Simulation: @unchecked Sendable {
         }
         for node in nodes {
             node.lookup = { [weak self] index in self?.nodes[index] }
-            let index = node.index  // not `node`: the closure is stored on the node
-            node.onEvent = { [weak self] peer, event in self?.documentEvent(node: index, peer: peer, event) }
-            node.storage.died = { [weak self] image, seconds in self?.diedInsideCommit(node: index, image: image, downSeconds: seconds) }
+            let index = node.index  // not `node`: the closures are stored on the node
+            node.onEvent = { [weak self] peer, database, event in self?.documentEvent(node: index, peer: peer, database: database, event) }
+            node.onRefusal = { [weak self] peer, database, recorded in self?.refused(database, at: index, to: peer, recorded) }
+            node.replicationOverride = { [weak self] peer, database, configuration in
+                self?.replicationOverride?(index, peer, database, configuration) ?? configuration
+            }
+            for (database, faults) in node.storage {
+                faults.died = { [weak self] image, seconds in self?.diedInsideCommit(node: index, database: database, image: image, downSeconds: seconds) }
+            }
         }
+    }
+
+    /// `count` nodes in an order drawn from the seed (a stream of its own, so the rest of the run
+    /// draws as without liars), first those that serve some peer documents the peer's
+    /// subscription leaves out: the peer pulls with a prefix the node's own share does not match.
+    static func chooseLiars(_ count: Int, seed: UInt64, shares: ShareTable, edges: [Edge]) -> [Int] {
+        guard count > 0 else { return [] }
+        var random = SplitMix64(seed: seed ^ 0x11A2_000B)
+        var order = Array(0..<shares.holdings.count)
+        for index in order.indices.reversed() where index > 0 { order.swapAt(index, random.index(below: index + 1)) }
+        let canLie = Set(edges.flatMap { [($0.a, $0.b), ($0.b, $0.a)] }.compactMap { node, peer in
+            shares.holdings[node].contains { database in
+                guard let serving = shares.share(node, for: peer, database), serving.access.peerReads,
+                      let pulling = shares.share(peer, for: node, database), pulling.access.peerWrites, let narrower = pulling.prefix
+                else { return false }
+                return serving.prefix != narrower
+            } ? node : nil
+        })
+        let ordered = order.filter(canLie.contains) + order.filter { !canLie.contains($0) }
+        return ordered.prefix(count).sorted()
+    }
+
+    /// The neighbours of `node`, sorted.
+    public func peers(of node: Int) -> [Int] {
+        edges.compactMap { $0.a == node ? $0.b : ($0.b == node ? $0.a : nil) }.sorted()
     }
 
     deinit {
@@ -172,17 +251,33 @@ public final class Simulation: @unchecked Sendable {
         return logger
     }()
 
-    private func documentEvent(node: Int, peer: Int, _ event: DocumentEvent) {
-        trace.record("n\(node) \(event.kind.rawValue) \(event.documentID) \(event.revision.map { "\($0)" } ?? "-") via n\(peer)",
+    /// Records a document event; invariant 8 as it happens: a revision a replicator stored
+    /// (`pulled`) must come from a peer that may write it here and that may let this node read it.
+    private func documentEvent(node: Int, peer: Int, database: DatabaseName, _ event: DocumentEvent) {
+        let named = isMultiDatabase ? " \(database)" : ""
+        trace.record("n\(node)\(named) \(event.kind.rawValue) \(event.documentID) \(event.revision.map { "\($0)" } ?? "-") via n\(peer)",
                      documents: [event.documentID])
+        counts[event.kind.rawValue, default: 0] += 1
         if event.kind == .resolutionFailed { resolutionFailures.append((node, event.documentID)) }
-        nodes[node].resolverHub?.observe([event], peer: "n\(peer)")
+        if database == .default { nodes[node].resolverHub?.observe([event], peer: "n\(peer)") }
         observer?(node, peer, event)
+        guard event.kind == .pulled, !shares.flows(from: peer, to: node, database, event.documentID) else { return }
+        accessViolations.append(Violation(
+            invariant: .writeAccess, documentID: event.documentID, nodes: [peer, node],
+            detail: "\(database): n\(node) stored \(event.revision.map { "\($0)" } ?? "-") from n\(peer) at \(SimulationTrace.format(scheduler.now)), "
+                + "but n\(peer) grants \(shares.share(peer, for: node, database).map { "\($0)" } ?? "nothing") and n\(node) grants "
+                + "\(shares.share(node, for: peer, database).map { "\($0)" } ?? "nothing")"))
+    }
+
+    /// `node` refused `peer`'s channel for `database`: counted, and kept as a pending offer.
+    private func refused(_ database: DatabaseName, at node: Int, to peer: Int, _ recorded: PendingOffers.Recorded) {
+        counts["refusedAttach", default: 0] += 1
+        trace.record("n\(node) refuses \(database) to n\(peer)\(recorded == .new ? ", a new offer" : "")")
     }
 
     /// Starts every node's replicators.
     public func start() {
-        for node in nodes { node.startReplication(configuration: replication) }
+        for node in nodes { node.startReplication() }
         for node in nodes { startResolverHub(node.index) }
         connectResolverClients()
     }
@@ -205,13 +300,26 @@ public final class Simulation: @unchecked Sendable {
                                         detail: "no quiescence within \(Int(configuration.healDeadlineSeconds)) s after the heal"))
         }
         try beforeChecks?(self)
-        violations += try checker.checkAfterSettling()
+        var sharing: [String: Int] = [:]
+        if isMultiDatabase {
+            var sharingChecker = SharingChecker(simulation: self)
+            violations += try sharingChecker.check()
+            sharing = counts
+            sharing["withheld"] = sharingChecker.withheld
+            sharing["databases"] = shares.databases.count
+            sharing["pendingOffers"] = nodes.reduce(0) { $0 + $1.pendingOffers.listed.count }
+        } else {
+            violations += try checker.checkAfterSettling()
+        }
+        violations += accessViolations
         violations += crashCheckViolations
-        return SimulationReport(
+        var report = SimulationReport(
             configuration: configuration, violations: violations, convergeSeconds: (settled ? quiescentAt : scheduler.now) - healedAt,
             messages: network.messagesSent, bytes: network.bytesSent, revisionsTransferred: network.revisionsSent,
             writes: writes.count, faults: network.faults, races: races.counts,
             resolvers: hasResolvers ? resolverCounters.counts : [:], traceHash: trace.hashHex, documentLines: trace.documentLines)
+        report.sharing = sharing
+        return report
     }
 
     /// Ends every fault: crashed nodes restart, paused nodes resume, partitions and clogs end,
@@ -222,10 +330,10 @@ public final class Simulation: @unchecked Sendable {
         network.rates = .none
         network.healAll()
         if healFixesResolver { resolver?.fixed = true }
-        for node in nodes { node.storage.disarm() }
+        for faults in nodes.flatMap({ $0.storage.values }) { faults.disarm() }
         for path in damagedContent.keys.sorted() { repairContent(path) }
         for node in nodes {
-            if node.store == nil { try restart(node.index) }
+            if node.stores.isEmpty { try restart(node.index) }
             node.scheduler.resume()
         }
         for client in resolverClients {
@@ -272,29 +380,50 @@ public final class Simulation: @unchecked Sendable {
         return true
     }
 
-    /// Every node idle, and every resolver client registered with nothing under way.
-    private var isQuiescent: Bool { nodes.allSatisfy(\.isQuiescent) && resolversQuiet }
+    /// Every node idle (every replicator whose peer shares its database caught up), and every
+    /// resolver client registered with nothing under way.
+    private var isQuiescent: Bool {
+        nodes.allSatisfy { node in node.isQuiescent { peer, database in shares.share(peer, for: node.index, database) != nil } } && resolversQuiet
+    }
 
     /// When the last successful `runUntilQuiescent` first saw every node idle.
     public private(set) var quiescentAt: Double = 0
 
-    /// Every node's revision tree of `documentID`, one node per line (for `--trace`).
+    /// Every node's revision tree of `documentID` in every database it holds, one line each
+    /// (for `--trace`).
     public func describeTrees(of documentID: String) throws -> String {
         var lines: [String] = ["trees of \(documentID) after settling:"]
-        for node in nodes {
-            guard let tree = try node.store?.revisionTree(id: documentID) else {
-                lines.append("  n\(node.index): none")
-                continue
+        for database in shares.databases {
+            let named = isMultiDatabase ? " \(database)" : ""
+            for node in nodes where node.databases.contains(database) {
+                guard let tree = try node.stores[database]?.revisionTree(id: documentID) else {
+                    lines.append("  n\(node.index)\(named): none")
+                    continue
+                }
+                let described = tree.sortedNodes.map { "\($0.id)<-\($0.parent.map { "\($0.generation)-\($0.digestHex.prefix(6))" } ?? "nil")/\($0.kind)" }
+                lines.append("  n\(node.index)\(named): current \(tree.current.map { "\($0.id)" } ?? "-"): " + described.joined(separator: " "))
             }
-            let described = tree.sortedNodes.map { "\($0.id)<-\($0.parent.map { "\($0.generation)-\($0.digestHex.prefix(6))" } ?? "nil")/\($0.kind)" }
-            lines.append("  n\(node.index): current \(tree.current.map { "\($0.id)" } ?? "-"): " + described.joined(separator: " "))
         }
         return lines.joined(separator: "\n")
     }
 
     /// Records an acknowledged write.
-    func acknowledge(node: Int, documentID: String, revision: RevisionID, deletion: Bool) {
-        writes.append(AcknowledgedWrite(node: node, documentID: documentID, revision: revision, isDeletion: deletion, time: scheduler.now))
-        trace.record("n\(node) wrote \(documentID) \(revision)\(deletion ? " deleted" : "")", documents: [documentID])
+    func acknowledge(node: Int, database: DatabaseName = .default, documentID: String, revision: RevisionID, deletion: Bool) {
+        writes.append(AcknowledgedWrite(node: node, database: database, documentID: documentID, revision: revision, isDeletion: deletion, time: scheduler.now))
+        let named = isMultiDatabase ? " \(database)" : ""
+        trace.record("n\(node)\(named) wrote \(documentID) \(revision)\(deletion ? " deleted" : "")", documents: [documentID])
     }
+}
+
+/// Steps `scheduler` until `isQuiescent` holds twice in a row with a second of virtual time
+/// between (so trailing messages land): the time it first held, or nil when `deadline` came first.
+func runToQuiescence(_ scheduler: SimulatedScheduler, deadline: Double, _ isQuiescent: () -> Bool) -> Double? {
+    while scheduler.now < deadline {
+        scheduler.run(until: isQuiescent, deadline: deadline)
+        guard isQuiescent() else { return nil }
+        let idleAt = scheduler.now
+        scheduler.advance(by: 1)
+        if isQuiescent() { return idleAt }
+    }
+    return nil
 }

@@ -124,13 +124,13 @@ public struct SimulationConfiguration: Sendable {
     /// failed commits, a full disk, a crash inside a commit).
     public var storageFaults = true
 
-    /// Databases per node: 1 runs `Simulation` (one database, `default`, shared read-write
-    /// between all neighbours); more runs `SharingSimulation` (databases `default`, `db1`, …
-    /// held and shared with mixed rights as the seed draws them, over one connection per pair).
+    /// Databases per node: 1 (one database, `default`, shared read-write between all
+    /// neighbours) or more (databases `default`, `db1`, … held and shared with mixed rights as
+    /// the seed draws them, `ShareTable`). Either way one connection per pair carries them.
     public var databases = 1
     /// Nodes of a multi-database run that lie when they serve a peer (0: none, the default): they
     /// ignore the filter the peer subscribed with, so the peer refuses what arrives outside it
-    /// (`SharingSimulation.liars`).
+    /// (`Simulation.liars`).
     public var liars = 0
     /// The workload also attaches content (1 byte to 600 KiB, so up to three parts) to documents,
     /// and the settled nodes must hold every attachment their documents' leaves name.

@@ -42,191 +42,276 @@ public final class FlakyResolver: ConflictResolver, @unchecked Sendable {
     }
 }
 
-/// One simulated node: a store file, a `PeerReplicator` per neighbour (continuous, dialling
-/// through the simulated network), and the node-level faults: crash + restart, pause + resume,
-/// and the storage faults of `StorageFaults`.
+/// One simulated node, run as `canopyd` runs one: a store file per database it holds, one
+/// `PeerLink` per neighbour carrying every database the two share over one connection of protocol
+/// version 2 (`Protocol/replication-v2.md`), and a continuous `PeerReplicator` per (neighbour,
+/// database) that `sharing` shares, configured from the share (`Sharing.replication`); a database
+/// a neighbour attaches that the node does not share with it is refused and kept as a pending
+/// offer (`PendingOffers`, which outlives a crash as the agent's file does).
 ///
-/// What production runs, runs here: every node dials every neighbour (both ends of an edge dial,
-/// and redial after a failure), and the simultaneous-connect rule of the agent
-/// (`SimultaneousConnect`, applied as `EngineReplication` applies it) picks the connection both
-/// keep; sessions check and write received revisions on a `SimulatedWorker` (unless the
+/// Both ends of an edge dial (and redial after a failure), and each node keeps the connection the
+/// simultaneous-connect rule picks (`SimultaneousConnect.Adoption`, applied as `EngineReplication`
+/// applies it); sessions check and write received revisions on a `SimulatedWorker` (unless the
 /// configuration asks for the inline one).
 ///
 /// A crash is a kill: the node's scheduled work and connections vanish (its peers see resets),
 /// its files are left as they are on disk — without a clean close, so without the checkpoint a
 /// close would run — and a restart opens them again, so exactly the committed transactions
 /// survive, through SQLite's WAL recovery. The files a crash leaves are copied to the node's next
-/// file name (`n<index>.<generation>.sqlite`): the dead process's store object may outlive the
-/// crash in memory for a while, and must never touch the files the restarted node opens.
+/// file names (`n<index>[-<database>].<generation>.sqlite`): the dead process's store objects may
+/// outlive the crash in memory for a while, and must never touch the files the restarted node
+/// opens.
 public final class SimulationNode: @unchecked Sendable {
+    /// What a node is built from.
+    struct Setup {
+        var index: Int
+        var peers: [Int]
+        var databases: [DatabaseName]
+        var sharing: Sharing
+        var directory: URL
+        var storeConfigurations: [DatabaseName: DocumentStore.Configuration]
+        var replication: ReplicationConfiguration
+        var servesBeyondSubscriptions: Bool
+        var makeWorker: (() -> any ReplicationWorker)?
+    }
+
     /// The node's index in the simulation (its name is `n<index>`).
     public let index: Int
-    /// The name used in traces and reports.
-    public var name: String { "n\(index)" }
-    /// The database file the node opens; a new name after every crash (the crash's files copied).
-    public private(set) var path: String
+    /// The name used in traces and reports, and the name its peers know it by.
+    public var name: String { Self.name(index) }
+    /// The database file of `default` the node opens; a new name after every crash.
+    public var path: String { path(.default) }
     /// Neighbours, sorted.
     public let peers: [Int]
+    /// The databases the node holds, sorted (`default` always).
+    public let databases: [DatabaseName]
+    /// What the node lets each neighbour do (peers named `n0`, `n1`, …).
+    public let sharing: Sharing
     let scheduler: NodeScheduler
     private let network: SimulatedNetwork
     private let random: SeededRandom
-    private let storeConfiguration: DocumentStore.Configuration
+    private let directory: URL
+    private let storeConfigurations: [DatabaseName: DocumentStore.Configuration]
+    private let replication: ReplicationConfiguration
+    private let servesBeyondSubscriptions: Bool
     private let logger: Logger
     /// Makes the worker of a new replicator (nil: the inline worker).
     private let makeWorker: (() -> any ReplicationWorker)?
     private let races: RaceCounters
-    /// The node's storage faults (the store's fault injector).
-    let storage: StorageFaults
+    private let trace: SimulationTrace
+    /// The node's storage faults, one per database store (each store's fault injector).
+    let storage: [DatabaseName: StorageFaults]
     /// Crashes so far; the files of generation g > 0 are `<base>.<g>.sqlite`.
     private var generation = 0
-    /// `path` without its `.sqlite` suffix, as given.
-    private let basePath: String
-    /// Called for every document event with the peer it came through.
-    var onEvent: @Sendable (Int, DocumentEvent) -> Void = { _, _ in }
-    /// The open store; nil while crashed.
-    public private(set) var store: DocumentStore?
-    /// Replicators by peer index; empty while crashed.
-    private(set) var replicators: [Int: PeerReplicator] = [:]
-    /// The connection each peer's session runs on, for the simultaneous-connect rule (as the
-    /// agent's `EngineReplication.Peer.connection`).
-    /// The connection each peer's session runs on (`SimultaneousConnect.Adoption`, as the agent keeps it).
+    /// Called for every document event with the peer and database it came through.
+    var onEvent: @Sendable (Int, DatabaseName, DocumentEvent) -> Void = { _, _, _ in }
+    /// Called when the node refuses a neighbour's channel for a database it does not share with it.
+    var onRefusal: @Sendable (Int, DatabaseName, PendingOffers.Recorded) -> Void = { _, _, _ in }
+    /// Replaces the configuration of a replicator before it starts (tests plant with it).
+    var replicationOverride: ((_ peer: Int, _ database: DatabaseName, ReplicationConfiguration) -> ReplicationConfiguration)?
+    /// The open stores by database; empty while crashed.
+    public private(set) var stores: [DatabaseName: DocumentStore] = [:]
+    /// The open store of `default`; nil while crashed.
+    public var store: DocumentStore? { stores[.default] }
+    /// The link to each neighbour; empty while crashed.
+    private(set) var links: [Int: PeerLink] = [:]
+    /// `replicators[peer][database]`; empty while crashed.
+    private(set) var replicators: [Int: [DatabaseName: PeerReplicator]] = [:]
+    /// The connection each peer's link runs on (`SimultaneousConnect.Adoption`, as the agent keeps it).
     private var adoption = SimultaneousConnect.Adoption()
+    /// Databases neighbours attached that the node does not share with them (kept across crashes).
+    private(set) var pendingOffers = PendingOffers(capacity: 64)
     /// The node side of its resolver client, for this process lifetime (`rules` runs only).
     var resolverHub: SimulatedResolverHub?
     /// Looks up another node (for accepting connections).
     var lookup: @Sendable (Int) -> SimulationNode? = { _ in nil }
 
-    init(index: Int, path: String, peers: [Int], network: SimulatedNetwork, random: SeededRandom,
-         configuration: DocumentStore.Configuration, storage: StorageFaults, races: RaceCounters,
-         makeWorker: (() -> any ReplicationWorker)?, logger: Logger) throws {
-        self.index = index
-        self.path = path
-        basePath = path.hasSuffix(".sqlite") ? String(path.dropLast(".sqlite".count)) : path
-        self.peers = peers
+    init(_ setup: Setup, network: SimulatedNetwork, random: SeededRandom, races: RaceCounters, trace: SimulationTrace, logger: Logger) throws {
+        index = setup.index
+        peers = setup.peers
+        databases = setup.databases
+        sharing = setup.sharing
+        directory = setup.directory
+        storeConfigurations = setup.storeConfigurations
+        replication = setup.replication
+        servesBeyondSubscriptions = setup.servesBeyondSubscriptions
+        makeWorker = setup.makeWorker
         self.network = network
-        self.scheduler = network.schedulers[index]
+        scheduler = network.schedulers[setup.index]
         self.random = random
-        self.storage = storage
         self.races = races
-        self.makeWorker = makeWorker
-        self.storeConfiguration = configuration
+        self.trace = trace
         self.logger = logger
-        storage.path = { [weak self] in self?.path ?? "" }
-        store = try openStore(storeConfiguration)
+        let base = network.base
+        storage = Dictionary(uniqueKeysWithValues: setup.databases.map { ($0, StorageFaults(clock: { base.now })) })
+        for (database, faults) in storage { faults.path = { [weak self] in self?.path(database) ?? "" } }
+        try openStores()
     }
 
-    /// Opens the node's current files, with the storage faults of this process lifetime.
-    private func openStore(_ configuration: DocumentStore.Configuration) throws -> DocumentStore {
-        var configuration = configuration
+    /// A node's name as a peer: `n<index>`.
+    static func name(_ index: Int) -> String { "n\(index)" }
+
+    /// The file of `database` in the node's current generation.
+    public func path(_ database: DatabaseName) -> String {
+        let stem = "n\(index)" + (database == .default ? "" : "-\(database.text)")
+        return directory.appendingPathComponent(stem + (generation == 0 ? "" : ".\(generation)") + ".sqlite").path
+    }
+
+    /// Opens the node's current files (SQLite recovers a crashed node's WAL), each store's
+    /// commits passing through its storage faults while this process lifetime lasts. The
+    /// attachment directory of a database is the node's for all its lifetimes, as an agent's
+    /// `DIR/attachments` is: a crash gives the database file a new path, not the content.
+    private func openStores() throws {
         let lifetime = generation
-        configuration.faultInjector = StorageFaults.Lifetime(storage) { [weak self] in
-            guard let self else { return false }
-            return self.generation == lifetime && (self.store != nil || self.opening)
-        }
-        // The process lives while it opens its store: the open may write (the retry pass).
+        // The process lives while it opens its stores: an open may write (the retry pass).
         opening = true
         defer { opening = false }
-        return try DocumentStore(path: path, configuration: configuration)
+        for database in databases {
+            var configuration = storeConfigurations[database]!
+            configuration.faultInjector = StorageFaults.Lifetime(storage[database]!) { [weak self] in
+                guard let self else { return false }
+                return self.generation == lifetime && (!self.stores.isEmpty || self.opening)
+            }
+            let suffix = database == .default ? "" : "-\(database.text)"
+            configuration.attachmentsDirectory = directory.appendingPathComponent("n\(index)\(suffix)-attachments").path
+            stores[database] = try DocumentStore(path: path(database), configuration: configuration)
+        }
     }
 
-    /// True while `openStore` runs: the store is not assigned yet, but the process is alive.
+    /// True while `openStores` runs: the stores are not all open yet, but the process is alive.
     private var opening = false
 
     /// True when the node is up and not paused (it can take writes).
-    public var isRunning: Bool { store != nil && !scheduler.isPaused }
+    public var isRunning: Bool { !stores.isEmpty && !scheduler.isPaused }
 
-    /// Creates and starts a continuous replicator for every neighbour; each dials at once.
-    func startReplication(configuration: ReplicationConfiguration) {
-        guard let store else { return }
+    /// Makes a link to every neighbour and a replicator for every database shared with it, and
+    /// starts the replicators; each link dials at once.
+    func startReplication() {
+        guard !stores.isEmpty else { return }
+        for peer in peers { makeLink(peer) }
         for peer in peers {
-            let dialer = SimulatedDialer(network: network, from: index, to: peer, lookup: lookup)
-            let replicator = PeerReplicator(
-                peerName: "n\(peer)", store: store, dialer: dialer, scheduler: scheduler, random: random,
-                configuration: configuration, backoff: Backoff(initialSeconds: 0.5, maximumSeconds: 20, jitter: 0.5),
-                logger: logger, worker: makeWorker?() ?? InlineReplicationWorker(), onDocumentEvents: { [weak self] events in
-                    for event in events { self?.onEvent(peer, event) }
-                })
-            replicators[peer] = replicator
+            for database in shared(with: peer) { replicators[peer]?[database]?.start() }
         }
-        for peer in peers { replicators[peer]?.start() }
+    }
+
+    /// The databases the node shares with `peer`, sorted.
+    func shared(with peer: Int) -> [DatabaseName] {
+        sharing.shares(with: Self.name(peer), among: databases).map(\.database).sorted()
+    }
+
+    private func makeLink(_ peer: Int) {
+        let node = index
+        let trace = self.trace
+        let link = PeerLink(
+            peerName: Self.name(peer), connectionID: Array(network.nodeIDs[node].publicKey.prefix(16)),
+            dialer: SimulatedConnectionDialer(network: network, from: node, to: peer, lookup: lookup), scheduler: scheduler, logger: logger,
+            refusal: { [weak self] database in
+                if let self { self.onRefusal(peer, database, self.pendingOffers.record(ShareKey(database, Self.name(peer)), at: self.network.base.now)) }
+                return Sharing.refusal(of: database)
+            },
+            onConnection: { up, reason in
+                trace.record("n\(node) link n\(peer) \(up ? "up" : "down \(reason.map { "\($0)" } ?? "")")")
+            })
+        links[peer] = link
+        for database in shared(with: peer) {
+            let share = sharing.share(of: database, with: Self.name(peer))!
+            guard var configuration = Sharing.replication(of: share, scope: Sharing.scope(of: share), replication) else { continue }
+            if servesBeyondSubscriptions { configuration.servesBeyondSubscriptions = true }
+            if let replicationOverride { configuration = replicationOverride(peer, database, configuration) }
+            let replicator = PeerReplicator(
+                peerName: Self.name(peer), store: stores[database]!, dialer: link.channelDialer(for: database), scheduler: scheduler,
+                random: random, configuration: configuration, backoff: Backoff(initialSeconds: 0.5, maximumSeconds: 20, jitter: 0.5),
+                logger: logger, worker: makeWorker?() ?? InlineReplicationWorker(), onDocumentEvents: { [weak self] events in
+                    for event in events { self?.onEvent(peer, database, event) }
+                })
+            link.add(replicator, for: database)
+            replicators[peer, default: [:]][database] = replicator
+        }
     }
 
     // MARK: Simultaneous connect (as the agent's EngineReplication)
 
-    /// An outbound connection to `peer` completed, before the replicator sees it: true to hand
-    /// it to the replicator's dial completion (which takes it, or closes it when a session is
-    /// already open); false when it beat the inbound connection the session runs on and the
-    /// session moved to it (the peer, applying the same rule, keeps it too).
-    func adoptOutbound(peer: Int, _ transport: SimulatedLink.End) -> Bool {
-        guard let replicator = replicators[peer] else { return true }
-        // A session already open on a connection: this one races it.
-        let racing = replicator.status.connected && adoption.connection(of: Self.name(peer)) != nil
-        if racing { races.simultaneousConnects += 1 }
-        guard adoption.admit(transport.link.connection, from: Self.name(peer), sessionOpen: racing), racing else { return true }
-        replicator.accept(transport)
-        return false
+    /// A connection `peer` dialled reached this node: its link takes the listening end, unless
+    /// the connection it runs on wins under the rule; then the new one is closed.
+    fileprivate func acceptInbound(_ end: SimulatedConnectionEnd, from peer: Int) {
+        guard let link = links[peer], admit(end, from: peer, link) else { return end.close(.localClosed) }
+        link.adopt(end, role: .responder)
     }
 
-    /// The connection the session with `peer` last took.
-    func connection(to peer: Int) -> SimultaneousConnect.Connection? { adoption.connection(of: Self.name(peer)) }
-
-    /// An inbound connection from `peer`: kept, replacing the session's connection, unless the
-    /// session's connection wins under the rule; then the new one is closed.
-    func acceptInbound(from peer: Int, _ transport: SimulatedLink.End) {
-        guard let replicator = replicators[peer] else { return transport.close(.localClosed) }
-        let open = replicator.status.connected
-        guard adoption.admit(transport.link.connection, from: Self.name(peer), sessionOpen: open) else {
-            races.simultaneousConnects += 1
-            return transport.close(.localClosed)
+    /// An outbound connection to `peer` completed: true to hand it to the link, false when the
+    /// connection open wins (this one is closed), as the agent's `adoptOutbound`.
+    fileprivate func adoptOutbound(_ end: SimulatedConnectionEnd, to peer: Int) -> Bool {
+        guard let link = links[peer] else { return true }
+        guard admit(end, from: peer, link) else {
+            end.close(.localClosed)
+            return false
         }
-        replicator.accept(transport)
+        return true
     }
 
-    /// A peer's name in the adoption table.
-    private static func name(_ peer: Int) -> String { "n\(peer)" }
+    /// The simultaneous-connect rule for a new connection with `peer`.
+    private func admit(_ end: SimulatedConnectionEnd, from peer: Int, _ link: PeerLink) -> Bool {
+        guard adoption.admit(end.link.connection, from: Self.name(peer), sessionOpen: link.isConnected) else {
+            races.simultaneousConnects += 1
+            trace.record("n\(index) keeps its connection with n\(peer)")
+            return false
+        }
+        return true
+    }
+
+    /// The connection the link with `peer` last took.
+    func connection(to peer: Int) -> SimultaneousConnect.Connection? { adoption.connection(of: Self.name(peer)) }
 
     // MARK: Crash and restart
 
-    /// Kills the node: pending work and connections vanish, and its files stay as `image` has
-    /// them (as they are on disk now when nil), under the name the restart opens.
-    func crash(image: CrashImage? = nil) throws {
-        let image = try image ?? CrashImage.capture(path: path)
+    /// Kills the node: pending work and connections vanish, and its files stay as they are on
+    /// disk, under the names the restart opens; `torn`: it dies inside a commit of that
+    /// database, whose files are as `torn`'s image has them.
+    func crash(torn: (database: DatabaseName, image: CrashImage)? = nil) throws {
+        let images = try databases.map { database in
+            (database, try torn.flatMap { $0.database == database ? $0.image : nil } ?? CrashImage.capture(path: path(database)))
+        }
         scheduler.crash()
         resolverHub?.alive = false
         resolverHub = nil
+        links = [:]
         replicators = [:]
         adoption = SimultaneousConnect.Adoption()
-        store = nil
-        storage.tearNextCommit = nil
+        stores = [:]
+        for faults in storage.values { faults.tearNextCommit = nil }
         network.takeDown(index)
         generation += 1
-        path = basePath + ".\(generation).sqlite"
-        try image.write(to: path)
+        for (database, image) in images { try image.write(to: path(database)) }
     }
 
-    /// Opens the store file again (SQLite recovers its WAL) and restarts replication.
-    func restart(configuration: ReplicationConfiguration, storeConfiguration override: DocumentStore.Configuration? = nil) throws {
-        store = try openStore(override ?? storeConfiguration)
+    /// Opens the store files again (SQLite recovers their WAL) and restarts replication.
+    func restart() throws {
+        try openStores()
         scheduler.revive()
         network.bringUp(index)
-        startReplication(configuration: configuration)
+        startReplication()
     }
 
-    /// True when every neighbour has an open session that is idle (caught up both ways).
-    var isQuiescent: Bool {
-        // A revision set aside for its content is work still to do, not rest.
-        guard let store, !scheduler.isPaused, (try? store.awaitingContentCount()) == 0 else { return false }
-        return peers.allSatisfy { peer in
-            guard let session = replicators[peer]?.currentSession else { return false }
-            return !session.isClosed && !session.isBusy
+    /// True when every replicator whose peer shares its database (`peerShares`) has an open,
+    /// idle session (caught up both ways) and no store has a revision set aside for its content
+    /// (work still to do, not rest). A replicator the peer refuses keeps retrying, and is not
+    /// waited for.
+    func isQuiescent(peerShares: (Int, DatabaseName) -> Bool) -> Bool {
+        guard !stores.isEmpty, !scheduler.isPaused else { return false }
+        for store in stores.values where (try? store.awaitingContentCount()) != 0 { return false }
+        for (peer, byDatabase) in replicators {
+            for (database, replicator) in byDatabase where peerShares(peer, database) {
+                guard let session = replicator.currentSession, !session.isClosed, !session.isBusy else { return false }
+            }
         }
+        return true
     }
 }
 
-/// Dials a neighbour through the simulated network, as the agent's `TCPPeerDialer` dials TCP:
-/// the listener's end goes to the neighbour's simultaneous-connect check, and the dialler's end
-/// through ours before the replicator sees it.
-final class SimulatedDialer: PeerDialer, @unchecked Sendable {
+/// Dials a neighbour through the simulated network with connections of protocol version 2, as
+/// the agent's `TCPPeerDialer` dials TCP: the listening end goes to the neighbour's link (through
+/// its simultaneous-connect check), the dialling end through ours before our link sees it.
+final class SimulatedConnectionDialer: ConnectionDialer, @unchecked Sendable {
     private let network: SimulatedNetwork
     private let from: Int
     private let to: Int
@@ -239,25 +324,16 @@ final class SimulatedDialer: PeerDialer, @unchecked Sendable {
         self.lookup = lookup
     }
 
-    func dial(_ completion: @escaping @Sendable (Result<any MessageTransport, ReplicationError>) -> Void) {
+    func dial(_ completion: @escaping @Sendable (Result<any ConnectionTransport, ReplicationError>) -> Void) {
         let (from, to, lookup) = (self.from, self.to, self.lookup)
-        network.dial(from: from, to: to, accept: { transport in
-            if let node = lookup(to) {
-                node.acceptInbound(from: from, transport)
-            } else {
-                transport.close(.localClosed)
-            }
+        network.dial(from: from, to: to, accept: { end in
+            if let node = lookup(to) { node.acceptInbound(end, from: from) } else { end.close(.localClosed) }
         }, completion: { result in
-            switch result {
-            case .success(let transport):
-                if lookup(from)?.adoptOutbound(peer: to, transport) ?? true {
-                    completion(.success(transport))
-                } else {
-                    completion(.failure(.disconnected("simultaneous connect: the session moved to this connection")))
-                }
-            case .failure(let error):
-                completion(.failure(error))
+            guard case .success(let end) = result else { return completion(result.map { $0 }) }
+            guard lookup(from)?.adoptOutbound(end, to: to) ?? false else {
+                return completion(.failure(.disconnected("simultaneous connect: the connection already open is kept")))
             }
+            completion(.success(end))
         })
     }
 }

@@ -23,7 +23,7 @@ struct SharingSimulationTests {
 
     @Test("every seed of the short list keeps every access and convergence invariant", arguments: seeds)
     func seedHoldsInvariants(seed: UInt64) throws {
-        let report = try SharingSimulation(Self.configuration(seed)).run()
+        let report = try Simulation(Self.configuration(seed)).run()
         #expect(report.violations.isEmpty, "\(report.failureText)")
         #expect(report.writes > 0)
         #expect(report.sharing["pulled", default: 0] > 0, "\(report.summary)")
@@ -55,35 +55,35 @@ struct SharingSimulationTests {
         #expect(Set(configurations.map(\.revsLimit)).count == 2)
         #expect(Set(configurations.map(\.faults)) == Set(FaultLevel.allCases))
         #expect(prefixed > 0 && unshared > 0)
-        let report = try SharingSimulation(Self.configuration(3)).run()
+        let report = try Simulation(Self.configuration(3)).run()
         #expect(report.sharing["refusedAttach", default: 0] > 0, "\(report.summary)")
         // Each refused database is kept as a pending offer, once per database and neighbour.
         #expect((1...report.sharing["refusedAttach", default: 0]).contains(report.sharing["pendingOffers", default: 0]), "\(report.summary)")
         #expect(report.sharing["withheld", default: 0] > 0, "\(report.summary)")
         // Both ends of an edge dial: the simultaneous-connect rule closes the connection that loses.
-        #expect(report.sharing["simultaneousConnect", default: 0] > 0, "\(report.summary)")
+        #expect(report.races["simultaneousConnect", default: 0] > 0, "\(report.summary)")
     }
 
     @Test("the same seed replays exactly, crashes and torn commits included: same trace hash and figures; another seed differs")
     func replay() throws {
-        let first = try SharingSimulation(Self.configuration(6, faults: .high)).run()
-        let second = try SharingSimulation(Self.configuration(6, faults: .high)).run()
+        let first = try Simulation(Self.configuration(8, faults: .high)).run()
+        let second = try Simulation(Self.configuration(8, faults: .high)).run()
         #expect(first.traceHash == second.traceHash)
         #expect(first.summary == second.summary)
         #expect(first.faults.values.reduce(0, +) > 3, "\(first.summary)")
-        let other = try SharingSimulation(Self.configuration(9, faults: .high)).run()
+        let other = try Simulation(Self.configuration(12, faults: .high)).run()
         #expect(other.traceHash != first.traceHash)
         #expect(first.violations.isEmpty && other.violations.isEmpty, "\(first.failureText)\n\(other.failureText)")
         // What replayed: crashes and restarts, resets, and the links' in-connection faults.
         let faults = first.faults.merging(other.faults, uniquingKeysWith: +)
         for fault in ["crash", "connectionReset", "resetMidBatch", "tornCommit", "ioError"] {
-            #expect(faults[fault, default: 0] > 0, "no \(fault) in seeds 6 and 9")
+            #expect(faults[fault, default: 0] > 0, "no \(fault) in seeds 8 and 12")
         }
     }
 
     @Test("a node that serves its peers beyond their subscriptions has what falls outside them refused, and every invariant holds", arguments: liarSeeds)
     func liarIsRefused(seed: UInt64) throws {
-        let simulation = try SharingSimulation(Self.configuration(seed, liars: 1))
+        let simulation = try Simulation(Self.configuration(seed, liars: 1))
         #expect(simulation.liars.count == 1)
         let report = try simulation.run()
         #expect(report.violations.isEmpty, "\(report.failureText)")
@@ -96,13 +96,13 @@ struct SharingSimulationTests {
 
     @Test("a seed with a liar replays exactly; the same seed without one keeps its trace")
     func liarReplays() throws {
-        let first = try SharingSimulation(Self.configuration(6, faults: .high, liars: 1)).run()
-        let second = try SharingSimulation(Self.configuration(6, faults: .high, liars: 1)).run()
+        let first = try Simulation(Self.configuration(6, faults: .high, liars: 1)).run()
+        let second = try Simulation(Self.configuration(6, faults: .high, liars: 1)).run()
         #expect(first.traceHash == second.traceHash)
         #expect(first.summary == second.summary)
         #expect(first.sharing["rejected", default: 0] > 0, "\(first.summary)")
         #expect(first.violations.isEmpty, "\(first.failureText)")
-        let honest = try SharingSimulation(Self.configuration(6, faults: .high)).run()
+        let honest = try Simulation(Self.configuration(6, faults: .high)).run()
         #expect(honest.traceHash != first.traceHash)
         #expect(honest.sharing["rejected", default: 0] == 0, "\(honest.summary)")
     }
@@ -111,14 +111,14 @@ struct SharingSimulationTests {
     func storageFaultsHoldInvariants() throws {
         var faults: [String: Int] = [:]
         for seed in Self.storageFaultSeeds {
-            let report = try SharingSimulation(Self.configuration(seed, faults: .high)).run()
+            let report = try Simulation(Self.configuration(seed, faults: .high)).run()
             #expect(report.violations.isEmpty, "\(report.failureText)")
             faults.merge(report.faults, uniquingKeysWith: +)
         }
         for fault in ["ioError", "diskFull", "tornCommit"] { #expect(faults[fault, default: 0] > 0, "no \(fault) in \(faults)") }
         var configuration = Self.configuration(6, faults: .high)
         configuration.storageFaults = false
-        let without = try SharingSimulation(configuration).run()
+        let without = try Simulation(configuration).run()
         #expect(without.violations.isEmpty, "\(without.failureText)")
         #expect(without.faults.keys.allSatisfy { !["ioError", "diskFull", "tornCommit"].contains($0) }, "\(without.summary)")
     }
@@ -128,7 +128,7 @@ struct SharingSimulationTests {
 
     @Test("a node that replicates every database both ways, whatever its shares say, is reported: documents where no share lets them go, revisions stored from peers that may not write them")
     func replicatingBeyondTheSharesIsCaught() throws {
-        let simulation = try SharingSimulation(Self.configuration(3))
+        let simulation = try Simulation(Self.configuration(3))
         simulation.replicationOverride = { node, _, _, configuration in
             guard node == 0 else { return configuration }
             var widened = configuration
@@ -140,14 +140,14 @@ struct SharingSimulationTests {
         let report = try simulation.run()
         #expect(report.violations.contains { $0.invariant == .writeAccess && $0.nodes.last == 0 }, "\(report.failureText)")
         #expect(report.violations.contains { $0.invariant == .readAccess && $0.nodes.first == 0 }, "\(report.failureText)")
-        let wellBehaved = try SharingSimulation(Self.configuration(3)).run()
+        let wellBehaved = try Simulation(Self.configuration(3)).run()
         #expect(wellBehaved.violations.isEmpty, "\(wellBehaved.failureText)")
     }
 
     @Test("a revision copied by hand to a node no share lets it reach is reported under read access")
     func handCopiedRevisionIsCaught() throws {
-        let simulation = try SharingSimulation(Self.configuration(3))
-        var planted: (node: Int, write: DatabaseWrite)?
+        let simulation = try Simulation(Self.configuration(3))
+        var planted: (node: Int, write: AcknowledgedWrite)?
         simulation.beforeChecks = { simulation in
             // The first write some node holding its database may not read: copy it there, history and all.
             for write in simulation.writes {
@@ -172,7 +172,7 @@ struct SharingSimulationTests {
 
     @Test("a document written on one node after quiescence and never replicated breaks convergence")
     func divergenceIsCaught() throws {
-        let simulation = try SharingSimulation(Self.configuration(2))
+        let simulation = try Simulation(Self.configuration(2))
         var planted: String?
         simulation.beforeChecks = { simulation in
             // A document that flows both ways between two neighbours: change it on one side only.
@@ -196,7 +196,7 @@ struct SharingSimulationTests {
 
     @Test("a written revision removed from a node the shares let it reach is reported as a lost write")
     func lostWriteIsCaught() throws {
-        let simulation = try SharingSimulation(Self.configuration(3))
+        let simulation = try Simulation(Self.configuration(3))
         var planted: (node: Int, revision: RevisionID)?
         simulation.beforeChecks = { simulation in
             // A revision its writer holds that is no longer a leaf there (removing a leaf would break the tree).

@@ -40,11 +40,11 @@ struct Run: ParsableCommand {
     @Flag(name: .customLong("inline-worker"), help: "Check and write received revisions inline instead of on the simulated concurrent worker.") var inlineWorker = false
     @Flag(name: .customLong("no-storage-faults"), help: "Inject no storage faults (failed commits, full disk, crash inside a commit).") var noStorageFaults = false
     @Option(help: ArgumentHelp(
-        "Databases per node (default 1: one database, default, shared read-write with every neighbour).",
+        "Databases per node (default 1: one database, default, shared read-write with every neighbour, as agents share it after peer add).",
         discussion: """
             With 2 or more, every node holds default and some of db1, db2, … (drawn from the seed), one store each, \
-            and one connection per neighbour carries every database the two share (protocol version 2; the lower node \
-            index dials). What each node lets each neighbour do to each database is drawn from the seed: read, write or \
+            and one connection per neighbour carries every database the two share (protocol version 2, as \
+            with one database; both ends dial and the simultaneous-connect rule keeps one connection). What each node lets each neighbour do to each database is drawn from the seed: read, write or \
             read-write, optionally only ids starting a- or b-, or not shared at all (the node refuses the attach). \
             Faults: partitions, clogs, resets, pauses, crashes, in-connection faults, and storage faults on each \
             database's store (failed commits, full disk, a node dying inside a commit of one store); \
@@ -82,14 +82,9 @@ struct Run: ParsableCommand {
         guard !attachments || databases == 1 else { throw ValidationError("--attachments runs with one database") }
     }
 
-    /// One run: `Simulation` for one database, `SharingSimulation` for several.
+    /// One run.
     static func run(_ configuration: SimulationConfiguration, quiet: Bool = false) throws -> SimulationReport {
         let traced = quiet ? nil : configuration.traceDocument
-        guard configuration.databases == 1 else {
-            let simulation = try SharingSimulation(configuration)
-            if let traced { simulation.beforeChecks = { print(try $0.describeTrees(of: traced)) } }
-            return try simulation.run()
-        }
         let simulation = try Simulation(configuration)
         if let traced { simulation.beforeChecks = { print(try $0.describeTrees(of: traced)) } }
         return try simulation.run()
