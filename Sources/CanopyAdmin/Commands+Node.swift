@@ -19,13 +19,17 @@ extension Admin {
         public var conflictedCount: Int64
         /// Revisions from peers that wait for their attachment content.
         public var awaitingAttachments: Int64
+        /// The database's digest, 64 hex digits (`Protocol/digests.md`): equal on two nodes
+        /// exactly when they hold the same documents with the same open leaves.
+        public var digest: String
 
-        public init(docCount: Int64, docDelCount: Int64, updateSeq: Int64, conflictedCount: Int64, awaitingAttachments: Int64) {
+        public init(docCount: Int64, docDelCount: Int64, updateSeq: Int64, conflictedCount: Int64, awaitingAttachments: Int64, digest: String) {
             self.docCount = docCount
             self.docDelCount = docDelCount
             self.updateSeq = updateSeq
             self.conflictedCount = conflictedCount
             self.awaitingAttachments = awaitingAttachments
+            self.digest = digest
         }
     }
 

@@ -185,6 +185,9 @@ extension Agent {
                 if rows.strayRevisionRows > 0 {
                     problems.append(prefix + "\(rows.strayRevisionRows) revision rows belong to no document row (a document's row was lost)")
                 }
+                if rows.differingDigestBuckets > 0 {
+                    problems.append(prefix + "\(rows.differingDigestBuckets) digest buckets disagree with the document rows (the database's digest is wrong)")
+                }
                 // Content set-aside revisions wait for may still be on its way: not counted.
                 if checksContent { named.formUnion(try store.namedAttachmentDigests(includingSetAside: false)) }
             }

@@ -210,7 +210,7 @@ extension Agent {
         let counts = try store.counts()
         return Admin.DatabaseCounts(
             docCount: Int64(counts.documents - counts.deleted), docDelCount: Int64(counts.deleted), updateSeq: store.lastSequence,
-            conflictedCount: Int64(counts.conflicted), awaitingAttachments: Int64(counts.awaitingContent))
+            conflictedCount: Int64(counts.conflicted), awaitingAttachments: Int64(counts.awaitingContent), digest: counts.digest.hex)
     }
 
     /// What `body` returns, or the admin error for what it threw: a store error as

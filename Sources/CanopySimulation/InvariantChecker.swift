@@ -47,7 +47,7 @@ struct InvariantChecker {
 
     // MARK: After settling
 
-    /// Invariants 1, 2, 3, 5 and 4 on the settled nodes.
+    /// Invariants 1, 10, 2, 3, 5 and 4 on the settled nodes.
     func checkAfterSettling() throws -> [Violation] {
         var views: [[String: DocumentView]] = []
         for node in nodes {
@@ -60,6 +60,7 @@ struct InvariantChecker {
             views.append(view)
         }
         var violations = convergence(views)
+        violations += try digests(views.map { [DatabaseName.default: $0] }, stores: nodes.map(\.stores))
         violations += try lostWrites()
         violations += try deletions(views)
         violations += try conflicts()
@@ -277,6 +278,38 @@ struct InvariantChecker {
         }
         return nil
     }
+}
+
+/// Invariant 10 over every database: two nodes whose views of a database are the same (same
+/// documents, current revisions and open leaves) have the same digest of it, two whose views
+/// differ have different ones, and each store's digest buckets are what its rows give (the full
+/// check, `checkRows`).
+func digests(_ views: [[DatabaseName: [String: InvariantChecker.DocumentView]]], stores: [[DatabaseName: DocumentStore]]) throws -> [Violation] {
+    var violations: [Violation] = []
+    for (node, byDatabase) in stores.enumerated() {
+        for (database, store) in byDatabase.sorted(by: { $0.key < $1.key }) {
+            let differing = try store.checkRows().differingDigestBuckets
+            if differing > 0 {
+                violations.append(Violation(
+                    invariant: .digests, documentID: nil, nodes: [node],
+                    detail: "\(database): \(differing) digest buckets disagree with the document rows"))
+            }
+        }
+    }
+    for a in stores.indices {
+        for b in stores.indices where b > a {
+            for (database, storeA) in stores[a].sorted(by: { $0.key < $1.key }) {
+                guard let storeB = stores[b][database], let viewA = views[a][database], let viewB = views[b][database] else { continue }
+                let sameViews = viewA == viewB
+                guard sameViews != (storeA.digest == storeB.digest) else { continue }
+                violations.append(Violation(
+                    invariant: .digests, documentID: nil, nodes: [a, b],
+                    detail: "\(database): the nodes hold \(sameViews ? "the same" : "different") documents but their digests are "
+                        + "\(storeA.digest.hex.prefix(16)) and \(storeB.digest.hex.prefix(16))"))
+            }
+        }
+    }
+    return violations
 }
 
 /// Every document's latest change in `store`, read page by page as an application would.

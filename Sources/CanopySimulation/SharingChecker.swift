@@ -12,6 +12,8 @@ import CanopyStore
 ///    node for its id (checked as the replicators report `pulled`, in `Simulation`).
 /// 2  no acknowledged write lost: a revision a node's application wrote is in the tree of its
 ///    writer and of every node reachable from it along flow edges for its id, or stemmed there.
+/// 10 digests: nodes whose copies of a database hold the same documents and open leaves have
+///    equal digests of it, and every digest is what its rows give.
 /// 1  convergence: for every flow edge N → M of a database both hold and every document N
 ///    holds, every open leaf of N is in M's tree (or stemmed there): downstream holds the same
 ///    revision or a newer one; where the edge runs both ways, both hold the same current
@@ -28,7 +30,7 @@ struct SharingChecker {
 
     private var shares: ShareTable { simulation.shares }
 
-    /// Invariants 7, 2 and 1.
+    /// Invariants 7, 2, 1 and 10.
     mutating func check() throws -> [Violation] {
         var views: [[DatabaseName: [String: InvariantChecker.DocumentView]]] = []
         for stores in simulation.stores {
@@ -43,7 +45,7 @@ struct SharingChecker {
             }
             views.append(byDatabase)
         }
-        return try access() + convergence(views)
+        return try access() + convergence(views) + digests(views, stores: simulation.stores)
     }
 
     private func tree(_ node: Int, _ database: DatabaseName, _ id: String) throws -> RevTree {

@@ -11,6 +11,7 @@ public struct Violation: Sendable, Equatable, CustomStringConvertible {
         case readAccess = "7 no document reaches a node that may not read it (multi-database runs)"
         case writeAccess = "8 no revision applied from a peer that may not write it (multi-database runs)"
         case attachments = "9 every node holds all the attachment content its leaves name, with the right digest (attachment runs)"
+        case digests = "10 nodes holding the same documents and open leaves have equal database digests, and each digest is what its rows give"
     }
 
     /// Which invariant broke.

@@ -10,6 +10,9 @@ public struct RowCheckReport: Sendable, Equatable {
     public var truncated = false
     /// Revision rows whose document key no document row has (their document's row was lost).
     public var strayRevisionRows = 0
+    /// Digest buckets whose stored counts or digest are not what the document rows give
+    /// (`digest_buckets` damaged, or out of step with the rows).
+    public var differingDigestBuckets = 0
 }
 
 /// Checking every document row against itself and its revisions: damage SQLite's integrity check
@@ -22,7 +25,10 @@ extension DocumentStore {
     /// - a row that does not match its check value (`RowCheck`: its id, key or leaf list changed);
     /// - a leaf list this build did not write, or one that is not the leaves of its revisions;
     /// - a current revision, deleted flag or conflicted flag that is not what the leaves say;
-    /// - revision rows that cannot be read, or a stored body that no longer hashes to its revision id.
+    /// - revision rows that cannot be read, or a stored body that no longer hashes to its revision id;
+    ///
+    /// and counts the digest buckets that are not what the rows give (recomputed from every row
+    /// in one read transaction).
     ///
     /// Each is also reported through the damage handler (`setDamageHandler(_:)`), as a read that
     /// finds it would. At most `problemsMax` are listed.
@@ -68,6 +74,14 @@ extension DocumentStore {
             }
             report.strayRevisionRows = Int(
                 try reader.scalarInt("SELECT count(*) FROM revisions WHERE doc_key NOT IN (SELECT doc_key FROM documents)") ?? 0)
+            try reader.execute("BEGIN")
+            defer { try? reader.execute("COMMIT") }
+            let stored = try DigestBuckets.load(reader)
+            let computed = try DigestBuckets.compute(reader)
+            report.differingDigestBuckets = (0..<DigestTree.bucketCount).filter { bucket in
+                stored.documents[bucket] != computed.documents[bucket] || stored.deleted[bucket] != computed.deleted[bucket]
+                    || stored.digests[bucket] != computed.digests[bucket]
+            }.count
         } catch let error as StoreError {
             throw error
         } catch {

@@ -102,6 +102,9 @@ public final class DocumentStore: @unchecked Sendable {
     /// Cached `metadata.last_sequence`; changed only under the lock, after a commit, and read
     /// without it (a replication source asks it while this node writes).
     private let storedLastSequence = Atomic<Int64>(0)
+    /// The digest buckets as committed (`DigestBuckets`); changed only under the store's lock,
+    /// after a commit, and read under their own, so counts never wait behind a long read.
+    private let storedBuckets = Mutex(DigestBuckets.empty)
     /// Writes that set revisions aside for their attachment content (`setAsideCount`).
     let setAsideCounter = Atomic<Int>(0)
     /// Guards `snapshotConnection`; never taken together with `lock`.
@@ -146,6 +149,8 @@ public final class DocumentStore: @unchecked Sendable {
             storedLastSequence.store(meta.lastSequence, ordering: .releasing)
             storedHorizons = try PeerHorizons.load(db)
             storedStemHorizon = storedHorizons.values.min()
+            let buckets = try DigestBuckets.load(db)
+            storedBuckets.withLock { $0 = buckets }
             let wal = try db.queryFirst("PRAGMA journal_mode") { $0.text(0) } == "wal"
             snapshotConnection = wal ? try Database.snapshotReader(path: path) : nil
             if configuration.checkpointInBackground {
@@ -246,9 +251,10 @@ public final class DocumentStore: @unchecked Sendable {
             let revsLimit = storedRevsLimit.load(ordering: .acquiring)
             let context = WriteContext(
                 db: db, lastSequence: before, revsLimit: revsLimit,
-                peerHorizons: storedHorizons, stemHorizon: storedStemHorizon, logger: logger)
+                peerHorizons: storedHorizons, stemHorizon: storedStemHorizon, buckets: digestBuckets, logger: logger)
             let value = try db.transaction { _ in
                 let value = try body(context)
+                if let buckets = context.buckets { try buckets.write(db, changed: context.changedBuckets.sorted()) }
                 if context.lastSequence != before { try Metadata.setLastSequence(db, context.lastSequence) }
                 if context.revsLimit != revsLimit { try Metadata.setRevsLimit(db, context.revsLimit) }
                 try configuration.faultInjector?.beforeCommit()
@@ -256,6 +262,7 @@ public final class DocumentStore: @unchecked Sendable {
             }
             storedLastSequence.store(context.lastSequence, ordering: .releasing)
             storedRevsLimit.store(context.revsLimit, ordering: .releasing)
+            if let buckets = context.buckets { storedBuckets.withLock { $0 = buckets } }
             if !context.horizonChanges.isEmpty {
                 for (peer, sequence) in context.horizonChanges { storedHorizons[peer] = sequence }
                 storedStemHorizon = storedHorizons.values.min()
@@ -294,27 +301,36 @@ public final class DocumentStore: @unchecked Sendable {
         try write { context in context.revsLimit = limit }
     }
 
-    /// Number of documents, deleted ones included (they are tombstones that replicate).
+    /// Number of documents, deleted ones included (they are tombstones that replicate). O(1):
+    /// kept in the write transactions (`DigestBuckets`).
     public var documentCount: Int {
-        get throws(StoreError) { try read { db in Int(try db.scalarInt("SELECT count(*) FROM documents") ?? 0) } }
+        get throws(StoreError) { Int(digestBuckets.documentCount) }
     }
 
-    /// Number of documents whose current revision is a deletion (CouchDB's `doc_del_count`).
+    /// Number of documents whose current revision is a deletion (CouchDB's `doc_del_count`). O(1).
     public var deletedCount: Int {
-        get throws(StoreError) {
-            try read { db in Int(try db.scalarInt("SELECT count(*) FROM documents WHERE deleted = 1") ?? 0) }
-        }
+        get throws(StoreError) { Int(digestBuckets.deletedCount) }
     }
+
+    /// The digest of what the database holds: for every document, its id and its open leaves
+    /// (`DatabaseDigest`, `Protocol/digests.md`). Two databases holding the same documents with
+    /// the same open leaves have the same digest. O(1): kept in the write transactions.
+    public var digest: DatabaseDigest { digestBuckets.digest }
+
+    /// The digest buckets as committed.
+    var digestBuckets: DigestBuckets { storedBuckets.withLock { $0 } }
 
     /// The store's counts, as `documentCount`, `deletedCount`, `conflictedCount` and
     /// `awaitingContentCount()` give them, read together from one snapshot on the store's second
     /// connection (`readSnapshot`): never behind the store's lock, which a large document's read
     /// holds for as long as it takes, so an operator's `status` is answered meanwhile.
+    /// Documents and deleted ones come from the digest buckets (O(1)); the conflicted documents
+    /// and the revisions set aside are counted through indexes of their own (O(those)).
     public func counts() throws(StoreError) -> StoreCounts {
-        try readSnapshot { db in
+        let buckets = digestBuckets
+        return try readSnapshot { db in
             StoreCounts(
-                documents: Int(try db.scalarInt("SELECT count(*) FROM documents") ?? 0),
-                deleted: Int(try db.scalarInt("SELECT count(*) FROM documents WHERE deleted = 1") ?? 0),
+                documents: Int(buckets.documentCount), deleted: Int(buckets.deletedCount), digest: buckets.digest,
                 conflicted: Int(try db.scalarInt("SELECT count(*) FROM documents WHERE conflicted = 1") ?? 0),
                 awaitingContent: Int(try db.scalarInt("SELECT count(*) FROM awaiting_revisions") ?? 0))
         }
@@ -353,10 +369,18 @@ final class WriteContext {
     /// Whether `kept_imported_conflicts` holds a row, once this transaction has asked
     /// (`KeptImportedConflicts`); nil before.
     var keptImportedConflictsExist: Bool?
+    /// The digest buckets as committed before this transaction (the store's copy).
+    let startingBuckets: DigestBuckets
+    /// The buckets with this transaction's document writes applied; nil until one is noted.
+    var buckets: DigestBuckets?
+    /// The buckets those writes changed, written just before the commit.
+    var changedBuckets = Set<Int>()
     let logger: Logger
 
-    init(db: Database, lastSequence: Int64, revsLimit: Int, peerHorizons: [String: Int64], stemHorizon: Int64?, logger: Logger) {
+    init(db: Database, lastSequence: Int64, revsLimit: Int, peerHorizons: [String: Int64], stemHorizon: Int64?,
+         buckets: DigestBuckets, logger: Logger) {
         self.db = db
+        startingBuckets = buckets
         self.lastSequence = lastSequence
         self.revsLimit = revsLimit
         self.peerHorizons = peerHorizons
@@ -390,6 +414,8 @@ public struct StoreCounts: Sendable, Equatable {
     public var documents: Int
     /// Documents whose current revision is a deletion (`deletedCount`).
     public var deleted: Int
+    /// The digest of what the database holds (`digest`).
+    public var digest: DatabaseDigest
     /// Documents flagged conflicted (`conflictedCount`).
     public var conflicted: Int
     /// Revisions set aside for their attachment content (`awaitingContentCount()`).

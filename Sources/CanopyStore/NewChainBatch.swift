@@ -111,7 +111,13 @@ struct NewChainBatch {
                 documentID: items[index].documentID, borrowed: &borrowed)
         }
         try statement.runBorrowing(borrowed)
-        guard context.db.changes != count else { return true }
+        if context.db.changes == count {
+            for index in chunk {
+                let path = items[index].path
+                context.noteNewDocument(items[index].documentID, leaf: RevTree.Node(id: path.leaf, parent: path.parent, kind: path.kind))
+            }
+            return true
+        }
         // Every row inserted has a sequence from this chunk (they are all new), so this deletes
         // exactly what the statement wrote.
         try context.db.run(

@@ -46,6 +46,7 @@ extension RevisionRows {
             context.returnSequence(sequence)
             return nil
         }
+        context.noteNewDocument(documentID, leaf: leaf)
         for row in newChainRows(path: path, body: body, importedID: importedID, revsLimit: context.revsLimit) {
             try insertRevisionRow(context.db, key: sequence, row: row)
         }

@@ -317,6 +317,10 @@ enum RevisionRows {
         try statement.bind(leafList, at: 6)
         try statement.bind(RowCheck.value(documentKey: key, leaves: leafList, documentID: document.id), at: 8)
         try statement.run()
+        let before = document.sequence == nil ? nil : document.storedTree.leaves
+        context.noteDocument(
+            document.id, before: before.map { ($0, RevTree.current(amongLeaves: $0)?.kind.isDeleted ?? false) },
+            after: leaves, deleted: current.kind.isDeleted)
         document.key = key
         document.sequence = sequence
         return key

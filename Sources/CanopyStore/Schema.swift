@@ -29,6 +29,9 @@
 ///     kept_imported_conflicts(doc_id)            documents whose conflict an import kept as it
 ///                                                came, which the retry pass leaves alone
 ///                                                (`KeptImportedConflicts`; version 7 on)
+///     digest_buckets(bucket, documents, deleted, digest)
+///                                                the digest tree's lowest level, kept in every
+///                                                write transaction (`DigestBuckets`; version 9 on)
 ///
 /// `documents.sequence` is the rowid, so the changes feed is a rowid range scan and a document
 /// write maintains one index (doc_id) besides the table, not two. A document's row moves to a new
@@ -135,6 +138,17 @@ enum Schema {
         // 8: each document row's check value (`RowCheck`), so damage that leaves a row well
         // formed is found. The step computes it for the rows already in the file (`fill`).
         "ALTER TABLE documents ADD COLUMN row_check INTEGER;",
+        // 9: the digest tree's buckets (`DigestBuckets`): per bucket of document ids, the
+        // documents, the deleted ones and the exclusive-or of their digests. The step computes
+        // them from the rows already in the file (`fill`).
+        """
+        CREATE TABLE digest_buckets (
+            bucket INTEGER PRIMARY KEY,
+            documents INTEGER NOT NULL,
+            deleted INTEGER NOT NULL,
+            digest BLOB NOT NULL
+        ) STRICT;
+        """,
     ]
 
     /// What a step writes beyond its SQL, in the same transaction: rows computed from the rows
@@ -143,6 +157,7 @@ enum Schema {
         switch version {
         case 5: try RevisionRows.nameAllStoredAttachments(db)
         case 8: try fillRowChecks(db)
+        case 9: try DigestBuckets.compute(db).writeAll(db)
         default: break
         }
     }

@@ -48,9 +48,12 @@ struct DatabasesEndToEndTests {
         // writes by import and resolve after n1's two.
         let list = try agent.ctl(["db", "list"])
         let lines = list.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ") }
-        #expect(lines.first == "DATABASE DOCUMENTS UPDATE SEQ CONFLICTS SHARED WITH", "\(list.stdout)")
-        #expect(lines.dropFirst().first == "default 1 1 0 -", "\(list.stdout)")
-        #expect(lines.dropFirst(2).first?.hasPrefix("team/notes 2 ") == true && lines.dropFirst(2).first?.hasSuffix(" 0 -") == true, "\(list.stdout)")
+        #expect(lines.first == "DATABASE DOCUMENTS UPDATE SEQ CONFLICTS DIGEST SHARED WITH", "\(list.stdout)")
+        let defaultRow = lines.dropFirst().first?.split(separator: " ").map(String.init) ?? []
+        #expect(defaultRow.count == 6 && defaultRow[0..<4] == ["default", "1", "1", "0"] && defaultRow[5] == "-", "\(list.stdout)")
+        #expect(defaultRow.count == 6 && defaultRow[4].count == 16 && defaultRow[4].allSatisfy(\.isHexDigit), "\(list.stdout)")
+        let notesRow = lines.dropFirst(2).first?.split(separator: " ").map(String.init) ?? []
+        #expect(notesRow.count == 6 && notesRow[0..<2] == ["team/notes", "2"] && notesRow[3] == "0" && notesRow[5] == "-", "\(list.stdout)")
 
         // Refusals say what to do.
         let badName = try agent.ctl(["db", "create", "Team"])

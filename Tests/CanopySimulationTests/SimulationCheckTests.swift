@@ -114,6 +114,30 @@ struct SimulationCheckTests {
         #expect(report.violations.contains { $0.invariant == .convergence && $0.documentID == "planted" })
     }
 
+    @Test("a planted divergence also shows in the digests: the two nodes' digests differ while their other neighbours agree")
+    func plantedDivergenceChangesTheDigest() throws {
+        let simulation = try Simulation(Self.faulty(22))
+        simulation.beforeChecks = { simulation in
+            _ = try simulation.nodes[1].store?.put(id: "planted", body: .object(["x": .int(1)]), replacing: nil)
+        }
+        let report = try simulation.run()
+        // The views differ, and so do the digests: no digest violation; node 1's digest is its own.
+        #expect(!report.violations.contains { $0.invariant == .digests }, "\(report.failureText)")
+        let digests = simulation.nodes.map { $0.store!.digest }
+        #expect(digests[1] != digests[0] && digests[0] == digests[2])
+    }
+
+    @Test("a digest bucket changed in one node's file after quiescence is reported (invariant 10)")
+    func plantedDigestDamage() throws {
+        let simulation = try Simulation(Self.faulty(21))
+        simulation.beforeChecks = { simulation in
+            let file = try Database(path: simulation.nodes[2].path)
+            try file.run("UPDATE digest_buckets SET digest = zeroblob(32) WHERE bucket = (SELECT min(bucket) FROM digest_buckets)")
+        }
+        let report = try simulation.run()
+        #expect(report.violations.contains { $0.invariant == .digests && $0.nodes == [2] }, "\(report.failureText)")
+    }
+
     @Test("a checkpoint moved ahead of the data it covers is reported")
     func plantedCheckpointAhead() throws {
         let simulation = try Simulation(Self.faulty(23))

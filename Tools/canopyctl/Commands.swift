@@ -16,7 +16,7 @@ struct Status: ParsableCommand {
             ("node id", status.nodeID), ("listen", status.listen),
             ("network", status.network == "private" ? "private (network-key)" : "open"),
             ("documents", text(status.counts.docCount)), ("deleted", text(status.counts.docDelCount)),
-            ("update seq", text(status.counts.updateSeq)),
+            ("update seq", text(status.counts.updateSeq)), ("digest", status.counts.digest),
             ("conflicted", conflictedSummary(status)), ("conflicts", status.conflicts),
         ]
         /// One `name  value` line of the status, the value in the column the rows share.

@@ -8,18 +8,20 @@ struct DatabaseCommand: ParsableCommand {
         subcommands: [List.self, Create.self, Delete.self, Pending.self, Dismiss.self])
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Every database with its counts and the peers it is shared with.")
+        static let configuration = CommandConfiguration(
+            abstract: "Every database with its counts, its digest and the peers it is shared with.",
+            discussion: "DIGEST: the first 16 of the digest's 64 hex digits (--json gives all): two nodes show the same digest exactly when they hold the same documents with the same open leaves.")
         @OptionGroup var connection: ConnectionOptions
 
         func run() throws {
             let answer = try connection.call(Admin.ListDatabases())
             if connection.json { return printJSON(.object(answer.members)) }
-            printTable(["DATABASE", "DOCUMENTS", "UPDATE SEQ", "CONFLICTS", "SHARED WITH"], answer.reply.databases.map { row in
+            printTable(["DATABASE", "DOCUMENTS", "UPDATE SEQ", "CONFLICTS", "DIGEST", "SHARED WITH"], answer.reply.databases.map { row in
                 let shared = row.sharedWith.map { share in
                     "\(share.nodeID) (\(share.access)\(share.prefix.map { ", ids starting \($0)" } ?? ""))"
                 }
                 return [row.db, text(row.counts.docCount), text(row.counts.updateSeq), text(row.counts.conflictedCount),
-                        shared.isEmpty ? "-" : shared.joined(separator: ", ")]
+                        String(row.counts.digest.prefix(16)), shared.isEmpty ? "-" : shared.joined(separator: ", ")]
             })
         }
     }
