@@ -12,9 +12,9 @@ import Foundation
 /// same concurrency control as `save`. Attachments do not replicate yet: a peer refuses a
 /// revision that has any, and reports it.
 ///
-/// Content no kept revision names any more (after `detach`, or once `DocumentStore.compact()`
-/// dropped the old revisions naming it) stays on disk until ``compactAttachments()`` removes it.
-/// Content being attached or read is pinned (`AttachmentPin`) and never removed meanwhile.
+/// Content no kept revision names any more (after `detach`, or once ``compact()`` dropped the
+/// old revisions naming it) stays on disk until ``compactAttachments()`` removes it. Content
+/// being attached or read is pinned and never removed meanwhile.
 extension Database {
     /// The attachments of the current revision of `id`, by name: empty when it has none; nil
     /// when the document does not exist or is deleted.
@@ -31,9 +31,9 @@ extension Database {
     /// synced, then named by its digest), so the revision never names content that is not
     /// whole. A stale `replacing` is handled by `concurrency` as `save` handles it, the
     /// attachment then added to what `.lastWriteWins` or the handler saves. Content over the
-    /// size limit (4 GiB by default, `DocumentStore.Configuration.attachmentSizeLimit`) is refused
+    /// size limit (4 GiB; a node's `attachment-size-limit`) is refused
     /// before any of it is stored. The content is pinned from before it is named by its digest
-    /// until the revision has committed, so a concurrent ``compactAttachments()`` cannot remove
+    /// until the revision has committed, so a concurrent `compactAttachments()` cannot remove
     /// it in between.
     @discardableResult
     public func attach(
@@ -70,10 +70,10 @@ extension Database {
     ///
     /// The path stays valid while some kept revision names the content: once none does (the
     /// document changed or was deleted, and its old revisions compacted), the next
-    /// ``compactAttachments()`` may remove the file, even while it is open elsewhere (an open
+    /// `compactAttachments()` may remove the file, even while it is open elsewhere (an open
     /// descriptor still reads it whole). To keep it for longer whatever happens to the
-    /// document, pin its digest (`store.attachments.pin(_:)`) and check that the file is there
-    /// (`AttachmentStore.contains`); ``attachmentContents(_:of:)`` pins for its whole read.
+    /// document, copy it, or read it with `attachmentContents(_:of:)`, which pins the content
+    /// for its whole read.
     public func attachmentFile(_ name: String, of id: String) throws(DatabaseError) -> URL {
         let metadata = try attachment(name, of: id)
         return URL(fileURLWithPath: store.attachments.path(of: metadata.digest))
@@ -108,12 +108,12 @@ extension Database {
 
     /// Removes the attachment content no revision of this database names any more, keeping
     /// content pinned by an attach or a read in progress, and reports what it removed. Bodies of
-    /// old revisions still stored count as naming their content: run `store.compact()` first to
+    /// old revisions still stored count as naming their content: run `compact()` first to
     /// drop them and free what only they named.
     ///
     /// Throws `DatabaseError.invalidConfiguration`, removing nothing, for a database whose
     /// attachment directory others may share (a `Node`'s databases share the node's): collect it
-    /// with every database sharing the directory, through ``compactAttachments(of:)``.
+    /// with every database sharing the directory, through `compactAttachments(of:)`.
     public func compactAttachments() throws(DatabaseError) -> AttachmentGarbageReport {
         guard store.ownsAttachmentDirectory else {
             throw .invalidConfiguration(

@@ -28,7 +28,7 @@ public final class Database: Sendable {
         /// process (`NORMAL`, the default).
         public var durable: Bool
         /// How many ancestors each document keeps (persisted in the file); nil keeps the stored
-        /// value, 1000 for a new file. Must lie within `StoreLimits.revsLimitMin...revsLimitMax`.
+        /// value, 1000 for a new file. Must lie within 2...100,000.
         public var revsLimit: Int?
 
         /// A configuration: automatic conflict resolution, crash-safe (not power-loss-safe)
@@ -40,8 +40,8 @@ public final class Database: Sendable {
         }
     }
 
-    /// The document store underneath: for what this type does not wrap yet (replication with a
-    /// `PeerReplicator`, local documents, bulk imports, maintenance). Writes made through it are
+    /// The document store underneath: for what this type does not wrap (replication with a
+    /// `PeerReplicator`, the store's own maintenance). Writes made through it are
     /// seen by this database and its changes feed like any other.
     public let store: DocumentStore
     /// Where the awaited calls run (`Database+Async`): off the cooperative pool, one at a time.

@@ -1,5 +1,6 @@
 import CanopyAdmin
 import CanopyAgent
+import CanopyCore
 import Logging
 
 /// A whole Canopy node inside the application: the agent `canopyd run` starts (data directory,
@@ -267,6 +268,21 @@ public final class Node: Sendable {
             databases: report.databases, bodiesDropped: Int(report.bodiesDropped), attachmentsRemoved: Int(report.attachmentsRemoved),
             attachmentBytesFreed: report.attachmentBytesFreed, attachmentsKept: Int(report.attachmentsKept),
             attachmentsPinned: Int(report.attachmentsPinned))
+    }
+
+    /// Backs the node up as `canopyctl backup` does, while it runs: a new directory at `path`
+    /// (absolute; it must not exist, or be empty) that restores as a data directory, with a
+    /// consistent snapshot of every database, the attachment content their revisions name (each
+    /// file checked against its digest as it is copied), the config file and, with
+    /// `withIdentity`, the node's identity key (keep such a backup as private as the key). The
+    /// directory holds `backup-unfinished` until every file is written and synced; content that
+    /// could not be copied fails the call, naming it, and leaves that file in place, so the
+    /// directory is never mistaken for a whole backup. A backup of one ``Database`` is
+    /// `Database.backup(to:)`.
+    @discardableResult
+    public func backup(to path: String, withIdentity: Bool = false) async throws(NodeError) -> BackupReport {
+        let reply = try await command(Admin.Backup(path: path, withIdentity: withIdentity))
+        return BackupReport(documents: Int(reply.documents), attachments: Int(reply.attachments), attachmentBytes: reply.attachmentBytes)
     }
 
     /// Checks the node's files as `canopyctl check` does, while the node runs: SQLite's
