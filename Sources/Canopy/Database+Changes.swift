@@ -1,5 +1,6 @@
 import CanopyCore
 import CanopyStore
+import Dispatch
 import Synchronization
 
 extension Database {
@@ -13,7 +14,7 @@ extension Database {
     /// latest change: the feed is re-read from the last sequence delivered, never buffered, so a
     /// slow consumer costs no memory.
     public func changes(since: Int64 = 0) -> Changes {
-        Changes(store: store, since: since)
+        Changes(store: store, queue: queue, since: since)
     }
 
     /// The changes feed of a database (`Database.changes(since:)`).
@@ -33,11 +34,13 @@ extension Database {
         static let pageSize = 100
 
         let store: DocumentStore
+        /// Where the pages are read: the database's queue, off the cooperative pool.
+        let queue: DispatchQueue
         let since: Int64
 
         /// Starts reading the feed; the iterator stops observing commits when it is released.
         public func makeAsyncIterator() -> Iterator {
-            Iterator(store: store, since: since)
+            Iterator(store: store, queue: queue, since: since)
         }
 
         /// Reads the feed page by page and waits for commits at its end.
@@ -46,6 +49,7 @@ extension Database {
             public typealias Failure = DatabaseError
 
             private let store: DocumentStore
+            private let queue: DispatchQueue
             private let signal = CommitSignal()
             /// Keeps the commit observer registered while the iterator lives; releasing it cancels.
             private let observation: StoreObserverToken
@@ -54,30 +58,41 @@ extension Database {
             /// Changes read but not yet delivered, in sequence order; at most `pageSize`.
             private var pending: ArraySlice<Change> = []
 
-            init(store: DocumentStore, since: Int64) {
+            init(store: DocumentStore, queue: DispatchQueue, since: Int64) {
                 self.store = store
+                self.queue = queue
                 position = since
                 let signal = self.signal
                 observation = store.addCommitObserver { signal.raise() }
             }
 
-            /// The next change; nil once the task is cancelled. Runs on the caller's actor (the
-            /// store's reads do not depend on it), so the iterator is never sent elsewhere.
+            /// The next change; nil once the task is cancelled. Runs on the caller's actor; each
+            /// page is read on the database's queue, so no thread of the cooperative pool waits
+            /// for SQLite, and the iterator itself is never sent elsewhere.
             public mutating func next(isolation actor: isolated (any Actor)?) async throws(DatabaseError) -> Change? {
                 while !Task.isCancelled {
                     if let change = pending.popFirst() { return change }
-                    let page: ChangesPage
-                    do {
-                        page = try store.changesPage(since: position, limit: Changes.pageSize)
-                    } catch {
-                        throw DatabaseError(error, documentID: nil)
-                    }
+                    let page = try await Self.readPage(of: store, on: queue, since: position)
                     if let last = page.lastSequence { position = last }
                     pending = page.changes[...]
                     // A page of only damaged rows still moves `position`: read on without waiting.
                     if pending.isEmpty && page.lastSequence == nil { await signal.wait() }
                 }
                 return nil
+            }
+
+            /// The page of the feed after `since`, read on `queue`.
+            private static func readPage(of store: DocumentStore, on queue: DispatchQueue, since: Int64) async throws(DatabaseError) -> ChangesPage {
+                let result = await withCheckedContinuation { (done: CheckedContinuation<Result<ChangesPage, DatabaseError>, Never>) in
+                    queue.async {
+                        done.resume(returning: Result { () throws(DatabaseError) -> ChangesPage in
+                            do throws(StoreError) { return try store.changesPage(since: since, limit: Changes.pageSize) } catch {
+                                throw DatabaseError(error, documentID: nil)
+                            }
+                        })
+                    }
+                }
+                return try result.get()
             }
 
             /// As `next(isolation:)`, off any actor.

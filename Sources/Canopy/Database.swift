@@ -15,8 +15,9 @@ import Dispatch
 /// Thread safety: every call may come from any thread or task; the store underneath serialises
 /// them (one lock, one transaction per call). The type holds only immutable references, so it is
 /// `Sendable` by construction. A synchronous call blocks its caller for the duration of one SQLite
-/// transaction; in `async` code the document calls are awaited instead (`Database+Async`): they
-/// run on the database's own queue and hold no thread of Swift's cooperative pool meanwhile.
+/// transaction; in `async` code every call that reads or writes the file is awaited instead
+/// (`Database+Async`): it runs on the database's own queue and holds no thread of Swift's
+/// cooperative pool meanwhile.
 public final class Database: Sendable {
     /// How a database is opened.
     public struct Configuration: Sendable {

@@ -36,7 +36,7 @@ public struct ReplicatedDocument: Sendable, Equatable {
         case conflictResolved
         /// The conflict is kept for the resolver its rule names (``ReplicatedDocument/detail``),
         /// which has not answered yet: the document stays conflicted until it does, or until the
-        /// app settles it (``Database/resolveConflicts(id:resolver:)``).
+        /// app settles it (`Database.resolveConflicts(id:resolver:)`).
         case conflictAwaitingResolver
         /// Settling the conflict failed (the resolver threw or timed out,
         /// ``ReplicatedDocument/detail`` says how): the conflict is kept and tried again.

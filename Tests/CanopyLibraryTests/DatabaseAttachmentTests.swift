@@ -25,12 +25,12 @@ struct DatabaseAttachmentTests {
         let test = try TestDatabase()
         let first = try await test.db.save(json: .object(["title": .string("photo")]), id: "doc")
         let (file, bytes) = try contentFile(test.directory, "photo.jpg", count: 3 << 20 | 12_345, seed: 1)
-        let second = try test.db.attach("photo.jpg", to: "doc", contentsOf: file, contentType: "image/jpeg", replacing: first)
+        let second = try await test.db.attach("photo.jpg", to: "doc", contentsOf: file, contentType: "image/jpeg", replacing: first)
         #expect(second.generation == 2)
-        let metadata = try #require(try test.db.attachments(of: "doc")?["photo.jpg"])
+        let metadata = try #require(try await test.db.attachments(of: "doc")?["photo.jpg"])
         #expect(metadata.contentType == "image/jpeg" && metadata.length == Int64(bytes.count) && metadata.revpos == 2)
         #expect(try await collect(test.db.attachmentContents("photo.jpg", of: "doc")) == bytes)
-        #expect(try Data(contentsOf: test.db.attachmentFile("photo.jpg", of: "doc")) == Data(bytes))
+        #expect(try await Data(contentsOf: test.db.attachmentFile("photo.jpg", of: "doc")) == Data(bytes))
         #expect(try await test.db.document(id: "doc")?.body.objectValue?["title"] == .string("photo"), "the body is kept")
     }
 
@@ -122,8 +122,8 @@ struct DatabaseAttachmentTests {
         let test = try TestDatabase()
         let base = try await test.db.save(json: .object([:]), id: "doc")
         let (file, _) = try contentFile(test.directory, "f", count: 5000, seed: 9)
-        try test.db.attach("f", to: "doc", contentsOf: file, contentType: "application/octet-stream", replacing: base)
-        let stored = try test.db.attachmentFile("f", of: "doc").path
+        try await test.db.attach("f", to: "doc", contentsOf: file, contentType: "application/octet-stream", replacing: base)
+        let stored = try await test.db.attachmentFile("f", of: "doc").path
         let handle = try #require(FileHandle(forUpdatingAtPath: stored))
         try handle.seek(toOffset: 100)
         try handle.write(contentsOf: Data([0xFF ^ 0x5A]))

@@ -439,7 +439,7 @@ struct DocCExamplesTests {
         try await peer.database.save(json: .object(["theme": .string("sepia")]), id: "settings", replacing: base)
         try await pullPreferringMine(into: node, from: peer)
         #expect(try await node.database.document(id: "settings")?.body == .object(["theme": .string("dark")]))
-        #expect(try node.database.conflictedDocumentIDs().isEmpty)
+        #expect(try await node.database.conflictedDocumentIDs().isEmpty)
         await peer.stop()
         await node.stop()
     }

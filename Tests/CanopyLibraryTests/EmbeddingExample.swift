@@ -20,7 +20,7 @@ func keepNotes(at path: String) async throws {
         print(error)    // conflict saving "note:1": the save was based on revision 1-… but the current revision is 2-…
     }
     // Merge instead of failing: the closure gets both values and returns the one to save.
-    try db.save(Note(title: "Shopping", text: "milk"), id: "note:1", replacing: first) { mine, theirs in
+    try await db.save(Note(title: "Shopping", text: "milk"), id: "note:1", replacing: first) { mine, theirs in
         Note(title: mine.title, text: theirs?.text ?? mine.text)
     }
     let note = try await db.document(id: "note:1", as: Note.self)   // Shopping: milk, eggs

@@ -18,7 +18,7 @@ struct NodeReloadTests {
         // scan of the kept conflicts), so its answer is the state after the reload.
         #expect(try await client.conflictedDocumentIDs() == ["before"], "the reload's scan kept it")
         try makeConflict(node.database, "after", base: .object(["v": .int(0)]), local: .object(["v": .int(1)]), remote: .object(["v": .int(2)]))
-        #expect(try node.database.conflictedDocumentIDs() == ["after", "before"], "a conflict after the reload is kept too")
+        #expect(try await node.database.conflictedDocumentIDs() == ["after", "before"], "a conflict after the reload is kept too")
 
         let merged = JSONValue.object(["v": .string("merged by the app")])
         node.database.conflictResolution = .custom(ClosureResolver { _ in .merged(merged) })

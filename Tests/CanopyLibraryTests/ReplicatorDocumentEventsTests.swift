@@ -65,7 +65,7 @@ extension NodeReplicationTests {
             let settled = await Self.documents(&documents) { $0.documentID == "note:plan" }
             let current = try #require(try await b.database.document(id: "note:plan"))
             #expect(settled.last?.event == .conflictResolved && settled.last?.revision == current.revision, "\(settled)")
-            #expect(try b.database.conflictedDocumentIDs().isEmpty)
+            #expect(try await b.database.conflictedDocumentIDs().isEmpty)
             replicator.stop()
         }
     }

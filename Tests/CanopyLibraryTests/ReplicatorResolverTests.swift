@@ -68,7 +68,7 @@ extension NodeReplicationTests {
                 try await replicator.sync()
                 let seen = await Self.documents(&documents) { $0.event == .conflictResolved }
                 #expect(seen.last?.documentID == "tv", "\(name): \(seen)")
-                #expect(try b.database.conflictedDocumentIDs().isEmpty, "\(name)")
+                #expect(try await b.database.conflictedDocumentIDs().isEmpty, "\(name)")
                 #expect(try await b.database.document(id: "tv")?.body == expected(local, remote), "\(name)")
                 replicator.stop()
             }
@@ -100,7 +100,8 @@ extension NodeReplicationTests {
             for id in ids { #expect(try await b.database.document(id: id)?.body == merged, "round \(round): \(id) on B") }
             try await replicator.sync()
             for id in ids { #expect(try await a.database.document(id: id)?.body == merged, "round \(round): \(id) on A") }
-            #expect(try a.database.conflictedDocumentIDs().isEmpty && b.database.conflictedDocumentIDs().isEmpty)
+            let kept = (a: try await a.database.conflictedDocumentIDs(), b: try await b.database.conflictedDocumentIDs())
+            #expect(kept.a.isEmpty && kept.b.isEmpty)
             replicator.stop()
         }
     }
@@ -121,7 +122,7 @@ extension NodeReplicationTests {
             _ = remote
             try await Self.pull(into: b, from: a, resolving: nil).sync()
             #expect(try await b.database.document(id: "edited-twice")?.body == .object(["v": .int(3)]), "B's two edits beat A's one")
-            #expect(try b.database.conflictedDocumentIDs().isEmpty)
+            #expect(try await b.database.conflictedDocumentIDs().isEmpty)
         }
     }
 
@@ -144,7 +145,7 @@ extension NodeReplicationTests {
             try await replicator.sync()
             let failed = await Self.documents(&documents) { $0.event == .resolutionFailed }
             #expect(failed.last?.documentID == "tv" && failed.last?.detail?.contains("MergeImpossible") == true, "\(failed)")
-            #expect(try b.database.conflictedDocumentIDs() == ["tv"])
+            #expect(try await b.database.conflictedDocumentIDs() == ["tv"])
 
             failing.withLock { $0 = false }
             replicator.stop()
@@ -152,7 +153,7 @@ extension NodeReplicationTests {
             replicator.start()
             let settled = await Self.documents(&again) { $0.event == .conflictResolved }
             #expect(settled.last?.documentID == "tv", "\(settled)")
-            #expect(try b.database.conflictedDocumentIDs().isEmpty)
+            #expect(try await b.database.conflictedDocumentIDs().isEmpty)
             #expect(try await b.database.document(id: "tv")?.body == tv.local)
             replicator.stop()
         }
@@ -182,7 +183,7 @@ extension NodeReplicationTests {
             replicator.stop()
             await b.stop()
             let reopened = try Node(directory: b.directory)
-            #expect(try reopened.database.conflictedDocumentIDs().isEmpty)
+            #expect(try await reopened.database.conflictedDocumentIDs().isEmpty)
             var settled = 0
             for index in 0..<count where try await reopened.database.document(id: "doc-\(index)")?.body.objectValue?["by"] == .string("b") {
                 settled += 1

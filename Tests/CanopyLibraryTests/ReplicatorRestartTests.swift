@@ -40,7 +40,7 @@ extension NodeReplicationTests {
                 replicator.stop()
                 #expect(seen.last?.documentID == id, "round \(round): \(seen)")
                 #expect(try await b.database.document(id: id)?.body == mine, "round \(round)")
-                #expect(try b.database.conflictedDocumentIDs().isEmpty, "round \(round)")
+                #expect(try await b.database.conflictedDocumentIDs().isEmpty, "round \(round)")
             }
         }
     }
