@@ -41,10 +41,9 @@ public final class Database: Sendable {
         }
     }
 
-    /// The document store underneath: for what this type does not wrap (replication with a
-    /// `PeerReplicator`, the store's own maintenance). Writes made through it are
-    /// seen by this database and its changes feed like any other.
-    public let store: DocumentStore
+    /// The document store underneath, for the engine's own modules and tests. Writes made through
+    /// it are seen by this database and its changes feed like any other.
+    package let store: DocumentStore
     /// Where the awaited calls run (`Database+Async`): off the cooperative pool, one at a time.
     package let queue = DispatchQueue(label: "canopy.database")
 

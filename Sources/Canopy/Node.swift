@@ -1,6 +1,7 @@
 import CanopyAdmin
 import CanopyAgent
 import CanopyCore
+import CanopyStore
 import Logging
 
 /// A whole Canopy node inside the application: the agent `canopyd run` starts (data directory,
@@ -123,6 +124,14 @@ public final class Node: Sendable {
             self.logger = logger
             self.onStopped = onStopped
         }
+    }
+
+    /// Turns off SQLite's memory statistics for the whole process, before any database opens
+    /// (`CanopyStore`'s `Database.disableMemoryStatistics()` says why): for `canopyd`, which owns
+    /// its process; a library embedded in an application leaves the application's SQLite alone.
+    @discardableResult
+    package static func disableStoreMemoryStatistics() -> Bool {
+        CanopyStore.Database.disableMemoryStatistics()
     }
 
     /// `text` as the address a node listens on, or the error naming it.

@@ -1,6 +1,7 @@
 import CanopyAdmin
 import CanopyAgent
 import CanopyCore
+import CanopyReplication
 import Dispatch
 
 /// The agent's peers, syncing with one (`peers`, `sync`), and its event stream (`events`).
@@ -10,6 +11,19 @@ extension NodeClient {
     /// what it has confirmed, refusals, and a row per database replicated with it (the
     /// admin protocol's peer row, Protocol/admin-v1.md §6).
     public typealias Peer = Admin.PeerStatus
+
+    /// One database replicated with a ``Peer`` (`Peer.databases`): its share, state and counts.
+    public typealias PeerDatabase = Admin.PeerDatabaseStatus
+
+    /// A peer's replication state as the agent reports it (`stopped`, `offline`, `connecting`,
+    /// `idle`, `busy`, `error`, `unshared`): `Peer.state` and `PeerDatabase.state`.
+    public typealias PeerState = ReplicatorState
+
+    /// How far a peer's replication has come (`Peer.progress`).
+    public typealias PeerProgress = Admin.Progress
+
+    /// Whether a peer replicates continuously or once per `sync` (`Peer.mode`).
+    public typealias PeerMode = ReplicationMode
 
     /// One line of the agent's event stream (Protocol/admin-v1.md §5).
     public struct Event: Sendable, Equatable {

@@ -7,7 +7,7 @@ import Testing
 /// A type made public without a line there, or a line left behind when a type is renamed, removed
 /// or made `package`, fails here with its name.
 ///
-/// A module that re-exports others (`@_exported import`, as `Canopy` does) may also list their
+/// A module that re-exports others (`@_exported import`) may also list their
 /// types, written `Module/Type`; only its own declarations must all be listed.
 @Suite("module documentation lists each module's public surface")
 struct ModuleSurfaceTests {

@@ -26,13 +26,13 @@ func runNewestResolver() async throws {
 
 /// Tools/canopyd/README.md's rules in an embedding application, compiled (it opens `app.sqlite` in the working
 /// directory, so it is not run; `ReadmeRulesExampleTests` runs the same rules).
-func openRulesStore() throws -> DocumentStore {
+func openRulesDatabase() throws -> Database {
     let rules = ResolutionRules([
         ResolutionRule(name: "notes", fieldValue: "note", strategy: .mergeJSON),
         ResolutionRule(name: "settings", idPrefix: "settings/", strategy: .resolver("newest")),
     ], fallback: .automatic, resolvers: ["newest": ClosureResolver(newest)])
-    let store = try DocumentStore(path: "app.sqlite", configuration: .init(conflictPolicy: .rules(rules)))
-    return store
+    let db = try Database(path: "app.sqlite", configuration: .init(conflictResolution: .rules(rules)))
+    return db
 }
 
 func firstRevision() throws -> RevisionID {

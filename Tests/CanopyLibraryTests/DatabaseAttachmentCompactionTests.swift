@@ -1,4 +1,5 @@
 import Canopy
+import CanopyStore
 import Foundation
 import Synchronization
 import Testing

@@ -1,4 +1,6 @@
 import Canopy
+import CanopyStore
+import CanopyCore
 import Foundation
 import Testing
 

@@ -1,4 +1,6 @@
 import Canopy
+import CanopyStore
+import CanopyCore
 import Foundation
 import Synchronization
 import Testing
@@ -8,7 +10,7 @@ import Testing
 /// `bulkInsertForeign` is what a replicator calls). Returns the local and remote revisions.
 @discardableResult
 func makeConflict(
-    _ db: Database, _ id: String, base: JSONValue, local: JSONValue, remote: JSONValue
+    _ db: Canopy.Database, _ id: String, base: JSONValue, local: JSONValue, remote: JSONValue
 ) throws -> (local: RevisionID, remote: RevisionID) {
     let first = try db.save(json: base, id: id)
     let mine = try db.save(json: local, id: id, replacing: first)

@@ -1,4 +1,5 @@
 import Canopy
+import CanopyReplication
 import Foundation
 import Testing
 

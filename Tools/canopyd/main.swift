@@ -127,7 +127,7 @@ struct Run: ParsableCommand {
         _ = glibcMallopt(glibcMallocTrimThresholdParameter, Self.mallocTrimThreshold)
         // Before the store opens its database: SQLite takes process settings only before its
         // first use. No global mutex per SQLite allocation (see the function's comment).
-        CanopyStore.Database.disableMemoryStatistics()
+        Node.disableStoreMemoryStatistics()
         let level = logLevel
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
