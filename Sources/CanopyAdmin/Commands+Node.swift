@@ -20,10 +20,11 @@ extension Admin {
         /// Revisions from peers that wait for their attachment content.
         public var awaitingAttachments: Int64
         /// The database's digest, 64 hex digits (`Protocol/digests.md`): equal on two nodes
-        /// exactly when they hold the same documents with the same open leaves.
-        public var digest: String
+        /// exactly when they hold the same documents with the same open leaves. Every agent
+        /// sends it; nil only from an agent built before digests.
+        public var digest: String?
 
-        public init(docCount: Int64, docDelCount: Int64, updateSeq: Int64, conflictedCount: Int64, awaitingAttachments: Int64, digest: String) {
+        public init(docCount: Int64, docDelCount: Int64, updateSeq: Int64, conflictedCount: Int64, awaitingAttachments: Int64, digest: String?) {
             self.docCount = docCount
             self.docDelCount = docDelCount
             self.updateSeq = updateSeq

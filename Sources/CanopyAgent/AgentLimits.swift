@@ -5,6 +5,10 @@ import CanopyStore
 /// Each value is checked before anything sized by untrusted input is allocated: a request line is
 /// measured against `adminLineBytesMax` while it is being buffered, not after.
 public enum AgentLimits {
+    /// Documents a peer refused that are remembered per peer and database, with the reason,
+    /// for `why` (the oldest make room; the counts in `peers` are kept whole).
+    public static let refusedDocumentsKept = 1000
+
     /// The longest admin request line, newline excluded. A client that sends more gets an error
     /// response and the connection is closed: the agent will not buffer an unbounded line.
     /// A document body may be `StoreLimits.bodyBytesMax` (16 MiB) in canonical JSON on every path

@@ -42,6 +42,9 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         /// Documents this node pushed that the peer refused since the agent started, and the last.
         var refusedByPeer: Int64 = 0
         var lastRefusedByPeer: String?
+        /// The documents the peer refused most recently, with its reason (`why`), at most
+        /// `AgentLimits.refusedDocumentsKept`; a document pushed again since is taken out.
+        var refusedDocuments = RecentRefusals()
         /// Documents written from this peer, and documents of this node the peer stored, since
         /// the agent started (what a sync moved is the difference).
         var received: Int64 = 0
@@ -63,6 +66,9 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         /// the agent started (or the peer was added), and what the last one found.
         var protocolViolations: Int64 = 0
         var lastProtocolViolation: String?
+        /// When the connection last went down (wall-clock seconds); nil while connected or when
+        /// it never was since the peer was added.
+        var disconnectedAt: Double?
     }
 
     private var peers: [String: Peer] = [:]
@@ -292,6 +298,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         if case .protocolViolation(let detail)? = reason { protocolViolation(id, "connection: \(detail)", count: 1) }
         guard let peer = peers[id], peer.connected != connected else { return }
         peers[id]?.connected = connected
+        peers[id]?.disconnectedAt = connected ? nil : Agent.wallClock()
         if connected {
             sink?.emit(batch: [.event(Admin.PeerConnected(nodeID: id))])
         } else {
@@ -342,8 +349,10 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
             case .refusedByPeer:
                 refusedThere += 1
                 peers[id]?.databases[database]?.lastRefusedByPeer = "\(event.documentID.prefix(200)): \(event.detail ?? "refused")"
+                peers[id]?.databases[database]?.refusedDocuments.record(event.documentID, revision: event.revision, reason: event.detail ?? "refused")
             case .pushed:
                 pushed += 1
+                peers[id]?.databases[database]?.refusedDocuments.forget(event.documentID)
             case .pulled:
                 pulled += 1
             case .conflictDetected, .conflictResolved, .conflictAwaitingResolver, .resolutionFailed:
@@ -446,6 +455,19 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
     /// Every peer's row: the `default` database's replication (when the peer shares it), and a
     /// row per database. The members the config says (`address`, `direction`, `mode`) are the
     /// agent's to fill in (`Agent.peerRows`).
+    func delivery(of documentID: String, in database: DatabaseName, _ completion: @escaping @Sendable ([PeerDelivery]) -> Void) {
+        queue.async { [self] in
+            completion(peers.keys.sorted().map { id in
+                let peer = peers[id]!
+                let shared = peer.databases[database]
+                return PeerDelivery(
+                    nodeID: id, replicating: shared != nil, connected: peer.link.isConnected, disconnectedAt: peer.disconnectedAt,
+                    acknowledged: shared?.replicator.acknowledgedPushSequence, intake: shared?.replicator.status.peerIntake,
+                    refusal: shared?.refusedDocuments.refusal(of: documentID))
+            })
+        }
+    }
+
     func statuses(_ completion: @escaping @Sendable ([Admin.PeerStatus]) -> Void) {
         queue.async { [self] in
             completion(peers.keys.sorted().map { id in

@@ -3,6 +3,7 @@ import CanopyCore
 import CanopyCrypto
 import CanopyReplication
 import CanopyWire
+import DequeModule
 
 /// What a completed `sync` did.
 public struct SyncOutcome: Sendable, Equatable {
@@ -82,6 +83,10 @@ package protocol ReplicationController: AnyObject, Sendable {
     /// The status of every configured or connected peer, sorted by node id.
     func statuses(_ completion: @escaping @Sendable ([Admin.PeerStatus]) -> Void)
 
+    /// What each replicating peer has acknowledged of `database`, and what it said of
+    /// `documentID`, sorted by node id (`why`).
+    func delivery(of documentID: String, in database: DatabaseName, _ completion: @escaping @Sendable ([PeerDelivery]) -> Void)
+
     /// Runs a one-shot replication with `peer` in its configured direction. `progress` is called as
     /// work completes; `completion` exactly once, when the replication has finished or failed,
     /// unless the returned cancellation is used first (the caller went away): then never.
@@ -103,4 +108,48 @@ package protocol ReplicationController: AnyObject, Sendable {
 
     /// Finish the batch in flight, write checkpoints, close transports; then call `completion`.
     func shutdown(_ completion: @escaping @Sendable () -> Void)
+}
+
+/// What the engine knows of one peer's intake of a document (`ReplicationController.delivery`).
+package struct PeerDelivery: Sendable {
+    package var nodeID: String
+    /// Whether a replicator runs for the database with the peer.
+    package var replicating: Bool
+    package var connected: Bool
+    /// When the connection last went down (wall-clock seconds); nil while connected or never.
+    package var disconnectedAt: Double?
+    /// The newest sequence of this node's the peer acknowledged having; nil when none.
+    package var acknowledged: UInt64?
+    /// What the peer subscribed for, once a session told it.
+    package var intake: PeerIntake?
+    /// The peer's refusal of the document, when it refused it last time it was sent.
+    package var refusal: RecentRefusals.Refusal?
+}
+
+/// The documents a peer refused most recently, with the revision and its reason, at most
+/// `AgentLimits.refusedDocumentsKept` (the oldest make room). Pure.
+package struct RecentRefusals: Sendable {
+    package struct Refusal: Sendable, Equatable {
+        package var revision: RevisionID?
+        package var reason: String
+    }
+
+    private var byDocument: [String: Refusal] = [:]
+    private var order = Deque<String>()
+
+    package init() {}
+
+    package mutating func record(_ documentID: String, revision: RevisionID?, reason: String) {
+        if byDocument.updateValue(Refusal(revision: revision, reason: String(reason.prefix(500))), forKey: documentID) == nil {
+            order.append(documentID)
+        }
+        while order.count > AgentLimits.refusedDocumentsKept, let oldest = order.popFirst() { byDocument[oldest] = nil }
+    }
+
+    package mutating func forget(_ documentID: String) {
+        guard byDocument.removeValue(forKey: documentID) != nil else { return }
+        order.removeAll { $0 == documentID }
+    }
+
+    package func refusal(of documentID: String) -> Refusal? { byDocument[documentID] }
 }

@@ -304,11 +304,18 @@ public final class PeerReplicator: @unchecked Sendable {
         return true
     }
 
+    /// The newest sequence of this node's the peer acknowledged having (its push checkpoint, or
+    /// the session's newer acknowledgement); nil when it never acknowledged anything.
+    public var acknowledgedPushSequence: UInt64? {
+        scheduler.assertOnContext()
+        return session?.pushAcknowledgedSequence ?? status.lastPushedSequence
+    }
+
     /// Local documents changed since the newest sequence the peer acknowledged (all documents
     /// when it never acknowledged anything), at most `limit`.
     public func pendingDocumentIDs(limit: Int = 1000) throws(StoreError) -> [String] {
         scheduler.assertOnContext()
-        let since = Int64(clamping: session?.pushAcknowledgedSequence ?? status.lastPushedSequence ?? 0)
+        let since = Int64(clamping: acknowledgedPushSequence ?? 0)
         return try store.changesPage(since: since, limit: limit).changes.map(\.documentID)
     }
 

@@ -2,6 +2,11 @@ import CanopyCore
 
 /// Reading documents.
 extension DocumentStore {
+    /// The sequence of `id`'s latest change, or nil when the document does not exist.
+    package func sequence(of id: String) throws(StoreError) -> Int64? {
+        try read { db in try db.scalarInt("SELECT sequence FROM documents WHERE doc_id = ?", .text(id)) }
+    }
+
     /// The current revision of `id` (deleted documents included: check `isDeleted`).
     /// Throws `StoreError.notFound` when the document does not exist.
     public func get(id: String, options: GetOptions = []) throws(StoreError) -> Document {

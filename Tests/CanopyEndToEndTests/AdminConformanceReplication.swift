@@ -58,6 +58,12 @@ extension AdminConformanceScenarios {
         #expect(row["rejected"] == .int(1), "\(row)")
         let damage = try a.request("status")
         #expect(damage["damaged"] == .int(1), "\(damage)")
+        // `why` on A names B's refusal, with B's reason (it comes back with B's acknowledgement).
+        try poll("A to say B refused `refused`") {
+            let why = try a.request("why", ["db": .string("default"), "doc": .string("refused"), "peer": .string(self.b.nodeID)])
+            let row = why["peers"]?.arrayValue?.first?.objectValue
+            return row?["reason"] == .string("refused_by_peer") && row?["holds"] == .bool(false) && why["rev"] != .null
+        }
         #expect(damage["last_damage"]?.objectValue?["doc"] == .string("damaged"), "\(damage)")
         #expect(try b.request("conflicts")["conflicts"]?.arrayValue?.count == 5)
 

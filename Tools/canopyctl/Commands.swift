@@ -16,7 +16,7 @@ struct Status: ParsableCommand {
             ("node id", status.nodeID), ("listen", status.listen),
             ("network", status.network == "private" ? "private (network-key)" : "open"),
             ("documents", text(status.counts.docCount)), ("deleted", text(status.counts.docDelCount)),
-            ("update seq", text(status.counts.updateSeq)), ("digest", status.counts.digest),
+            ("update seq", text(status.counts.updateSeq)), ("digest", status.counts.digest ?? "-"),
             ("conflicted", conflictedSummary(status)), ("conflicts", status.conflicts),
         ]
         /// One `name  value` line of the status, the value in the column the rows share.
@@ -328,5 +328,37 @@ struct Check: ParsableCommand {
         if !connection.json {
             print("the database is sound (integrity check, \(rows) document row\(rows == 1 ? "" : "s") checked against their revisions\(content), \(text(.double(reply.seconds))) s)")
         }
+    }
+}
+
+struct Why: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Say, for each peer, whether it holds this node's current revision of a document, and if not why not.",
+        discussion: """
+            Reasons: holds (the peer acknowledged it), not_shared, outside_prefix (the share's prefix leaves the id out), \
+            not_sent (this node lets the peer write only), refused_by_peer (with the peer's reason), peer_does_not_take \
+            (the peer takes none of this node's writes, or other ids only), awaiting_content (this node's revisions wait \
+            for attachment content), offline (since when), awaiting_resolver (the conflict here waits for a resolver), \
+            queued (connected, on its way). Answered from what this node knows: shares, the peer's acknowledgements, \
+            its subscription and refusals.
+            """)
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var database: DatabaseOption
+    @Argument(help: "The document id.") var id: String
+    @Option(help: "Only this peer (a node id).") var peer: String?
+
+    func run() throws {
+        let answer = try connection.call(Admin.Why(db: database.db, doc: id, peer: peer))
+        if connection.json { return printJSON(.object(answer.members)) }
+        let reply = answer.reply
+        var heading = "\(reply.doc) in \(reply.db): "
+        heading += reply.rev.map { "this node's current revision is \($0)\(reply.deleted ? " (deleted)" : "")" } ?? "this node holds no revision yet"
+        if reply.awaitingContent > 0 { heading += "; \(reply.awaitingContent) waiting for attachment content" }
+        if let resolver = reply.awaitingResolver { heading += "; its conflict waits for resolver \(resolver)" }
+        print(heading)
+        guard !reply.peers.isEmpty else { return print("no peers configured") }
+        printTable(["PEER", "HOLDS", "REASON", "WHY"], reply.peers.map { row in
+            [row.nodeID, row.holds ? "yes" : "no", row.reason.rawValue, row.detail]
+        })
     }
 }

@@ -21,7 +21,7 @@ struct DatabaseCommand: ParsableCommand {
                     "\(share.nodeID) (\(share.access)\(share.prefix.map { ", ids starting \($0)" } ?? ""))"
                 }
                 return [row.db, text(row.counts.docCount), text(row.counts.updateSeq), text(row.counts.conflictedCount),
-                        String(row.counts.digest.prefix(16)), shared.isEmpty ? "-" : shared.joined(separator: ", ")]
+                        String((row.counts.digest ?? "-").prefix(16)), shared.isEmpty ? "-" : shared.joined(separator: ", ")]
             })
         }
     }
