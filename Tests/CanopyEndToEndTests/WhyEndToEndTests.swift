@@ -96,4 +96,15 @@ struct WhyEndToEndTests {
         let row = try Self.row(a, "refused", for: b)
         #expect(row["holds"] == .bool(false) && row["detail"].map { "\($0)" }?.contains("not canonical") == true, "\(row)")
     }
+
+    @Test("a document whose revisions wait here for their attachment content is explained, not reported missing")
+    func awaitingContent() throws {
+        let (a, b) = try AgentProcess.peeredPair()
+        _ = try AttachmentReplicationEndToEndTests.attachDamagedOnSender(a, b)
+        let result = try b.ctl(["why", "photo", "--json"])
+        let reply = try JSONValue.parseInput(Data(result.stdout.utf8)).objectValue
+        #expect(result.status == 0 && reply?["rev"] == .null && reply?["awaiting_content"] == .int(1), "\(result.stdout)\(result.stderr)")
+        #expect(try Self.reason(b, "photo", for: a) == "awaiting_content")
+        #expect(try b.ctl(["why", "photo"]).stdout.hasPrefix("photo in default: this node holds no revision yet; 1 waiting for attachment content"))
+    }
 }
