@@ -341,6 +341,8 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         var refusedThere = 0
         var pushed = 0
         var pulled = 0
+        // Read once per batch: a document pushed again is no longer refused.
+        let remembersRefusals = peers[id]?.databases[database]?.refusedDocuments.isEmpty == false
         for event in batch {
             switch event.kind {
             case .rejected:
@@ -352,7 +354,7 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
                 peers[id]?.databases[database]?.refusedDocuments.record(event.documentID, revision: event.revision, reason: event.detail ?? "refused")
             case .pushed:
                 pushed += 1
-                peers[id]?.databases[database]?.refusedDocuments.forget(event.documentID)
+                if remembersRefusals { peers[id]?.databases[database]?.refusedDocuments.forget(event.documentID) }
             case .pulled:
                 pulled += 1
             case .conflictDetected, .conflictResolved, .conflictAwaitingResolver, .resolutionFailed:

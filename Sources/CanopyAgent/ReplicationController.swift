@@ -152,4 +152,6 @@ package struct RecentRefusals: Sendable {
     }
 
     package func refusal(of documentID: String) -> Refusal? { byDocument[documentID] }
+
+    package var isEmpty: Bool { byDocument.isEmpty }
 }

@@ -40,6 +40,23 @@ package enum Blake2b {
         }
     }
 
+    /// The unkeyed 32-byte BLAKE2b digest of the parts `feed` hands to its argument, in order,
+    /// as four big-endian words; like `digest16`, with the state on the stack and no array.
+    public static func digest32(_ feed: (_ update: (UnsafeRawBufferPointer) -> Void) -> Void) -> (UInt64, UInt64, UInt64, UInt64) {
+        precondition(stateFits, "libsodium's BLAKE2b state is larger than Blake2b.stateBytes")
+        return withUnsafeTemporaryAllocation(byteCount: stateBytes + 64, alignment: 16) { raw in
+            let address = (UInt(bitPattern: raw.baseAddress!) + 63) & ~UInt(63)
+            let state = OpaquePointer(bitPattern: address)!
+            precondition(crypto_generichash_init(state, nil, 0, 32) == 0, "crypto_generichash_init rejected a valid size")
+            feed { update(state, $0) }
+            var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &words) { out in
+                precondition(crypto_generichash_final(state, out.baseAddress!.assumingMemoryBound(to: UInt8.self), 32) == 0)
+            }
+            return (UInt64(bigEndian: words.0), UInt64(bigEndian: words.1), UInt64(bigEndian: words.2), UInt64(bigEndian: words.3))
+        }
+    }
+
     /// The room `digest16` gives the state: `sizeof(crypto_generichash_state)` in libsodium
     /// (384 bytes, 64-byte aligned). A constant, so that `digest16`'s allocation (64 bytes more,
     /// to align it) stays on the stack.

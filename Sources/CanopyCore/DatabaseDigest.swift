@@ -78,22 +78,65 @@ public enum DigestTree {
     /// UTF-8 length (u32, big-endian) and bytes, then per open leaf in ascending revision order
     /// its generation (u32, big-endian), its 16-byte digest and 1 when it is a deletion, else 0.
     public static func document(id: String, openLeaves: [(revision: RevisionID, deleted: Bool)]) -> DatabaseDigest {
-        var input = Array("canopy-digest-v1".utf8)
-        input.append(0)
-        let idBytes = Array(id.utf8)
-        withUnsafeBytes(of: UInt32(idBytes.count).bigEndian) { input.append(contentsOf: $0) }
-        input.append(contentsOf: idBytes)
-        for leaf in openLeaves.sorted(by: { $0.revision < $1.revision }) {
-            withUnsafeBytes(of: UInt32(leaf.revision.generation).bigEndian) { input.append(contentsOf: $0) }
-            withUnsafeBytes(of: leaf.revision.digestHigh.bigEndian) { input.append(contentsOf: $0) }
-            withUnsafeBytes(of: leaf.revision.digestLow.bigEndian) { input.append(contentsOf: $0) }
-            input.append(leaf.deleted ? 1 : 0)
-        }
-        return DatabaseDigest(bytes: Blake2b.hash(input, outputBytes: 32))!
+        hash(id: id, .many(openLeaves.count > 1 ? openLeaves.sorted { $0.revision < $1.revision } : openLeaves))
     }
 
-    /// The digest of a document whose tree has `leaves` (closed ones are left out).
+    /// The digest of a document whose tree has `leaves` (closed ones are left out). A document
+    /// with one leaf, as most have, is hashed without an array.
     public static func document(id: String, leaves: [RevTree.Node]) -> DatabaseDigest {
-        document(id: id, openLeaves: leaves.filter { !$0.kind.isClosed }.map { ($0.id, $0.kind.isDeleted) })
+        if leaves.count == 1, !leaves[0].kind.isClosed {
+            return hash(id: id, .one(leaves[0].id, leaves[0].kind.isDeleted))
+        }
+        return document(id: id, openLeaves: leaves.filter { !$0.kind.isClosed }.map { ($0.id, $0.kind.isDeleted) })
+    }
+
+    /// The digest of a document whose only open leaf is `leaf`.
+    public static func document(id: String, leaf: RevisionID, deleted: Bool) -> DatabaseDigest {
+        hash(id: id, .one(leaf, deleted))
+    }
+
+    /// A document's open leaves, in ascending order: one (no array), or any number.
+    private enum Leaves {
+        case one(RevisionID, Bool)
+        case many([(revision: RevisionID, deleted: Bool)])
+    }
+
+    /// The digest of `id` and its open leaves `leaves`.
+    private static func hash(id: String, _ leaves: Leaves) -> DatabaseDigest {
+        let words = Blake2b.digest32 { update in
+            // A constant size: the scratch stays on the stack. 17 bytes of prefix and a u32,
+            // then 21 bytes per leaf.
+            withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { scratch in
+                let prefix = "canopy-digest-v1"
+                var utf8 = id.utf8
+                let idCount = utf8.count
+                var offset = 0
+                for byte in prefix.utf8 {
+                    scratch[offset] = byte
+                    offset += 1
+                }
+                scratch[offset] = 0
+                scratch.storeBytes(of: UInt32(truncatingIfNeeded: idCount).bigEndian, toByteOffset: offset + 1, as: UInt32.self)
+                update(UnsafeRawBufferPointer(rebasing: scratch[0..<(offset + 5)]))
+                if utf8.withContiguousStorageIfAvailable({ update(UnsafeRawBufferPointer($0)) }) == nil {
+                    var copy = id
+                    copy.makeContiguousUTF8()
+                    utf8 = copy.utf8
+                    _ = utf8.withContiguousStorageIfAvailable { update(UnsafeRawBufferPointer($0)) }
+                }
+                func leaf(_ revision: RevisionID, _ deleted: Bool) {
+                    scratch.storeBytes(of: UInt32(truncatingIfNeeded: revision.generation).bigEndian, toByteOffset: 0, as: UInt32.self)
+                    scratch.storeBytes(of: revision.digestHigh.bigEndian, toByteOffset: 4, as: UInt64.self)
+                    scratch.storeBytes(of: revision.digestLow.bigEndian, toByteOffset: 12, as: UInt64.self)
+                    scratch[20] = deleted ? 1 : 0
+                    update(UnsafeRawBufferPointer(rebasing: scratch[0..<21]))
+                }
+                switch leaves {
+                case .one(let revision, let deleted): leaf(revision, deleted)
+                case .many(let all): for each in all { leaf(each.revision, each.deleted) }
+                }
+            }
+        }
+        return DatabaseDigest(words: words)
     }
 }

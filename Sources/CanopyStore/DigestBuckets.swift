@@ -75,15 +75,24 @@ struct DigestBuckets: Sendable, Equatable {
         }
     }
 
-    /// Writes the rows of `changed` buckets, one statement.
+    /// Writes the rows of `changed` buckets, in statements of 64, 16, 4 and 1 rows (so a few
+    /// prepared statements serve every transaction).
     func write(_ db: Database, changed: [Int]) throws {
-        guard !changed.isEmpty else { return }
-        let statement = try db.statement(named: "upsert digest buckets ×\(changed.count)") {
+        var rest = changed[...]
+        while !rest.isEmpty {
+            let size = [64, 16, 4, 1].first { $0 <= rest.count }!
+            try write(db, rest.prefix(size))
+            rest = rest.dropFirst(size)
+        }
+    }
+
+    private func write(_ db: Database, _ chunk: ArraySlice<Int>) throws {
+        let statement = try db.statement(named: "upsert digest buckets ×\(chunk.count)") {
             "INSERT INTO digest_buckets(bucket, documents, deleted, digest) VALUES "
-                + (0..<changed.count).map { "(?\($0 * 4 + 1), ?\($0 * 4 + 2), ?\($0 * 4 + 3), ?\($0 * 4 + 4))" }.joined(separator: ", ")
+                + (0..<chunk.count).map { "(?\($0 * 4 + 1), ?\($0 * 4 + 2), ?\($0 * 4 + 3), ?\($0 * 4 + 4))" }.joined(separator: ", ")
                 + " ON CONFLICT(bucket) DO UPDATE SET documents = excluded.documents, deleted = excluded.deleted, digest = excluded.digest"
         }
-        for (offset, bucket) in changed.enumerated() {
+        for (offset, bucket) in chunk.enumerated() {
             let first = Int32(offset * 4 + 1)
             try statement.bind(Int64(bucket), at: first)
             try statement.bind(documents[bucket], at: first + 1)
@@ -95,31 +104,36 @@ struct DigestBuckets: Sendable, Equatable {
 
     /// Writes every non-empty bucket (the migration's fill).
     func writeAll(_ db: Database) throws {
-        let nonEmpty = (0..<DigestTree.bucketCount).filter { documents[$0] != 0 }
-        var start = 0
-        while start < nonEmpty.count {
-            let chunk = Array(nonEmpty[start..<min(start + 64, nonEmpty.count)])
-            try write(db, changed: chunk)
-            start += chunk.count
-        }
+        try write(db, changed: (0..<DigestTree.bucketCount).filter { documents[$0] != 0 })
     }
 }
 
 extension WriteContext {
-    /// Records that this transaction wrote `documentID`'s row: its open leaves and deleted flag
+    /// Records that this transaction wrote `documentID`'s row: its leaves and deleted flag
     /// before (nil for a new document) and after. The buckets are written before the commit.
     func noteDocument(_ documentID: String, before: (leaves: [RevTree.Node], deleted: Bool)?, after: [RevTree.Node], deleted: Bool) {
         let bucket = DigestTree.bucket(of: documentID)
-        if buckets == nil { buckets = startingBuckets }
         if let before {
-            buckets!.apply(bucket: bucket, digest: DigestTree.document(id: documentID, leaves: before.leaves), deleted: before.deleted, sign: -1)
+            change(bucket, DigestTree.document(id: documentID, leaves: before.leaves), deleted: before.deleted, sign: -1)
         }
-        buckets!.apply(bucket: bucket, digest: DigestTree.document(id: documentID, leaves: after), deleted: deleted, sign: 1)
-        changedBuckets.insert(bucket)
+        change(bucket, DigestTree.document(id: documentID, leaves: after), deleted: deleted, sign: 1)
     }
 
     /// Records a new document whose only leaf is `leaf` (the new-chain paths).
     func noteNewDocument(_ documentID: String, leaf: RevTree.Node) {
-        noteDocument(documentID, before: nil, after: [leaf], deleted: leaf.kind.isDeleted)
+        let deleted = leaf.kind.isDeleted
+        change(DigestTree.bucket(of: documentID), DigestTree.document(id: documentID, leaf: leaf.id, deleted: deleted), deleted: deleted, sign: 1)
     }
+
+    private func change(_ bucket: Int, _ digest: DatabaseDigest, deleted: Bool, sign: Int64) {
+        if buckets == nil {
+            buckets = startingBuckets
+            changedBuckets = Array(repeating: false, count: DigestTree.bucketCount)
+        }
+        buckets!.apply(bucket: bucket, digest: digest, deleted: deleted, sign: sign)
+        changedBuckets[bucket] = true
+    }
+
+    /// The buckets this transaction changed, in order.
+    var changedBucketList: [Int] { changedBuckets.indices.filter { changedBuckets[$0] } }
 }

@@ -254,7 +254,7 @@ public final class DocumentStore: @unchecked Sendable {
                 peerHorizons: storedHorizons, stemHorizon: storedStemHorizon, buckets: digestBuckets, logger: logger)
             let value = try db.transaction { _ in
                 let value = try body(context)
-                if let buckets = context.buckets { try buckets.write(db, changed: context.changedBuckets.sorted()) }
+                if let buckets = context.buckets { try buckets.write(db, changed: context.changedBucketList) }
                 if context.lastSequence != before { try Metadata.setLastSequence(db, context.lastSequence) }
                 if context.revsLimit != revsLimit { try Metadata.setRevsLimit(db, context.revsLimit) }
                 try configuration.faultInjector?.beforeCommit()
@@ -373,8 +373,8 @@ final class WriteContext {
     let startingBuckets: DigestBuckets
     /// The buckets with this transaction's document writes applied; nil until one is noted.
     var buckets: DigestBuckets?
-    /// The buckets those writes changed, written just before the commit.
-    var changedBuckets = Set<Int>()
+    /// Which buckets those writes changed (by bucket), written just before the commit.
+    var changedBuckets: [Bool] = []
     let logger: Logger
 
     init(db: Database, lastSequence: Int64, revsLimit: Int, peerHorizons: [String: Int64], stemHorizon: Int64?,
