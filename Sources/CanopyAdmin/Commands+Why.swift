@@ -44,27 +44,27 @@ extension Admin {
 
     /// Why a peer holds, or does not hold, this node's current revision of a document.
     public enum WhyReason: String, Codable, Sendable, CaseIterable {
-        /// The peer acknowledged it (it holds this revision or a newer one of its own).
-        case holds
         /// The database is not shared with the peer.
         case notShared = "not_shared"
         /// The share has a prefix the document's id does not start with.
         case outsidePrefix = "outside_prefix"
         /// This node's share lets the peer write here only: it is sent nothing.
         case notSent = "not_sent"
+        /// This node does not hold the document yet: its revisions wait for their attachment content.
+        case awaitingContent = "awaiting_content"
         /// The peer refused the document when it was sent (`detail` has its reason).
         case refusedByPeer = "refused_by_peer"
         /// The peer does not take this node's writes: it subscribed for nothing (its share
         /// lets this node read only) or for other documents.
         case peerDoesNotTake = "peer_does_not_take"
-        /// This node does not hold the document yet: its revisions wait for their attachment content.
-        case awaitingContent = "awaiting_content"
-        /// The document's conflict here waits for a resolver client (`resolver`); its outcome is
-        /// what the peer will be sent.
-        case awaitingResolver = "awaiting_resolver"
+        /// The peer acknowledged it (it holds this revision or a newer one of its own).
+        case holds
         /// The peer is not connected (`since`: when it went offline, null when it was not
         /// connected since the agent started).
         case offline
+        /// The document's conflict here waits for a resolver client (`resolver`); its outcome is
+        /// what the peer will be sent.
+        case awaitingResolver = "awaiting_resolver"
         /// Connected, and the change is not acknowledged yet: it is on its way.
         case queued
     }

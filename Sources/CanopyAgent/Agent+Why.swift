@@ -106,9 +106,8 @@ extension Agent {
         if let refusal = delivery.refusal, refusal.revision == nil || refusal.revision == revision {
             return row(.refusedByPeer, "the peer refused \(refusal.revision.map { "\($0)" } ?? "it"): \(refusal.reason)")
         }
-        if let acknowledged = delivery.acknowledged, UInt64(clamping: sequence) <= acknowledged {
-            return row(.holds, "the peer acknowledged this node's changes up to sequence \(acknowledged); this revision is sequence \(sequence)")
-        }
+        // What the peer subscribed for comes before its acknowledgements: those cover only the
+        // documents its subscription asks for.
         switch delivery.intake {
         case .nothing?:
             return row(.peerDoesNotTake, "the peer does not take this node's writes of \(db): it subscribes for nothing (its share lets this node read only)")
@@ -116,6 +115,9 @@ extension Agent {
             return row(.peerDoesNotTake, "the peer takes only ids starting \(prefix) of \(db) from this node")
         default:
             break
+        }
+        if let acknowledged = delivery.acknowledged, UInt64(clamping: sequence) <= acknowledged {
+            return row(.holds, "the peer acknowledged this node's changes up to sequence \(acknowledged); this revision is sequence \(sequence)")
         }
         guard delivery.connected else {
             let since = delivery.disconnectedAt

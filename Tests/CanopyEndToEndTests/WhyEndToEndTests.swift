@@ -107,4 +107,21 @@ struct WhyEndToEndTests {
         #expect(try Self.reason(b, "photo", for: a) == "awaiting_content")
         #expect(try b.ctl(["why", "photo"]).stdout.hasPrefix("photo in default: this node holds no revision yet; 1 waiting for attachment content"))
     }
+
+    @Test("a peer that subscribes for a prefix only is said not to take the other documents, not to hold them, though it acknowledged past them")
+    func peerTakesAPrefixOnly() throws {
+        let (a, b) = (try AgentProcess(), try AgentProcess())
+        try a.start()
+        try b.start()
+        try b.allow(a)
+        try a.allow(b)
+        // b stores from a only what starts pub: (a lets b read everything).
+        #expect(try b.ctl(["share", "default", a.nodeID, "--access", "write", "--prefix", "pub:"]).status == 0)
+        try a.put("other", ["n": .int(1)])
+        try a.put("pub:1", ["n": .int(2)])
+        try poll("b to acknowledge pub:1") { try Self.reason(a, "pub:1", for: b) == "holds" }
+        let other = try Self.row(a, "other", for: b)
+        #expect(other["reason"] == .string("peer_does_not_take") && other["holds"] == .bool(false), "\(other)")
+        #expect(try b.value(of: "other", "n") == nil)
+    }
 }
