@@ -11,7 +11,7 @@ struct CanopyBench: ParsableCommand {
         subcommands: [
             StoreBench.self, WireBench.self, EngineBench.self, ReplicateBench.self, LatencyBench.self, ScaleBench.self,
             MeshBench.self, ImportBench.self, ResolveBench.self, DatabasesBench.self, AttachmentStorageBench.self, AttachmentAdminBench.self,
-            AttachmentReplicationBench.self,
+            AttachmentReplicationBench.self, IntrospectBench.self,
         ])
 }
 
