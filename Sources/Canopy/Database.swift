@@ -99,4 +99,11 @@ public final class Database: Sendable {
     /// The sequence of the latest change: the `since` that makes `changes(since:)` start with
     /// the changes still to come.
     public var lastSequence: Int64 { store.lastSequence }
+
+    /// The digest of what the database holds, 64 hex digits: two databases (on two nodes, or
+    /// two files) that hold the same documents with the same open leaves have the same digest,
+    /// whatever order the revisions arrived in; any other difference changes it. Kept in every
+    /// write transaction, so reading it costs nothing (`Protocol/digests.md`). It is what
+    /// `canopyctl status` and `db list` show for the database.
+    public var digest: String { store.digest.hex }
 }

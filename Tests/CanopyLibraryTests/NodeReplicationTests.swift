@@ -73,6 +73,23 @@ struct NodeReplicationTests {
         #expect(note == Note(title: "Groceries", text: "milk"))
     }
 
+    @Test("two nodes that replicated everything have the same database digest; a write changes it until the peer has it")
+    func digestsAgree() async throws {
+        try await withTwoNodes { a, b in
+            let empty = String(repeating: "0", count: 64)
+            #expect(a.database.digest == empty && b.database.digest == empty)
+            try await a.database.save(Note(title: "Digest", text: "one"), id: "note:digest")
+            #expect(a.database.digest != empty && a.database.digest != b.database.digest)
+            a.replicator(ReplicatorConfiguration(peer: b.nodeID)).start()
+            let replicator = b.replicator(ReplicatorConfiguration(peer: a.nodeID, address: a.listenAddress))
+            var states = replicator.status.makeAsyncIterator()
+            replicator.start()
+            _ = await Self.states(&states, until: .idle)
+            #expect(b.database.digest == a.database.digest)
+            replicator.stop()
+        }
+    }
+
     @Test("a continuous replicator's status goes from connecting to idle, and stop sends stopped and ends the stream")
     func statusStream() async throws {
         try await withTwoNodes { a, b in
