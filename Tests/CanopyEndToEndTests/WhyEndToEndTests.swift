@@ -56,11 +56,7 @@ struct WhyEndToEndTests {
 
     @Test("shares explain what never goes: outside the prefix, not shared, write-only; the writer is told the read-only peer takes none of its writes")
     func sharesExplain() throws {
-        let (a, b) = (try AgentProcess(), try AgentProcess())
-        try a.start()
-        try b.start()
-        try b.allow(a)
-        try a.allow(b)
+        let (a, b) = try SharingEndToEndTests.pair()
         #expect(try a.ctl(["share", "default", b.nodeID, "--access", "read", "--prefix", "pub:"]).status == 0)
         try a.put("pub:1", ["text": .string("for everyone")])
         try a.put("secret:1", ["text": .string("mine")])
@@ -110,11 +106,7 @@ struct WhyEndToEndTests {
 
     @Test("a peer that subscribes for a prefix only is said not to take the other documents, not to hold them, though it acknowledged past them")
     func peerTakesAPrefixOnly() throws {
-        let (a, b) = (try AgentProcess(), try AgentProcess())
-        try a.start()
-        try b.start()
-        try b.allow(a)
-        try a.allow(b)
+        let (a, b) = try SharingEndToEndTests.pair()
         // b stores from a only what starts pub: (a lets b read everything).
         #expect(try b.ctl(["share", "default", a.nodeID, "--access", "write", "--prefix", "pub:"]).status == 0)
         try a.put("other", ["n": .int(1)])
