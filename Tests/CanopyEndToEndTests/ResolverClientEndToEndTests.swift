@@ -128,6 +128,9 @@ struct ResolverClientEndToEndTests {
     @Test("a refused answer and a closure that throws come out as outcomes, and the agent keeps both conflicts")
     func refusalsAreReported() async throws {
         let agent = try AgentProcess(initArguments: ["--listen", "127.0.0.1:0", "--conflicts", "manual"])
+        // The thrown offer is never answered; a timeout of an hour keeps the agent from offering
+        // it again (after its timeout and backoff) while the test counts offers on a slow machine.
+        try agent.appendConfig("[limits]\nresolver-timeout-seconds = 3600\n")
         try agent.start()
         for doc in ["note:refused", "note:thrown"] {
             #expect(try agent.ctl(["import", "-"], stdin: NotesScenario.conflictingImport(doc)).status == 0)
