@@ -188,6 +188,9 @@ extension Agent {
                 if rows.differingDigestBuckets > 0 {
                     problems.append(prefix + "\(rows.differingDigestBuckets) digest buckets disagree with the document rows (the database's digest is wrong)")
                 }
+                if rows.digestIndexDisagreements > 0 {
+                    problems.append(prefix + "\(rows.digestIndexDisagreements) rows of the digest index disagree with the document rows (a compare would miss those documents)")
+                }
                 // Content set-aside revisions wait for may still be on its way: not counted.
                 if checksContent { named.formUnion(try store.namedAttachmentDigests(includingSetAside: false)) }
             }

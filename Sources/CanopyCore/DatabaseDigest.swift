@@ -66,12 +66,7 @@ public enum DigestTree {
 
     /// The bucket of `documentID`: the high byte of the 32-bit FNV-1a hash of its UTF-8 bytes.
     public static func bucket(of documentID: String) -> Int {
-        var hash: UInt32 = 0x811C_9DC5
-        for byte in documentID.utf8 {
-            hash ^= UInt32(byte)
-            hash &*= 0x0100_0193
-        }
-        return Int(hash >> 24)
+        Int(idHash(of: documentID) >> 24)
     }
 
     /// The digest of one document: BLAKE2b-256 of `canopy-digest-v1`, a zero byte, the id's

@@ -63,6 +63,8 @@ package final class ReplicationSession: @unchecked Sendable {
     /// Content being served in order from its start, with how far it was hashed
     /// (`servedPartIsSound`).
     var servedHashes: [AttachmentDigest: (next: Int64, stream: Blake2bStream)] = [:]
+    /// Compares this node runs against the peer (`ReplicationSession+Digests`).
+    var digestRuns: [DigestCompareRun] = []
     /// Contents whose serving is followed at once; a peer asking for more starts forgets one.
     static let servedHashesMax = 16
     /// Where the store writes of received revisions run (`ReplicationWorker`): off the serial
@@ -117,7 +119,7 @@ package final class ReplicationSession: @unchecked Sendable {
         machine = ConnectionStateMachine(localHello: Hello(
             features: (configuration.direction.pulls ? Hello.subscribesFeature : 0)
                 | (Self.pullsFirst(configuration) ? Hello.pullsFirstFeature : 0) | Hello.importedIDsFeature
-                | Hello.refusalsFeature | Hello.attachmentsFeature, databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
+                | Hello.refusalsFeature | Hello.attachmentsFeature | Hello.digestsFeature, databaseID: store.databaseIDBytes, revsLimit: min(store.revsLimit, WireLimits.revsLimitMax),
             window: configuration.window))
         checks.deliver = { [weak self] checked in self?.writeChecked(checked) }
     }
@@ -310,9 +312,11 @@ package final class ReplicationSession: @unchecked Sendable {
         case .checkpointSet(let set): try storeRemoteCheckpoint(set)
         case .checkpointSetAck: receiveCheckpointSetAck()
         case .heartbeat, .heartbeatEcho, .close: break
-        case .error(let error): if !receiveAttachmentError(error) { try receiveError(error) }
+        case .error(let error): if !receiveAttachmentError(error) && !receiveDigestError(error) { try receiveError(error) }
         case .attachmentGet(let get): answerAttachmentGet(get)
         case .attachmentPart(let part): try receiveAttachmentPart(part)
+        case .digestGet(let get): answerDigestGet(get)
+        case .digestNodes(let nodes): try receiveDigestNodes(nodes)
         }
     }
 
@@ -419,6 +423,7 @@ package final class ReplicationSession: @unchecked Sendable {
         checks.cancel()
         puller.sessionEnded()
         fetches.removeAll()
+        endCompares()
         heartbeatTimer?.cancel()
         setAsideRecheckTimer?.cancel()
         commitObserver?.cancel()

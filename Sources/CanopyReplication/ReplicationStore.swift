@@ -84,6 +84,11 @@ package protocol ReplicationStore: AnyObject, Sendable {
     func localPut(_ id: String, body: JSONValue, keepingAtMost max: Int, withPrefix prefix: String) throws(StoreError) -> Int
 
     /// Records how far a peer holds this store's changes (stemming keeps what it may still need).
+    /// The digest tree's root children, from the buckets the store keeps (O(1)).
+    var digestRootChildren: [DigestChild] { get }
+    /// The documents under any of `paths` whose id starts with `prefix`, each once.
+    func digestDocuments(prefix: String, under paths: [DigestNodePath]) throws(StoreError) -> [DigestDocument]
+
     func recordPeerHorizon(peer: String, sequence: Int64) throws(StoreError)
     /// Calls `handler` after every commit that changed the changes feed.
     func addCommitObserver(_ handler: @escaping @Sendable () -> Void) -> StoreObserverToken

@@ -115,6 +115,8 @@ extension WriteContext {
         let bucket = DigestTree.bucket(of: documentID)
         if let before {
             change(bucket, DigestTree.document(id: documentID, leaves: before.leaves), deleted: before.deleted, sign: -1)
+        } else {
+            newDocumentIDs.append(documentID)
         }
         change(bucket, DigestTree.document(id: documentID, leaves: after), deleted: deleted, sign: 1)
     }
@@ -122,6 +124,7 @@ extension WriteContext {
     /// Records a new document whose only leaf is `leaf` (the new-chain paths).
     func noteNewDocument(_ documentID: String, leaf: RevTree.Node) {
         let deleted = leaf.kind.isDeleted
+        newDocumentIDs.append(documentID)
         change(DigestTree.bucket(of: documentID), DigestTree.document(id: documentID, leaf: leaf.id, deleted: deleted), deleted: deleted, sign: 1)
     }
 

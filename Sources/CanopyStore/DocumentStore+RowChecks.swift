@@ -13,6 +13,9 @@ public struct RowCheckReport: Sendable, Equatable {
     /// Digest buckets whose stored counts or digest are not what the document rows give
     /// (`digest_buckets` damaged, or out of step with the rows).
     public var differingDigestBuckets = 0
+    /// Documents missing from `digest_index`, and its rows with a wrong hash or no document: a
+    /// compare would not see those documents where they are.
+    public var digestIndexDisagreements = 0
 }
 
 /// Checking every document row against itself and its revisions: damage SQLite's integrity check
@@ -82,6 +85,7 @@ extension DocumentStore {
                 stored.documents[bucket] != computed.documents[bucket] || stored.deleted[bucket] != computed.deleted[bucket]
                     || stored.digests[bucket] != computed.digests[bucket]
             }.count
+            report.digestIndexDisagreements = try DigestIndex.disagreements(reader)
         } catch let error as StoreError {
             throw error
         } catch {

@@ -255,6 +255,7 @@ public final class DocumentStore: @unchecked Sendable {
             let value = try db.transaction { _ in
                 let value = try body(context)
                 if let buckets = context.buckets { try buckets.write(db, changed: context.changedBucketList) }
+                try DigestIndex.insert(db, context.newDocumentIDs)
                 if context.lastSequence != before { try Metadata.setLastSequence(db, context.lastSequence) }
                 if context.revsLimit != revsLimit { try Metadata.setRevsLimit(db, context.revsLimit) }
                 try configuration.faultInjector?.beforeCommit()
@@ -375,6 +376,8 @@ final class WriteContext {
     var buckets: DigestBuckets?
     /// Which buckets those writes changed (by bucket), written just before the commit.
     var changedBuckets: [Bool] = []
+    /// The documents this transaction wrote for the first time, for `digest_index`.
+    var newDocumentIDs: [String] = []
     let logger: Logger
 
     init(db: Database, lastSequence: Int64, revsLimit: Int, peerHorizons: [String: Int64], stemHorizon: Int64?,

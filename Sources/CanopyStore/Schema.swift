@@ -149,6 +149,17 @@ enum Schema {
             digest BLOB NOT NULL
         ) STRICT;
         """,
+        // 10: every document id under its 32-bit id hash (`DigestIndex`), so the documents under
+        // a node of the digest tree are read by a range, not a scan. A row is written when its
+        // document is first written and never changes. The step fills it from the rows already
+        // in the file (`fill`).
+        """
+        CREATE TABLE digest_index (
+            id_hash INTEGER NOT NULL,
+            doc_id TEXT NOT NULL,
+            PRIMARY KEY (id_hash, doc_id)
+        ) WITHOUT ROWID, STRICT;
+        """,
     ]
 
     /// What a step writes beyond its SQL, in the same transaction: rows computed from the rows
@@ -158,6 +169,7 @@ enum Schema {
         case 5: try RevisionRows.nameAllStoredAttachments(db)
         case 8: try fillRowChecks(db)
         case 9: try DigestBuckets.compute(db).writeAll(db)
+        case 10: try DigestIndex.fill(db)
         default: break
         }
     }

@@ -68,6 +68,12 @@ public struct ConnectionStateMachine: Sendable {
         return localHello.features & Hello.attachmentsFeature != 0 && peerHello.features & Hello.attachmentsFeature != 0
     }
 
+    /// True when both `hello`s set the `digests` feature: digest messages may flow.
+    public var digestsAgreed: Bool {
+        guard let peerHello else { return false }
+        return localHello.features & Hello.digestsFeature != 0 && peerHello.features & Hello.digestsFeature != 0
+    }
+
     /// Our requests outstanding other than batches and subscriptions (checkpoint and attachment
     /// requests), of the `inFlightRequestsMax` the peer accepts.
     public var ourRequestsOutstanding: Int { tables.ourRequests.count }
@@ -159,6 +165,12 @@ public struct ConnectionStateMachine: Sendable {
         case .attachmentPart(let part):
             guard attachmentsAgreed else { throw unexpected(message) }
             try tables.receiveReply(part.requestID, to: .attachmentGet, message)
+        case .digestGet(let get):
+            guard digestsAgreed else { throw unexpected(message) }
+            try tables.receivePeerRequest(get.requestID, kind: .digestGet)
+        case .digestNodes(let nodes):
+            guard digestsAgreed else { throw unexpected(message) }
+            try tables.receiveReply(nodes.requestID, to: .digestGet, message)
         }
         return [.deliver(message)]
     }
@@ -179,6 +191,8 @@ public struct ConnectionStateMachine: Sendable {
             return
         case .attachmentGet, .attachmentPart:
             precondition(state == .ready && attachmentsAgreed, "attachment messages need both sides' attachments feature")
+        case .digestGet, .digestNodes:
+            precondition(state == .ready && digestsAgreed, "digest messages need both sides' digests feature")
         default:
             precondition(state == .ready, "replication messages need both hellos and an open connection")
         }

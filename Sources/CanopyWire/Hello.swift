@@ -27,6 +27,9 @@ public struct Hello: WireMessageBody {
     /// resolver decides the conflicts of a reconnection, not the receiver's policy. When both
     /// sides set it, only the one with the lower `databaseID` (byte-wise) waits.
     public static let pullsFirstFeature: UInt64 = 1 << 4
+    /// Feature bit: the sender answers `digestGet` and may send it (§6.13); digest messages are
+    /// exchanged only when both sides set it.
+    public static let digestsFeature: UInt64 = 1 << 5
     /// Bytes of a database id.
     public static let databaseIDBytes = 16
 

@@ -18,6 +18,8 @@ public enum Message: Equatable, Sendable {
     case close(Close)
     case attachmentGet(AttachmentGet)
     case attachmentPart(AttachmentPart)
+    case digestGet(DigestGet)
+    case digestNodes(DigestNodes)
 
     /// The type byte of this message.
     public var type: MessageType {
@@ -39,6 +41,8 @@ public enum Message: Equatable, Sendable {
         case .close: return .close
         case .attachmentGet: return .attachmentGet
         case .attachmentPart: return .attachmentPart
+        case .digestGet: return .digestGet
+        case .digestNodes: return .digestNodes
         }
     }
 
@@ -71,6 +75,8 @@ public enum Message: Equatable, Sendable {
         case .close(let body): body.encode(into: &writer)
         case .attachmentGet(let body): body.encode(into: &writer)
         case .attachmentPart(let body): body.encode(into: &writer)
+        case .digestGet(let body): body.encode(into: &writer)
+        case .digestNodes(let body): body.encode(into: &writer)
         }
     }
 
@@ -105,6 +111,8 @@ public enum Message: Equatable, Sendable {
         case .close: message = .close(try Close(from: &reader))
         case .attachmentGet: message = .attachmentGet(try AttachmentGet(from: &reader))
         case .attachmentPart: message = .attachmentPart(try AttachmentPart(from: &reader))
+        case .digestGet: message = .digestGet(try DigestGet(from: &reader))
+        case .digestNodes: message = .digestNodes(try DigestNodes(from: &reader))
         }
         try reader.expectEnd(messageType: typeByte)
         return message

@@ -18,6 +18,8 @@ public enum MessageType: UInt8, Sendable, CaseIterable, CustomStringConvertible 
     case close = 0x0F
     case attachmentGet = 0x14
     case attachmentPart = 0x15
+    case digestGet = 0x16
+    case digestNodes = 0x17
 
     public var description: String {
         switch self {
@@ -38,6 +40,8 @@ public enum MessageType: UInt8, Sendable, CaseIterable, CustomStringConvertible 
         case .close: return "close"
         case .attachmentGet: return "attachmentGet"
         case .attachmentPart: return "attachmentPart"
+        case .digestGet: return "digestGet"
+        case .digestNodes: return "digestNodes"
         }
     }
 }

@@ -9,7 +9,7 @@
 /// `changes` already in flight when we unsubscribed is still answered.
 struct RequestTables: Sendable {
     /// Requests other than batches and subscriptions.
-    enum RequestKind: Sendable, Equatable { case checkpointGet, checkpointSet, attachmentGet }
+    enum RequestKind: Sendable, Equatable { case checkpointGet, checkpointSet, attachmentGet, digestGet }
 
     /// A subscription, from either side.
     struct Subscription: Sendable {
@@ -101,6 +101,9 @@ struct RequestTables: Sendable {
         case .attachmentGet(let get): sendRequest(get.requestID, kind: .attachmentGet)
         case .attachmentPart(let part):
             precondition(peerRequests.removeValue(forKey: part.requestID) == .attachmentGet, "no such attachmentGet")
+        case .digestGet(let get): sendRequest(get.requestID, kind: .digestGet)
+        case .digestNodes(let nodes):
+            precondition(peerRequests.removeValue(forKey: nodes.requestID) == .digestGet, "no such digestGet")
         case .error(let error):
             let id = error.requestID
             if id == 0 { return }

@@ -130,6 +130,13 @@ public enum WireLimits {
     /// The bytes of an attachment content's digest (BLAKE2b-256) in `attachmentGet`.
     public static let attachmentDigestBytes = 32
 
+    /// The most digest-tree nodes one `digestGet` asks about (and one `digestNodes` answers).
+    public static let digestNodesMax = 64
+
+    /// The most documents one answer of `digestNodes` lists: a node of the deepest level holding
+    /// more (ids made to share 24 hash bits) is answered `limitExceeded`.
+    public static let digestDocumentsMax = 4096
+
     // MARK: Channels (replication-v2.md)
 
     /// The most channels a side accepts to have at once on one connection (attached by either

@@ -266,6 +266,17 @@ final class FakeReplicationStore: ReplicationStore, @unchecked Sendable {
         }
     }
 
+    /// The held documents as the digest covers them (none deleted).
+    private var digestDocuments: [DigestDocument] {
+        locked { state in state.held.map { DigestDocument(id: $0.key, leaves: $0.value.map { DigestLeaf(revision: $0, deleted: false) }) } }
+    }
+
+    var digestRootChildren: [DigestChild] { DigestTree.children(of: .root, from: digestDocuments) }
+
+    func digestDocuments(prefix: String, under paths: [DigestNodePath]) throws(StoreError) -> [DigestDocument] {
+        digestDocuments.filter { document in document.id.hasPrefix(prefix) && paths.contains { $0.contains(document.idHash) } }
+    }
+
     func recordPeerHorizon(peer: String, sequence: Int64) throws(StoreError) {
         try withState { state throws(StoreError) in
             try enter(.recordPeerHorizon, .recordPeerHorizon(peer: peer, sequence: sequence), &state)

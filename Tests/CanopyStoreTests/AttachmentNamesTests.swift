@@ -133,7 +133,7 @@ struct AttachmentNamesTests {
         try test.store.put(id: "plain", body: body(1), replacing: nil)
         // The file as the build before wrote it: version 4, no list.
         let db = try Database(path: test.path)
-        try db.execute("DROP TABLE attachment_names; DROP TABLE kept_imported_conflicts; ALTER TABLE revisions DROP COLUMN closed_child; ALTER TABLE documents DROP COLUMN row_check; DROP TABLE digest_buckets; PRAGMA user_version = 4")
+        try db.execute("DROP TABLE attachment_names; DROP TABLE kept_imported_conflicts; ALTER TABLE revisions DROP COLUMN closed_child; ALTER TABLE documents DROP COLUMN row_check; DROP TABLE digest_buckets; DROP TABLE digest_index; PRAGMA user_version = 4")
         let reopened = try test.reopen()
         #expect(try db.pragmaInt("user_version") == Int64(Schema.currentVersion))
         #expect(try reopened.namesAttachment(digest))

@@ -35,7 +35,15 @@ struct DigestTests {
         #expect(store.digestBuckets == computed, "\(context)")
         #expect(try store.documentCount == (try store.read { db in Int(try db.scalarInt("SELECT count(*) FROM documents") ?? 0) }), "\(context)")
         #expect(try store.deletedCount == (try store.read { db in Int(try db.scalarInt("SELECT count(*) FROM documents WHERE deleted = 1") ?? 0) }), "\(context)")
-        #expect(try store.checkRows().differingDigestBuckets == 0, "\(context)")
+        let report = try store.checkRows()
+        #expect(report.differingDigestBuckets == 0 && report.digestIndexDisagreements == 0, "\(context)")
+        // The digest index finds every document under the root, and they give the kept digest.
+        let indexed = try store.digestDocuments(prefix: "", under: [.root])
+        #expect(indexed.count == (try store.documentCount), "\(context)")
+        var digest = DatabaseDigest.empty
+        for document in indexed { digest.toggle(document.digest) }
+        #expect(digest == store.digest, "\(context)")
+        #expect(DigestTree.children(of: .root, from: indexed) == store.digestRootChildren, "\(context)")
     }
 
     @Test("puts, batches, deletions, foreign revisions, conflicts and their resolution keep the digest and counts what the rows give")
@@ -107,7 +115,7 @@ struct DigestTests {
         _ = try test.store.putBatch((0..<50).map { LocalWrite(documentID: "d\($0)", body: body($0), replacing: nil) })
         let digest = test.store.digest
         let db = try Database(path: test.path)
-        try db.execute("DROP TABLE digest_buckets; PRAGMA user_version = 8")
+        try db.execute("DROP TABLE digest_buckets; DROP TABLE digest_index; PRAGMA user_version = 8")
         let reopened = try test.reopen()
         #expect(reopened.digest == digest)
         #expect(try reopened.documentCount == 50)

@@ -126,7 +126,25 @@ struct RandomMessages {
                 maxBytes: int(1...WireLimits.attachmentPartBytesMax)))
         case .attachmentPart:
             return .attachmentPart(AttachmentPart(requestID: requestID(), length: wide(), data: bytes(0...300)))
+        case .digestGet:
+            return .digestGet(DigestGet(requestID: requestID(), prefix: bool() ? "" : docID(), nodes: (0..<int(1...8)).map { _ in nodePath() }))
+        case .digestNodes:
+            return .digestNodes(DigestNodes(requestID: requestID(), prefix: bool() ? "" : docID(), answers: (0..<int(1...4)).map { _ in digestAnswer() }))
         }
+    }
+
+    mutating func nodePath() -> DigestNodePath { DigestNodePath(bytes: bytes(0...DigestTree.pathBytesMax))! }
+
+    /// Children in ascending index order, or documents in ascending id order with ascending leaves.
+    mutating func digestAnswer() -> DigestNodeAnswer {
+        if bool() {
+            let indexes = Set((0..<int(0...20)).map { _ in UInt8(truncatingIfNeeded: random.next()) }).sorted()
+            return .children(indexes.map { DigestChild(index: $0, documents: max(1, wide()), digest: DatabaseDigest(bytes: bytes(32...32))!) })
+        }
+        let ids = Set((0..<int(0...6)).map { _ in docID() }).sorted()
+        return .documents(ids.map { id in
+            DigestDocument(id: id, leaves: Set((0..<int(1...3)).map { _ in revisionID() }).map { DigestLeaf(revision: $0, deleted: bool()) })
+        })
     }
 
     /// A random message of a random type.
