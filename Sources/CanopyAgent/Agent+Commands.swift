@@ -71,6 +71,7 @@ extension Agent: AdminRequestHandler {
             reply(agent.storeResult { try agent.delete(command) })
         },
         AdminRoute(Admin.Why.self, on: .agent) { agent, command, _, reply in try agent.why(command, reply) },
+        AdminRoute(Admin.Compare.self, on: .agent) { agent, command, _, reply in try agent.compare(command, reply) },
         AdminRoute(Admin.ListConflicts.self, on: .agent) { agent, command, _, reply in
             // Which conflicts wait for a resolver is known on `queue`; the list is read on `storeQueue`.
             let waiting = agent.resolvers.waitingResolvers

@@ -470,6 +470,16 @@ final class EngineReplication: ReplicationController, @unchecked Sendable {
         }
     }
 
+    func compare(
+        peer nodeID: String, database: DatabaseName, prefix: String, differencesMax: Int, timeoutSeconds: Double,
+        _ completion: @escaping @Sendable (Result<DigestCompareOutcome, DigestCompareFailure>?) -> Void
+    ) {
+        queue.async { [self] in
+            guard let shared = peers[nodeID]?.databases[database] else { return completion(nil) }
+            shared.replicator.compareDigests(prefix: prefix, differencesMax: differencesMax, timeoutSeconds: timeoutSeconds) { completion($0) }
+        }
+    }
+
     func statuses(_ completion: @escaping @Sendable ([Admin.PeerStatus]) -> Void) {
         queue.async { [self] in
             completion(peers.keys.sorted().map { id in

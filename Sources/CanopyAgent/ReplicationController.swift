@@ -87,6 +87,12 @@ package protocol ReplicationController: AnyObject, Sendable {
     /// `documentID`, sorted by node id (`why`).
     func delivery(of documentID: String, in database: DatabaseName, _ completion: @escaping @Sendable ([PeerDelivery]) -> Void)
 
+    /// Compares `database` with the peer over its replication connection
+    /// (`Protocol/digests.md` §6); nil when no replicator runs for that database with the peer.
+    func compare(
+        peer nodeID: String, database: DatabaseName, prefix: String, differencesMax: Int, timeoutSeconds: Double,
+        _ completion: @escaping @Sendable (Result<DigestCompareOutcome, DigestCompareFailure>?) -> Void)
+
     /// Runs a one-shot replication with `peer` in its configured direction. `progress` is called as
     /// work completes; `completion` exactly once, when the replication has finished or failed,
     /// unless the returned cancellation is used first (the caller went away): then never.

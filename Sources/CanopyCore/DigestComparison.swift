@@ -1,8 +1,7 @@
 /// Where this node's documents and a peer's differ, found by walking the digest tree together
 /// (`Protocol/digests.md` §6): the asker starts at the root, and for each node it asked about
 /// compares the peer's answer with its own documents under that node. Children that differ are
-/// asked about next; a child the peer has no document under is settled at once (everything this
-/// node holds there is missing on the peer); a listed node is compared document by document.
+/// asked about next; a listed node is compared document by document.
 ///
 /// Pure: the caller sends `toAsk` (at most `WireLimits.digestNodesMax` a message), hands each
 /// answer to `receive` with this node's documents under the node, and is done when `toAsk` is
@@ -63,15 +62,10 @@ public struct DigestComparison: Sendable {
             let mine = localChildren ?? DigestTree.children(of: path, from: local)
             let theirs = Dictionary(remote.map { ($0.index, $0) }, uniquingKeysWith: { first, _ in first })
             let ours = Dictionary(mine.map { ($0.index, $0) }, uniquingKeysWith: { first, _ in first })
+            // A child the peer holds nothing under is asked about too: it answers with no
+            // documents, and this node's documents there (read for that answer) are missing on it.
             for index in Set(theirs.keys).union(ours.keys).sorted() where theirs[index] != ours[index] {
-                guard let child = path.child(index) else { continue }
-                if theirs[index] == nil {
-                    // The peer holds nothing there: what this node holds there is missing on it.
-                    let only = local.filter { child.contains($0.idHash) }
-                    compare(local: only, remote: [])
-                } else {
-                    toAsk.append(child)
-                }
+                if let child = path.child(index) { toAsk.append(child) }
             }
         }
         if differences.count >= differencesMax {

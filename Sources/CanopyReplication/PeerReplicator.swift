@@ -311,6 +311,18 @@ public final class PeerReplicator: @unchecked Sendable {
         return session?.pushAcknowledgedSequence ?? status.lastPushedSequence
     }
 
+    /// Compares this node's documents with the peer's over the current session
+    /// (`ReplicationSession.compareDigests`); `.disconnected` when no session has exchanged
+    /// hellos. `completion` runs on the serial context.
+    package func compareDigests(
+        prefix: String, differencesMax: Int, timeoutSeconds: Double,
+        _ completion: @escaping @Sendable (Result<DigestCompareOutcome, DigestCompareFailure>) -> Void
+    ) {
+        scheduler.assertOnContext()
+        guard let session, !session.isClosed, session.peerDatabase != nil else { return completion(.failure(.disconnected)) }
+        session.compareDigests(prefix: prefix, differencesMax: differencesMax, timeoutSeconds: timeoutSeconds, completion: completion)
+    }
+
     /// Local documents changed since the newest sequence the peer acknowledged (all documents
     /// when it never acknowledged anything), at most `limit`.
     public func pendingDocumentIDs(limit: Int = 1000) throws(StoreError) -> [String] {

@@ -362,3 +362,43 @@ struct Why: ParsableCommand {
         })
     }
 }
+
+struct Compare: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Compare a database with a connected peer's: identical, or the documents that differ and which side holds what.",
+        discussion: """
+            The peer is asked over its replication connection and compares only what its share lets this node read \
+            (its prefix). Both sides hold the same documents when their digests agree; a difference is located by \
+            walking the digest tree, one round trip per level. SIDE is local_only (only this node holds it), \
+            remote_only (only the peer) or both (each holds other open leaves). Exit status 0 when identical, \
+            1 when not (or when the compare could not be made).
+            """)
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var database: DatabaseOption
+    @Argument(help: "The peer's node id.") var peer: String
+    @Option(help: "Only documents whose id starts with this.") var prefix: String?
+    @Option(help: "List at most this many differing documents (default \(Admin.Compare.limitDefault)).") var limit: Int?
+
+    func run() throws {
+        let answer = try connection.call(Admin.Compare(peer: peer, db: database.db, prefix: prefix, limit: limit))
+        let reply = answer.reply
+        let scope = reply.prefix.isEmpty ? "every document" : "ids starting with \"\(reply.prefix)\""
+        if connection.json {
+            printJSON(.object(answer.members))
+        } else if reply.identical {
+            print("identical: \(reply.db) holds the same documents here and on \(reply.peer) (\(scope))")
+        } else {
+            func leaves(_ list: [Admin.CompareLeaf]) -> String {
+                list.isEmpty ? "-" : list.map { "\($0.rev)\($0.deleted ? " (deleted)" : "")" }.joined(separator: ", ")
+            }
+            printTable(["DOC", "SIDE", "HERE", "PEER"], reply.differences.map { row in
+                [row.doc, row.side.rawValue, leaves(row.local), leaves(row.remote)]
+            })
+        }
+        guard !reply.identical else { return }
+        let count = reply.differences.count
+        var message = "\(count) document\(count == 1 ? "" : "s") of \(reply.db) differ\(count == 1 ? "s" : "") between this node and \(reply.peer) (\(scope))"
+        if reply.truncated { message += "; more may differ: the first \(count) are listed, --limit lists more" }
+        throw CtlFailure(status: .error, message: message)
+    }
+}

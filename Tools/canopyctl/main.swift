@@ -40,7 +40,7 @@ struct Canopyctl: ParsableCommand {
         discussion: "Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 not found, 5 agent not reachable, 6 agent busy.",
         subcommands: [
             Status.self, Peers.self, PeerCommand.self, Put.self, Get.self, Delete.self, Conflicts.self, Resolve.self,
-            Why.self, Changes.self, Import.self, Export.self, Sync.self, Events.self, Stats.self, Reload.self, Shutdown.self,
+            Why.self, Compare.self, Changes.self, Import.self, Export.self, Sync.self, Events.self, Stats.self, Reload.self, Shutdown.self,
             Backup.self, Check.self, DatabaseCommand.self, Share.self, Unshare.self, Attach.self, AttachmentCommand.self, Detach.self, Compact.self,
         ])
 }
