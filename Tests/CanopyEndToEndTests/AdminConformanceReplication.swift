@@ -76,6 +76,21 @@ extension AdminConformanceScenarios {
             try a.request("conflicts")["conflicts"] == .array([]) && b.request("conflicts")["conflicts"] == .array([])
                 && a.request("get", ["doc": .string("r4")])["ok"] == .bool(true)
         }
+        // Settled and replicated both ways, the two hold the same r1: `compare` says so (B refused
+        // `refused`, so a compare of every r… would list it).
+        try poll("A's compare with B to find them identical") {
+            let compared = try a.request("compare", [
+                "peer": .string(self.b.nodeID), "db": .string("default"), "prefix": .string("r1"), "limit": .int(10),
+            ])
+            return compared["identical"] == .bool(true) && compared["prefix"] == .string("r1") && compared["differences"] == .array([])
+                && compared["truncated"] == .bool(false) && compared["nodes"] != nil && compared["round_trips"] != nil
+                && compared["db"] == .string("default") && compared["peer"] == .string(self.b.nodeID)
+        }
+        // `refused` is on A only: B refused it.
+        let apart = try a.request("compare", ["peer": .string(self.b.nodeID), "prefix": .string("refused")])
+        let difference = apart["differences"]?.arrayValue?.first?.objectValue
+        #expect(apart["identical"] == .bool(false) && difference?["doc"] == .string("refused") && difference?["side"] == .string("local_only")
+                && difference?["local"]?.arrayValue?.count == 1 && difference?["remote"] == .array([]), "\(apart)")
     }
 
     /// A resolver client on B answers with each kind of decision, one answer it cannot apply, and

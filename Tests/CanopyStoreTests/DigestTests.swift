@@ -14,6 +14,10 @@ struct DigestTests {
     @Test("the specification's vectors: buckets, document digests and the digest of a database holding both")
     func vectors() throws {
         #expect(DigestTree.bucket(of: "doc-1") == 90 && DigestTree.bucket(of: "doc-2") == 91 && DigestTree.bucket(of: "") == 129)
+        #expect(DigestTree.idHash(of: "doc-1") == 0x5A0F_449B && DigestTree.idHash(of: "doc-2") == 0x5B0F_462E)
+        #expect(DigestNodePath(bytes: [0x5B, 0x0F])!.contains(DigestTree.idHash(of: "doc-2")))
+        #expect(!DigestNodePath(bytes: [0x5B, 0x0E])!.contains(DigestTree.idHash(of: "doc-2")))
+        #expect(DigestNodePath(bytes: [0x5A, 0x0F, 0x44])!.childIndex(of: DigestTree.idHash(of: "doc-1")) == 0x9B)
         let first = DigestTree.document(id: "doc-1", openLeaves: [(Self.revision("1-967a00dff5e02add41819138abb3284d"), false)])
         #expect(first.hex == "ba8e0b21cbfee5acb5cacc8810e61a6305446a9cf60dd884db6cf677dbfd14d5")
         // Leaves are taken in revision order, whatever order they are given in.

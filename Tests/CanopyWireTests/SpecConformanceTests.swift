@@ -14,6 +14,8 @@ struct SpecConformanceTests {
         "protocolVersion": WireLimits.protocolVersion,
         "attachmentPartBytesMax": UInt64(WireLimits.attachmentPartBytesMax),
         "attachmentDigestBytes": UInt64(WireLimits.attachmentDigestBytes),
+        "digestNodesMax": UInt64(WireLimits.digestNodesMax),
+        "digestDocumentsMax": UInt64(WireLimits.digestDocumentsMax),
         "frameHeaderBytes": UInt64(WireLimits.frameHeaderBytes),
         "secretstreamOverheadBytes": UInt64(WireLimits.secretstreamOverheadBytes),
         "framePlaintextBytesMax": UInt64(WireLimits.framePlaintextBytesMax),

@@ -91,6 +91,19 @@ enum VectorFixtures {
         ("attachment-get", .attachmentGet(AttachmentGet(requestID: 5, digest: Array(0..<32), offset: 262_144, maxBytes: 262_144))),
         ("attachment-part", .attachmentPart(AttachmentPart(requestID: 5, length: 262_147, data: [0x61, 0x62, 0x63]))),
         ("attachment-part-past-end", .attachmentPart(AttachmentPart(requestID: 6, length: 3, data: []))),
+        ("digest-get-root", .digestGet(DigestGet(requestID: 7, prefix: "", nodes: [.root]))),
+        ("digest-get-under-prefix", .digestGet(DigestGet(requestID: 8, prefix: "doc-", nodes: [DigestNodePath(bytes: [0x5A])!, DigestNodePath(bytes: [0x5B, 0x0F])!]))),
+        ("digest-nodes-children", .digestNodes(DigestNodes(requestID: 7, prefix: "", answers: [.children([
+            DigestChild(index: 0x5A, documents: 1, digest: DatabaseDigest(bytes: Hex.decode("ba8e0b21cbfee5acb5cacc8810e61a6305446a9cf60dd884db6cf677dbfd14d5")!)!),
+            DigestChild(index: 0x5B, documents: 1, digest: DatabaseDigest(bytes: Hex.decode("827c04d48e8bfa3c8ef6d95cbf67a4d89c27ab1ebb467ac700253c2aa68ed255")!)!),
+        ])]))),
+        ("digest-nodes-documents", .digestNodes(DigestNodes(requestID: 8, prefix: "doc-", answers: [
+            .documents([DigestDocument(id: "doc-1", leaves: [DigestLeaf(revision: RevisionID("1-967a00dff5e02add41819138abb3284d")!, deleted: false)])]),
+            .documents([DigestDocument(id: "doc-2", leaves: [
+                DigestLeaf(revision: RevisionID("2-7051cbe5c8faecd085a3fa619e6e6337")!, deleted: false),
+                DigestLeaf(revision: RevisionID("2-a1b2c3d4e5f60718293a4b5c6d7e8f90")!, deleted: true),
+            ])]),
+        ]))),
     ]
 
     /// Every valid message vector, by name.
@@ -136,6 +149,12 @@ enum VectorFixtures {
          .malformedMessage),
         ("checkpoint-found-2", [0x09, 0x01, 0x02], .malformedMessage),
         ("checkpoint-get-empty-replication-id", [0x08, 0x01, 0x00], .limitExceeded),
+        ("digest-get-no-nodes", [0x16, 0x01, 0x00, 0x00], .limitExceeded),
+        ("digest-get-path-of-4-bytes", [0x16, 0x01, 0x00, 0x01, 0x04, 0x01, 0x02, 0x03, 0x04], .limitExceeded),
+        ("digest-nodes-kind-2", [0x17, 0x01, 0x00, 0x01, 0x02], .malformedMessage),
+        ("digest-nodes-children-out-of-order", [0x17, 0x01, 0x00, 0x01, 0x00, 0x02, 0x05, 0x01] + [UInt8](repeating: 0, count: 32)
+            + [0x05, 0x01] + [UInt8](repeating: 0, count: 32), .malformedMessage),
+        ("digest-nodes-child-of-0-documents", [0x17, 0x01, 0x00, 0x01, 0x00, 0x01, 0x05, 0x00] + [UInt8](repeating: 0, count: 32), .limitExceeded),
         ("attachment-get-max-bytes-0", [0x14, 0x01] + [UInt8](repeating: 0xAB, count: 32) + [0x00, 0x00], .limitExceeded),
         ("attachment-get-max-bytes-over", [0x14, 0x01] + [UInt8](repeating: 0xAB, count: 32) + [0x00, 0x81, 0x80, 0x10], .limitExceeded),
         ("attachment-get-digest-truncated", [0x14, 0x01] + [UInt8](repeating: 0xAB, count: 31), .malformedMessage),
